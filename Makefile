@@ -1,0 +1,34 @@
+# pko — the two quick-start commands are `make demo` (the main job) and `make test` (everything CI runs).
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+export PKO_BIN_DIR ?= $(HOME)/.cache/pko/bin
+
+.PHONY: venv tools lint test unit integration e2e proto clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+# Real binaries built from Go modules into $(PKO_BIN_DIR); cached by name and version.
+tools: venv
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash tools/build.sh
+
+lint: venv
+	$(VENV)/bin/ruff check src tests tools/langhost
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+
+unit: venv
+	$(PY) -m pytest tests/unit -q
+
+# The README's test command: lint, then every tier against the real binaries.
+test: lint
+	$(PY) -m pytest tests -ra
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

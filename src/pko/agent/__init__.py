@@ -1,0 +1,1 @@
+"""The workspace agent: the AutomationService gRPC server, its auth, and `agent init`."""

@@ -1,0 +1,1 @@
+"""Command-line entry points: `pko operator`, `pko agent`, `pko crds`, `pko dev`."""

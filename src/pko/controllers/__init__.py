@@ -1,0 +1,1 @@
+"""The stack, workspace, update and program controllers: pure plans plus thin executors."""

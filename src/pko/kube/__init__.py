@@ -1,0 +1,1 @@
+"""The thin async client layer over lightkube, plus pure helpers (strategic merge, owner references)."""

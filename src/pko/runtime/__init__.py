@@ -1,0 +1,1 @@
+"""The controller runtime: informers, work queues, controllers, leader election and the manager."""

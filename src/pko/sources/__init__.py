@@ -1,0 +1,1 @@
+"""Program sources: git, Flux artifacts and Program artifacts."""

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Builds the real binaries pko's tests run (kube-apiserver, etcd, kube-controller-manager, kubectl,
+# the Pulumi CLI and its language hosts) from the Go module proxy, into a cache outside the repository.
+#
+# Each group lands in "$PKO_BIN_DIR/<group>-<version>/" and is built only when that directory is missing,
+# so a warm machine skips the Go builds. The top of "$PKO_BIN_DIR" holds symlinks to the current versions:
+# put it on PATH. The last line printed is that directory.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+BIN_DIR=${PKO_BIN_DIR:-$HOME/.cache/pko/bin}
+K8S_VERSION=v1.34.10
+ETCD_VERSION=v3.6.4
+PULUMI_VERSION=v3.259.0
+PULUMI_YAML_VERSION=v1.25.0
+
+export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
+# The checksum database behind our module proxy does not know every module version we pin; the committed
+# go.sum files in tools/*/ are what verifies the downloads.
+export GONOSUMDB=${GONOSUMDB:-github.com/pulumi}
+
+log() { printf '[tools %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+command -v go >/dev/null || { log "go is not on PATH: install Go >= 1.25 first"; exit 1; }
+mkdir -p "$BIN_DIR"
+
+# group NAME VERSION BUILD_FUNCTION: build into a .partial directory, then rename, so a killed build never
+# looks complete.
+group() {
+  local name=$1 version=$2 fn=$3 dest="$BIN_DIR/$1-$2"
+  if [ -f "$dest/.complete" ]; then
+    log "$name $version: cached in $dest"
+  else
+    log "$name $version: building (this takes a while on a cold machine)"
+    local start=$SECONDS
+    rm -rf "$dest.partial" && mkdir -p "$dest.partial"
+    "$fn" "$dest.partial" "$version"
+    touch "$dest.partial/.complete"
+    rm -rf "$dest" && mv "$dest.partial" "$dest"
+    log "$name $version: built in $((SECONDS - start))s"
+  fi
+  local f
+  for f in "$dest"/*; do ln -sfn "$f" "$BIN_DIR/$(basename "$f")"; done
+}
+
+gobuild() {  # gobuild MODULE_DIR OUT PKG LDFLAGS [TAGS]
+  local mod=$1 out=$2 pkg=$3 ld=$4 tags=${5:-}
+  log "  go build $(basename "$out")"
+  (cd "$mod" && go build -trimpath ${tags:+-tags "$tags"} -ldflags "$ld" -o "$out" "$pkg")
+}
+
+build_kubernetes() {
+  local out=$1 v=$2 minor ld p
+  minor=${v#v1.}; minor=${minor%%.*}
+  ld="-s -w"
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld="$ld -X $p.gitVersion=$v -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
+    ld="$ld -X $p.gitCommit=0000000000000000000000000000000000000000 -X $p.buildDate=2026-01-01T00:00:00Z"
+  done
+  for p in kube-apiserver kube-controller-manager kubectl; do
+    gobuild "$here/k8s" "$out/$p" "k8s.io/kubernetes/cmd/$p" "$ld"
+  done
+}
+
+build_etcd() {
+  gobuild "$here/k8s" "$1/etcd" go.etcd.io/etcd/server/v3 "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=$2"
+}
+
+build_pulumi() {
+  local out=$1 v=$2 sdk
+  gobuild "$here/pulumi" "$out/pulumi" github.com/pulumi/pulumi/pkg/v3/cmd/pulumi \
+    "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$v" osusergo,grpcnotrace
+  # The dynamic-provider plugin is a shell script shipped in the sdk module.
+  sdk=$(cd "$here/pulumi" && go list -m -f '{{.Dir}}' github.com/pulumi/pulumi/sdk/v3)
+  cp "$sdk/python/dist/pulumi-resource-pulumi-python" "$out/"
+  chmod 755 "$out/pulumi-resource-pulumi-python"
+}
+
+build_pulumi_yaml() {
+  gobuild "$here/pulumi-yaml" "$1/pulumi-language-yaml" github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml \
+    "-s -w -X github.com/pulumi/pulumi-yaml/pkg/version.Version=$2"
+}
+
+group kubernetes "$K8S_VERSION" build_kubernetes
+group etcd "$ETCD_VERSION" build_etcd
+group pulumi "$PULUMI_VERSION" build_pulumi
+group pulumi-yaml "$PULUMI_YAML_VERSION" build_pulumi_yaml
+if [ -x "$here/langhost/install.sh" ]; then
+  "$here/langhost/install.sh" "$BIN_DIR" "$PULUMI_VERSION"
+fi
+
+for b in kube-apiserver etcd kubectl pulumi pulumi-language-yaml; do
+  [ -x "$BIN_DIR/$b" ] || { log "missing $BIN_DIR/$b after the build"; exit 1; }
+done
+log "kube-apiserver: $("$BIN_DIR/kube-apiserver" --version)"
+log "etcd: $("$BIN_DIR/etcd" --version | head -1)"
+log "pulumi: $("$BIN_DIR/pulumi" version)"
+echo "$BIN_DIR"
