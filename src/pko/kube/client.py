@@ -1,0 +1,285 @@
+"""The async API client every pko component uses: plain dicts in and out, our errors, server-side apply first.
+
+A thin layer over lightkube's ``AsyncClient``. It adds what the operator needs on every call and lightkube leaves
+to the caller: kinds from :mod:`pko.kube.resources` (so CRDs and built-ins look alike), the operator's field
+manager and forced ownership for server-side apply (the Go operator applies all status with ``ForceOwnership``),
+watch bookmarks, "all namespaces" as the default for list and watch, and :mod:`pko.kube.errors` exceptions.
+
+This module must never cache, retry or interpret objects: caching and retrying belong to ``pko.runtime``,
+interpreting to the controllers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator, Iterator, Mapping
+from typing import Any, Literal
+
+import httpx2
+import lightkube
+from lightkube.core import generic_client
+from lightkube.types import CascadeType, PatchType, on_error_raise
+
+from pko.kube import errors, objects, resources
+
+FIELD_MANAGER = "pulumi-kubernetes-operator"
+"""The field manager of the Go operator; status writers append ``/<controller>-status`` to it."""
+
+PatchKind = Literal["merge", "json", "strategic"]
+_PATCH_TYPES = {"merge": PatchType.MERGE, "json": PatchType.JSON, "strategic": PatchType.STRATEGIC}
+_CASCADE = {"Background": CascadeType.BACKGROUND, "Foreground": CascadeType.FOREGROUND, "Orphan": CascadeType.ORPHAN}
+
+KindRef = resources.Kind | str
+
+
+@dataclasses.dataclass(frozen=True)
+class ObjectList:
+    """The result of a list: the items and the collection's resourceVersion (where a watch continues)."""
+
+    items: list[objects.Object]
+    resource_version: str
+
+
+@dataclasses.dataclass(frozen=True)
+class WatchEvent:
+    """One watch event. ``type`` is ``ADDED``, ``MODIFIED``, ``DELETED`` or ``BOOKMARK``."""
+
+    type: str
+    object: objects.Object
+
+    @property
+    def resource_version(self) -> str:
+        return objects.resource_version_of(self.object)
+
+
+def label_selector(labels: Mapping[str, str] | None) -> str | None:
+    """``{"a": "b"}`` → ``"a=b"``: equality selectors, the only kind the operator uses."""
+    if not labels:
+        return None
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
+@contextlib.contextmanager
+def _translated() -> Iterator[None]:
+    try:
+        yield
+    except lightkube.ApiError as err:
+        raise errors.translate(err) from err
+
+
+class Client:
+    """Async access to the API server. Build it from a lightkube ``AsyncClient``; close that client yourself,
+    or use :meth:`connect` / ``async with`` to let this one own it."""
+
+    def __init__(self, api: lightkube.AsyncClient, *, field_manager: str = FIELD_MANAGER) -> None:
+        self.api = api
+        self.field_manager = field_manager
+        self._owned = False
+
+    @classmethod
+    def connect(
+        cls,
+        config: lightkube.KubeConfig | Any | None = None,
+        *,
+        timeout: float = 30.0,
+        field_manager: str = FIELD_MANAGER,
+    ) -> Client:
+        """A client that owns its connection pool. ``config`` is a lightkube ``KubeConfig`` or ``SingleConfig``;
+        ``None`` means in-cluster or ``$KUBECONFIG`` (lightkube's rules). ``timeout`` is ``--kube-api-timeout``."""
+        client = cls(lightkube.AsyncClient(config=config, timeout=httpx2.Timeout(timeout)), field_manager=field_manager)
+        client._owned = True
+        return client
+
+    async def close(self) -> None:
+        if self._owned:
+            await self.api.close()
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *args: object) -> None:
+        await self.close()
+
+    # --- reading ---------------------------------------------------------------------------------------------
+
+    async def get(self, kind: KindRef, name: str, namespace: str | None = None) -> objects.Object:
+        """The object, or :class:`pko.kube.errors.NotFound`."""
+        k = resources.resource(kind)
+        with _translated():
+            obj = await self.api.get(resources.model(k), name, namespace=_namespace(k, namespace))
+        return dict(obj)
+
+    async def get_or_none(self, kind: KindRef, name: str, namespace: str | None = None) -> objects.Object | None:
+        try:
+            return await self.get(kind, name, namespace)
+        except errors.NotFound:
+            return None
+
+    async def list(
+        self,
+        kind: KindRef,
+        namespace: str | None = None,
+        *,
+        labels: Mapping[str, str] | None = None,
+        fields: Mapping[str, str] | None = None,
+        chunk_size: int | None = 500,
+    ) -> ObjectList:
+        """All objects of ``kind`` (in ``namespace``; ``None`` = every namespace), read in chunks."""
+        k = resources.resource(kind)
+        params = {
+            "limit": chunk_size,
+            "labelSelector": label_selector(labels),
+            "fieldSelector": label_selector(fields),
+        }
+        br = self.api._client.prepare_request("list", res=resources.model(k), namespace=_scope(k, namespace),
+                                              params=params)
+        listing = self.api._client.list(br)
+        items: list[objects.Object] = []
+        with _translated():
+            async for obj in listing:
+                items.append(dict(obj))
+            # An empty list of a fresh kind still carries the collection's resourceVersion.
+            resource_version = listing._resourceVersion or ""
+        return ObjectList(items, resource_version)
+
+    async def watch(
+        self,
+        kind: KindRef,
+        namespace: str | None = None,
+        *,
+        resource_version: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        timeout_seconds: int | None = None,
+        bookmarks: bool = True,
+    ) -> AsyncIterator[WatchEvent]:
+        """Watch events from ``resource_version`` on. The stream reconnects by itself when the server ends it
+        (after ``timeout_seconds``), continuing from the last event seen; it raises :class:`errors.Gone` when
+        that version is too old, and passes any other error on. Stop it by breaking out of the loop."""
+        k = resources.resource(kind)
+        params = {
+            "timeoutSeconds": timeout_seconds,
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true" if bookmarks else None,
+            "labelSelector": label_selector(labels),
+        }
+        br = self.api._client.prepare_request("list", res=resources.model(k), namespace=_scope(k, namespace),
+                                              watch=True, params=params)
+        stream = self.api._client.watch(br, on_error=on_error_raise)
+        try:
+            with _translated():
+                async for event_type, obj in stream:
+                    yield WatchEvent(str(event_type), dict(obj))
+        finally:
+            await stream.aclose()
+
+    # --- writing ---------------------------------------------------------------------------------------------
+
+    async def create(self, obj: objects.Object) -> objects.Object:
+        k = resources.of(obj)
+        _namespace_of(k, obj)
+        with _translated():
+            created = await self.api.create(resources.model(k)(obj), field_manager=self.field_manager)
+        return dict(created)
+
+    async def replace(self, obj: objects.Object) -> objects.Object:
+        """PUT the whole object; with ``metadata.resourceVersion`` set this fails with :class:`errors.Conflict`
+        when someone else changed it first (optimistic concurrency)."""
+        k = resources.of(obj)
+        _namespace_of(k, obj)
+        with _translated():
+            replaced = await self.api.replace(resources.model(k)(obj), field_manager=self.field_manager)
+        return dict(replaced)
+
+    async def replace_status(self, obj: objects.Object) -> objects.Object:
+        """PUT the status subresource (optimistic concurrency as :meth:`replace`)."""
+        k = resources.of(obj)
+        model = resources.model(k)
+        with _translated():
+            replaced = await self.api.replace(model.Status(obj), objects.name_of(obj),
+                                              namespace=_namespace_of(k, obj), field_manager=self.field_manager)
+        return dict(replaced)
+
+    async def apply(
+        self, obj: objects.Object, *, field_manager: str | None = None, force: bool = True
+    ) -> objects.Object:
+        """Server-side apply ``obj`` (which states only the fields this manager owns)."""
+        return await self._apply(obj, status=False, field_manager=field_manager, force=force)
+
+    async def apply_status(
+        self, obj: objects.Object, *, field_manager: str | None = None, force: bool = True
+    ) -> objects.Object:
+        """Server-side apply to the status subresource: ``obj`` carries apiVersion, kind, metadata and status."""
+        return await self._apply(obj, status=True, field_manager=field_manager, force=force)
+
+    async def _apply(
+        self, obj: objects.Object, *, status: bool, field_manager: str | None, force: bool
+    ) -> objects.Object:
+        k = resources.of(obj)
+        model = resources.model(k)
+        with _translated():
+            applied = await self.api.patch(
+                model.Status if status else model,
+                objects.name_of(obj),
+                obj,
+                namespace=_namespace_of(k, obj),
+                patch_type=PatchType.APPLY,
+                field_manager=field_manager or self.field_manager,
+                force=force,
+            )
+        return dict(applied)
+
+    async def patch(
+        self,
+        kind: KindRef,
+        name: str,
+        patch: Any,
+        namespace: str | None = None,
+        *,
+        patch_type: PatchKind = "merge",
+        status: bool = False,
+    ) -> objects.Object:
+        """A JSON merge patch (default), JSON patch or strategic merge patch (built-in kinds only)."""
+        k = resources.resource(kind)
+        model = resources.model(k)
+        with _translated():
+            patched = await self.api.patch(
+                model.Status if status else model, name, patch, namespace=_namespace(k, namespace),
+                patch_type=_PATCH_TYPES[patch_type], field_manager=self.field_manager,
+            )
+        return dict(patched)
+
+    async def delete(
+        self,
+        kind: KindRef,
+        name: str,
+        namespace: str | None = None,
+        *,
+        propagation: Literal["Background", "Foreground", "Orphan"] | None = None,
+        missing_ok: bool = False,
+    ) -> None:
+        """Delete an object; :class:`errors.NotFound` unless ``missing_ok``."""
+        k = resources.resource(kind)
+        try:
+            with _translated():
+                await self.api.delete(resources.model(k), name, namespace=_namespace(k, namespace),
+                                      cascade=_CASCADE[propagation] if propagation else None)
+        except errors.NotFound:
+            if not missing_ok:
+                raise
+
+
+def _namespace(kind: resources.Kind, namespace: str | None) -> str | None:
+    if kind.namespaced and not namespace:
+        raise ValueError(f"{kind.kind} is namespaced: a namespace is required")
+    return namespace if kind.namespaced else None
+
+
+def _namespace_of(kind: resources.Kind, obj: objects.Object) -> str | None:
+    return _namespace(kind, objects.namespace_of(obj))
+
+
+def _scope(kind: resources.Kind, namespace: str | None) -> str | None:
+    if not kind.namespaced:
+        return None
+    return namespace or generic_client.ALL_NS

@@ -1,0 +1,85 @@
+"""Plain-dict Kubernetes objects: the one shape every layer above passes around.
+
+Objects travel through pko as the JSON the API server sends (``dict[str, Any]``), not as typed models: the
+informer cache stores them, the strategic merge works on them, server-side apply sends them. Typed views
+(pydantic models in ``pko.api``) are built from these dicts where a layer needs them.
+
+This module only reads and builds such dicts. It must never do I/O and never mutate an object it is given.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+Object = dict[str, Any]
+"""A Kubernetes object as JSON: ``apiVersion``, ``kind``, ``metadata``, and whatever else the kind has."""
+
+
+class ObjectKey(NamedTuple):
+    """The identity of an object inside one kind: namespace ("" when cluster-scoped) and name."""
+
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+    @classmethod
+    def parse(cls, text: str) -> ObjectKey:
+        """``"ns/name"`` → ``ObjectKey("ns", "name")``; ``"name"`` → a cluster-scoped key."""
+        namespace, _, name = text.rpartition("/")
+        return cls(namespace, name)
+
+
+def metadata(obj: Object) -> dict[str, Any]:
+    """The object's metadata (an empty dict when it has none)."""
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def name_of(obj: Object) -> str:
+    return str(metadata(obj).get("name") or "")
+
+
+def namespace_of(obj: Object) -> str:
+    return str(metadata(obj).get("namespace") or "")
+
+
+def key_of(obj: Object) -> ObjectKey:
+    return ObjectKey(namespace_of(obj), name_of(obj))
+
+
+def uid_of(obj: Object) -> str:
+    return str(metadata(obj).get("uid") or "")
+
+
+def resource_version_of(obj: Object) -> str:
+    return str(metadata(obj).get("resourceVersion") or "")
+
+
+def generation_of(obj: Object) -> int:
+    return int(metadata(obj).get("generation") or 0)
+
+
+def labels_of(obj: Object) -> dict[str, str]:
+    return dict(metadata(obj).get("labels") or {})
+
+
+def annotations_of(obj: Object) -> dict[str, str]:
+    return dict(metadata(obj).get("annotations") or {})
+
+
+def is_deleting(obj: Object) -> bool:
+    """True once the API server has set ``deletionTimestamp`` (finalizers still hold the object)."""
+    return bool(metadata(obj).get("deletionTimestamp"))
+
+
+def group_of(api_version: str) -> str:
+    """``"apps/v1"`` → ``"apps"``; ``"v1"`` → ``""`` (the core group)."""
+    group, _, _ = api_version.rpartition("/")
+    return group
+
+
+def gvk_of(obj: Object) -> tuple[str, str]:
+    """``(apiVersion, kind)`` of an object."""
+    return str(obj.get("apiVersion") or ""), str(obj.get("kind") or "")
