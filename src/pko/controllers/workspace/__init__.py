@@ -1,0 +1,1 @@
+"""The Workspace controller: a Workspace becomes a running agent (a StatefulSet pod, or local processes)."""

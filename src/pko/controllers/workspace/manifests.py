@@ -1,0 +1,274 @@
+"""The Service and StatefulSet that run a Workspace in a pod, built exactly as the Go operator builds them.
+
+Why: users' existing `podTemplate` overrides, network policies and dashboards select on these names, labels,
+container names, volumes and the agent command line, so they are part of the compatibility contract.
+
+Pure: a Workspace model in, plain manifest dicts out. Must never read the environment or talk to the API server;
+operator settings (the agent image) come in as arguments.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pko.api import names
+from pko.api import workspace as ws_api
+from pko.kube import patchmeta, smp
+
+PULUMI_CONTAINER = "pulumi"
+SHARE_VOLUME = "share"
+SHARE_MOUNT = "/share"
+GRPC_PORT = 50051
+GRACE_PERIOD_SECONDS = 600
+DEFAULT_REQUESTS = {"cpu": "100m", "memory": "64Mi"}
+PULL_POLICIES = {"always": "Always", "never": "Never", "ifnotpresent": "IfNotPresent"}
+
+_GIT_SCRIPT = (
+    '\n/share/agent init -t /share/source --git-url "$GIT_URL" --git-revision "$GIT_REVISION" &&\n'
+    'ln -s "/share/source/$GIT_DIR" /share/workspace\n'
+)
+_FLUX_SCRIPT = (
+    '\n/share/agent init -t /share/source --flux-url "$FLUX_URL" --flux-digest "$FLUX_DIGEST" &&\n'
+    'ln -s "/share/source/$FLUX_DIR" /share/workspace\n'
+)
+_LOCAL_SCRIPT = 'ln -s "$LOCAL_DIR" /share/workspace'
+_PROJECT_SCRIPT = (
+    '/share/agent init -t /share/workspace --project-name "$PROJECT_NAME" --project-runtime "$PROJECT_RUNTIME"'
+)
+_GIT_SECRET_ENV = (
+    ("ssh_private_key", "GIT_SSH_PRIVATE_KEY"),
+    ("username", "GIT_USERNAME"),
+    ("password", "GIT_PASSWORD"),
+    ("token", "GIT_TOKEN"),
+)
+
+
+@dataclass(frozen=True)
+class AgentImage:
+    """The image the `bootstrap` and `fetch` init containers run (operator env `AGENT_IMAGE[_PULL_POLICY]`)."""
+
+    image: str
+    pull_policy: str = "IfNotPresent"
+
+    @classmethod
+    def from_settings(cls, image: str | None, pull_policy: str | None, version: str) -> AgentImage:
+        policy = PULL_POLICIES.get((pull_policy or "").lower(), "IfNotPresent")
+        return cls(image or f"pulumi/pulumi-kubernetes-operator:{version}", policy)
+
+
+def with_defaults(workspace: ws_api.Workspace) -> ws_api.WorkspaceSpec:
+    """The spec with the Go defaulter's values filled in: image by security profile, default resource requests."""
+    spec = (workspace.spec or ws_api.WorkspaceSpec()).model_copy(deep=True)
+    if not spec.image:
+        restricted = spec.security_profile == ws_api.SECURITY_PROFILE_RESTRICTED
+        spec.image = ws_api.DEFAULT_IMAGE_RESTRICTED if restricted else ws_api.DEFAULT_IMAGE_BASELINE
+    resources = dict(spec.resources or {})
+    if not resources.get("requests") and not resources.get("limits"):
+        resources["requests"] = dict(DEFAULT_REQUESTS)
+    spec.resources = resources
+    return spec
+
+
+def audience(workspace: ws_api.Workspace) -> str:
+    """The token audience the agent accepts: `<workspace>.<namespace>`."""
+    return f"{workspace.metadata.name}.{workspace.metadata.namespace}"
+
+
+def service_address(workspace: ws_api.Workspace) -> str:
+    """Where the operator dials the workspace pod's agent."""
+    name = names.workspace_service_name(workspace.metadata.name or "")
+    return f"{name}.{workspace.metadata.namespace}:{GRPC_PORT}"
+
+
+def _source(spec: ws_api.WorkspaceSpec) -> dict[str, Any]:
+    source: dict[str, Any] = {}
+    if spec.git:
+        source["git"] = spec.git.model_dump(by_alias=True, exclude_none=True, mode="json")
+    if spec.flux:
+        source["flux"] = spec.flux.model_dump(by_alias=True, exclude_none=True, mode="json")
+    if spec.local:
+        source["local"] = spec.local.model_dump(by_alias=True, exclude_none=True, mode="json")
+    return source
+
+
+def revision_hash(workspace: ws_api.Workspace) -> str:
+    """Changes whenever the generation or the source changes, so the pod is replaced and re-initialised."""
+    spec = workspace.spec or ws_api.WorkspaceSpec()
+    payload = {"generation": workspace.metadata.generation or 0, **_source(spec)}
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+    return hashlib.md5(canonical.encode(), usedforsecurity=False).hexdigest()
+
+
+def service(workspace: ws_api.Workspace) -> dict[str, Any]:
+    """The headless Service that gives the workspace pod a stable DNS name."""
+    name = workspace.metadata.name or ""
+    system = names.workspace_component_labels(name)
+    template = (workspace.spec.service_template if workspace.spec else None) or ws_api.ServiceTemplate()
+    meta = template.metadata
+    metadata: dict[str, Any] = {
+        "name": names.workspace_service_name(name),
+        "namespace": workspace.metadata.namespace,
+        "labels": {**((meta.labels if meta else None) or {}), **system},
+    }
+    if meta and meta.annotations:
+        metadata["annotations"] = dict(meta.annotations)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata,
+        "spec": {"clusterIP": "None", "selector": system, "ports": [{"name": "grpc", "port": GRPC_PORT}]},
+    }
+
+
+def _init_container(name: str, agent: AgentImage, env: list[dict[str, Any]], args: list[str]) -> dict[str, Any]:
+    container: dict[str, Any] = {
+        "name": name,
+        "image": agent.image,
+        "imagePullPolicy": agent.pull_policy,
+        "volumeMounts": [{"name": SHARE_VOLUME, "mountPath": SHARE_MOUNT}],
+        "args": args,
+    }
+    if env:
+        container["env"] = env
+    return container
+
+
+def _fetch_container(
+    spec: ws_api.WorkspaceSpec, agent: AgentImage, flux_max_untar: str | None
+) -> dict[str, Any] | None:
+    if spec.git:
+        git = spec.git
+        env: list[dict[str, Any]] = [
+            {"name": "GIT_URL", "value": git.url or ""},
+            {"name": "GIT_REVISION", "value": git.ref or ""},
+            {"name": "GIT_DIR", "value": git.dir or ""},
+        ]
+        if git.shallow:
+            env.append({"name": "GIT_SHALLOW", "value": "true"})
+        auth = git.auth
+        if auth:
+            for field, var in _GIT_SECRET_ENV:
+                selector = getattr(auth, field)
+                if selector is not None:
+                    env.append({"name": var, "valueFrom": {"secretKeyRef": selector}})
+            if auth.github_app:
+                app = auth.github_app
+                for var, selector in (("GIT_GITHUB_APP_ID", app.app_id),
+                                      ("GIT_GITHUB_APP_INSTALLATION_ID", app.installation_id),
+                                      ("GIT_GITHUB_APP_PRIVATE_KEY", app.private_key)):
+                    env.append({"name": var, "valueFrom": {"secretKeyRef": selector}})
+        return _init_container("fetch", agent, env, ["sh", "-c", _GIT_SCRIPT])
+    if spec.flux:
+        env = [
+            {"name": "FLUX_URL", "value": spec.flux.url or ""},
+            {"name": "FLUX_DIGEST", "value": spec.flux.digest or ""},
+            {"name": "FLUX_DIR", "value": spec.flux.dir or ""},
+        ]
+        if flux_max_untar:
+            env.append({"name": "FLUX_MAX_UNTAR_SIZE_BYTES", "value": flux_max_untar})
+        return _init_container("fetch", agent, env, ["sh", "-c", _FLUX_SCRIPT])
+    if spec.local:
+        env = [{"name": "LOCAL_DIR", "value": spec.local.dir or ""}]
+        return _init_container("fetch", agent, env, ["sh", "-c", _LOCAL_SCRIPT])
+    if spec.project_info:
+        env = [
+            {"name": "PROJECT_NAME", "value": spec.project_info.name},
+            {"name": "PROJECT_RUNTIME", "value": spec.project_info.runtime},
+        ]
+        return _init_container("fetch", agent, env, ["sh", "-c", _PROJECT_SCRIPT])
+    return None
+
+
+def agent_command(workspace: ws_api.Workspace, spec: ws_api.WorkspaceSpec) -> list[str]:
+    """The `pulumi` container's command: tini running the agent in kube auth mode for this workspace."""
+    command = [
+        "/share/tini", "/share/agent", "--", "serve",
+        "--workspace", "/share/workspace",
+        "--skip-install",
+        "--env-file", "/share/.env",
+        "--auth-mode", "kube",
+        "--kube-audience", audience(workspace),
+        "--kube-workspace-namespace", workspace.metadata.namespace or "",
+        "--kube-workspace-name", workspace.metadata.name or "",
+    ]
+    if spec.pulumi_log_level:
+        command += ["--pulumi-log-level", str(spec.pulumi_log_level)]
+    return command
+
+
+def _restrict(pod_spec: dict[str, Any]) -> None:
+    pod_spec["securityContext"].update(runAsNonRoot=True, runAsUser=1000, runAsGroup=1000)
+    for container in [*pod_spec["initContainers"], *pod_spec["containers"]]:
+        context = container.setdefault("securityContext", {})
+        context["allowPrivilegeEscalation"] = False
+        context["capabilities"] = {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}
+
+
+def statefulset(
+    workspace: ws_api.Workspace, agent: AgentImage, *, flux_max_untar: str | None = None
+) -> dict[str, Any]:
+    """The single-replica StatefulSet whose pod runs the agent on the workspace's project."""
+    name = workspace.metadata.name or ""
+    spec = with_defaults(workspace)
+    labels = names.workspace_component_labels(name)
+    env = [dict(item) for item in spec.env or []]
+    env += [
+        {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        {"name": "POD_SA_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.serviceAccountName"}}},
+        {"name": "AGENT_MEMLIMIT",
+         "valueFrom": {"resourceFieldRef": {"containerName": PULUMI_CONTAINER, "resource": "requests.memory"}}},
+    ]
+    pulumi: dict[str, Any] = {
+        "name": PULUMI_CONTAINER,
+        "image": spec.image,
+        "resources": spec.resources,
+        "volumeMounts": [{"name": SHARE_VOLUME, "mountPath": SHARE_MOUNT}],
+        "ports": [{"name": "grpc", "containerPort": GRPC_PORT}],
+        "env": env,
+        "command": agent_command(workspace, spec),
+        "workingDir": "/share/workspace",
+    }
+    if spec.image_pull_policy:
+        pulumi["imagePullPolicy"] = spec.image_pull_policy
+    if spec.env_from:
+        pulumi["envFrom"] = [dict(item) for item in spec.env_from]
+    init = [_init_container("bootstrap", agent, [], ["cp", "/agent", "/tini", "/share/"])]
+    fetch = _fetch_container(spec, agent, flux_max_untar)
+    if fetch:
+        init.append(fetch)
+    pod_spec: dict[str, Any] = {
+        "serviceAccountName": spec.service_account_name,
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "terminationGracePeriodSeconds": GRACE_PERIOD_SECONDS,
+        "initContainers": init,
+        "containers": [pulumi],
+        "volumes": [{"name": SHARE_VOLUME, "emptyDir": {}}],
+    }
+    if spec.security_profile == ws_api.SECURITY_PROFILE_RESTRICTED:
+        _restrict(pod_spec)
+    template: dict[str, Any] = {
+        "metadata": {"labels": dict(labels), "annotations": {names.ANNOTATION_REVISION_HASH: revision_hash(workspace)}},
+        "spec": pod_spec,
+    }
+    if spec.pod_template:
+        # System init containers stay first; the user's are appended (the reference's $setElementOrder).
+        patch = spec.pod_template.model_dump(by_alias=True, exclude_none=True, mode="json")
+        template = smp.merge(template, patch, patchmeta.POD_TEMPLATE_SPEC)
+    for container in [*template["spec"].get("initContainers", []), *template["spec"].get("containers", [])]:
+        container.setdefault("env", []).append({"name": "PULUMI_ENV", "value": "/share/.env"})
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": names.workspace_statefulset_name(name), "namespace": workspace.metadata.namespace,
+                     "labels": dict(labels)},
+        "spec": {
+            "selector": {"matchLabels": dict(labels)},
+            "serviceName": names.workspace_service_name(name),
+            "replicas": 1,
+            "podManagementPolicy": "Parallel",
+            "template": template,
+        },
+    }

@@ -1,0 +1,199 @@
+"""The workspace StatefulSet and Service are pinned field by field: they are part of the compatibility contract."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pko.api import workspace as ws_api
+from pko.controllers.workspace import manifests
+
+AGENT = manifests.AgentImage("example.com/pko:1.2.3", "Always")
+
+
+def _workspace(spec: dict[str, Any], generation: int = 3) -> ws_api.Workspace:
+    return ws_api.Workspace.model_validate(
+        {"metadata": {"name": "my-stack", "namespace": "team", "generation": generation}, "spec": spec}
+    )
+
+
+def _by_name(items: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {item["name"]: item for item in items}
+
+
+def test_git_source_restricted_statefulset_is_pinned() -> None:
+    ws = _workspace({
+        "git": {"url": "https://git.example/repo.git", "ref": "abc123", "dir": "infra", "shallow": True,
+                "auth": {"token": {"name": "git-creds", "key": "token"}}},
+        "stacks": [{"name": "dev"}],
+    })
+    sts = manifests.statefulset(ws, AGENT)
+
+    assert sts["metadata"] == {
+        "name": "my-stack-workspace", "namespace": "team",
+        "labels": {"auto.pulumi.com/component": "workspace", "auto.pulumi.com/workspace-name": "my-stack"},
+    }
+    spec = sts["spec"]
+    assert spec["replicas"] == 1
+    assert spec["serviceName"] == "my-stack-workspace"
+    assert spec["podManagementPolicy"] == "Parallel"
+    assert spec["selector"]["matchLabels"] == sts["metadata"]["labels"]
+    pod = spec["template"]["spec"]
+    assert pod["serviceAccountName"] == "default"
+    assert pod["terminationGracePeriodSeconds"] == 600
+    assert pod["securityContext"] == {
+        "seccompProfile": {"type": "RuntimeDefault"}, "runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000,
+    }
+    assert pod["volumes"] == [{"name": "share", "emptyDir": {}}]
+    assert [c["name"] for c in pod["initContainers"]] == ["bootstrap", "fetch"]
+    bootstrap, fetch = pod["initContainers"]
+    assert bootstrap["image"] == "example.com/pko:1.2.3"
+    assert bootstrap["imagePullPolicy"] == "Always"
+    assert bootstrap["args"] == ["cp", "/agent", "/tini", "/share/"]
+    assert fetch["args"][:2] == ["sh", "-c"]
+    assert '--git-url "$GIT_URL" --git-revision "$GIT_REVISION"' in fetch["args"][2]
+    assert 'ln -s "/share/source/$GIT_DIR" /share/workspace' in fetch["args"][2]
+    assert fetch["env"] == [
+        {"name": "GIT_URL", "value": "https://git.example/repo.git"},
+        {"name": "GIT_REVISION", "value": "abc123"},
+        {"name": "GIT_DIR", "value": "infra"},
+        {"name": "GIT_SHALLOW", "value": "true"},
+        {"name": "GIT_TOKEN", "valueFrom": {"secretKeyRef": {"name": "git-creds", "key": "token"}}},
+        {"name": "PULUMI_ENV", "value": "/share/.env"},
+    ]
+    (pulumi,) = pod["containers"]
+    assert pulumi["name"] == "pulumi"
+    assert pulumi["image"] == "pulumi/pulumi:latest-nonroot"
+    assert pulumi["workingDir"] == "/share/workspace"
+    assert pulumi["ports"] == [{"name": "grpc", "containerPort": 50051}]
+    assert pulumi["resources"] == {"requests": {"cpu": "100m", "memory": "64Mi"}}
+    assert pulumi["command"] == [
+        "/share/tini", "/share/agent", "--", "serve", "--workspace", "/share/workspace", "--skip-install",
+        "--env-file", "/share/.env", "--auth-mode", "kube", "--kube-audience", "my-stack.team",
+        "--kube-workspace-namespace", "team", "--kube-workspace-name", "my-stack",
+    ]
+    assert [e["name"] for e in pulumi["env"]] == ["POD_NAMESPACE", "POD_SA_NAME", "AGENT_MEMLIMIT", "PULUMI_ENV"]
+    for container in [*pod["initContainers"], *pod["containers"]]:
+        assert container["securityContext"] == {
+            "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]},
+        }
+        assert container["volumeMounts"] == [{"name": "share", "mountPath": "/share"}]
+    assert not {"livenessProbe", "readinessProbe", "startupProbe"} & pulumi.keys()
+
+
+@pytest.mark.parametrize(
+    ("source", "script_part", "env"),
+    [
+        ({"flux": {"url": "http://src/a.tgz", "digest": "sha256:00", "dir": "p"}},
+         '--flux-url "$FLUX_URL" --flux-digest "$FLUX_DIGEST"',
+         {"FLUX_URL": "http://src/a.tgz", "FLUX_DIGEST": "sha256:00", "FLUX_DIR": "p"}),
+        ({"local": {"dir": "/home/app"}}, 'ln -s "$LOCAL_DIR" /share/workspace', {"LOCAL_DIR": "/home/app"}),
+        ({"projectInfo": {"name": "proj", "runtime": "yaml"}},
+         '--project-name "$PROJECT_NAME" --project-runtime "$PROJECT_RUNTIME"',
+         {"PROJECT_NAME": "proj", "PROJECT_RUNTIME": "yaml"}),
+    ],
+)
+def test_fetch_container_per_source(source: dict[str, Any], script_part: str, env: dict[str, str]) -> None:
+    pod = manifests.statefulset(_workspace(source), AGENT)["spec"]["template"]["spec"]
+    fetch = _by_name(pod["initContainers"])["fetch"]
+    assert script_part in fetch["args"][2]
+    assert {e["name"]: e["value"] for e in fetch["env"] if e["name"] != "PULUMI_ENV"} == env
+
+
+def test_flux_untar_limit_is_passed_to_fetch() -> None:
+    ws = _workspace({"flux": {"url": "u", "digest": "d"}})
+    pod = manifests.statefulset(ws, AGENT, flux_max_untar="2048")["spec"]["template"]["spec"]
+    assert {"name": "FLUX_MAX_UNTAR_SIZE_BYTES", "value": "2048"} in _by_name(pod["initContainers"])["fetch"]["env"]
+
+
+def test_no_source_means_bootstrap_only() -> None:
+    pod = manifests.statefulset(_workspace({}), AGENT)["spec"]["template"]["spec"]
+    assert [c["name"] for c in pod["initContainers"]] == ["bootstrap"]
+
+
+def test_baseline_profile_only_sets_seccomp() -> None:
+    pod = manifests.statefulset(_workspace({"securityProfile": "baseline"}), AGENT)["spec"]["template"]["spec"]
+    assert pod["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+    assert all("securityContext" not in c for c in [*pod["initContainers"], *pod["containers"]])
+    assert pod["containers"][0]["image"] == "pulumi/pulumi:latest"
+
+
+def test_user_settings_reach_the_pulumi_container() -> None:
+    ws = _workspace({
+        "image": "my/pulumi:3", "imagePullPolicy": "Never", "serviceAccountName": "deployer",
+        "pulumiLogLevel": 7, "env": [{"name": "A", "value": "1"}],
+        "envFrom": [{"secretRef": {"name": "creds"}}],
+        "resources": {"limits": {"memory": "1Gi"}},
+    })
+    pod = manifests.statefulset(ws, AGENT)["spec"]["template"]["spec"]
+    pulumi = pod["containers"][0]
+    assert pod["serviceAccountName"] == "deployer"
+    assert pulumi["image"] == "my/pulumi:3"
+    assert pulumi["imagePullPolicy"] == "Never"
+    assert pulumi["command"][-2:] == ["--pulumi-log-level", "7"]
+    assert pulumi["env"][0] == {"name": "A", "value": "1"}
+    assert pulumi["envFrom"] == [{"secretRef": {"name": "creds"}}]
+    assert pulumi["resources"] == {"limits": {"memory": "1Gi"}}
+
+
+def test_pod_template_is_strategically_merged() -> None:
+    ws = _workspace({
+        "git": {"url": "u", "ref": "r"},
+        "podTemplate": {
+            "metadata": {"labels": {"team": "a"}, "annotations": {"note": "x"}},
+            "spec": {
+                "initContainers": [{"name": "extra", "image": "busybox"}],
+                "containers": [{"name": "pulumi", "image": "custom:1",
+                                "volumeMounts": [{"name": "cache", "mountPath": "/cache"}]}],
+                "volumes": [{"name": "cache", "emptyDir": {}}],
+                "tolerations": [{"key": "k", "operator": "Exists"}],
+            },
+        },
+    })
+    template = manifests.statefulset(ws, AGENT)["spec"]["template"]
+    pod = template["spec"]
+    assert template["metadata"]["labels"]["team"] == "a"
+    assert template["metadata"]["labels"]["auto.pulumi.com/workspace-name"] == "my-stack"
+    assert "auto.pulumi.com/revision-hash" in template["metadata"]["annotations"]
+    assert [c["name"] for c in pod["initContainers"]] == ["bootstrap", "fetch", "extra"]
+    pulumi = pod["containers"][0]
+    assert pulumi["image"] == "custom:1"
+    assert pulumi["command"][1] == "/share/agent"
+    assert [m["name"] for m in pulumi["volumeMounts"]] == ["share", "cache"]
+    assert [v["name"] for v in pod["volumes"]] == ["share", "cache"]
+    assert pod["tolerations"] == [{"key": "k", "operator": "Exists"}]
+    # PULUMI_ENV goes to every container, the user's included, after the merge.
+    extra = _by_name(pod["initContainers"])["extra"]
+    assert extra["env"] == [{"name": "PULUMI_ENV", "value": "/share/.env"}]
+
+
+def test_revision_hash_follows_generation_and_source() -> None:
+    base = manifests.revision_hash(_workspace({"git": {"url": "u", "ref": "a"}}, generation=1))
+    assert base == manifests.revision_hash(_workspace({"git": {"url": "u", "ref": "a"}}, generation=1))
+    assert base != manifests.revision_hash(_workspace({"git": {"url": "u", "ref": "a"}}, generation=2))
+    assert base != manifests.revision_hash(_workspace({"git": {"url": "u", "ref": "b"}}, generation=1))
+
+
+def test_service_is_headless_and_system_labels_win() -> None:
+    ws = _workspace({"serviceTemplate": {"metadata": {
+        "labels": {"auto.pulumi.com/workspace-name": "spoofed", "team": "a"}, "annotations": {"x": "y"}}}})
+    svc = manifests.service(ws)
+    assert svc["metadata"]["name"] == "my-stack-workspace"
+    assert svc["metadata"]["labels"] == {
+        "team": "a", "auto.pulumi.com/component": "workspace", "auto.pulumi.com/workspace-name": "my-stack",
+    }
+    assert svc["metadata"]["annotations"] == {"x": "y"}
+    assert svc["spec"] == {
+        "clusterIP": "None",
+        "selector": {"auto.pulumi.com/component": "workspace", "auto.pulumi.com/workspace-name": "my-stack"},
+        "ports": [{"name": "grpc", "port": 50051}],
+    }
+    assert manifests.service_address(ws) == "my-stack-workspace.team:50051"
+
+
+def test_agent_image_settings() -> None:
+    assert manifests.AgentImage.from_settings(None, None, "v2.9.0") == manifests.AgentImage(
+        "pulumi/pulumi-kubernetes-operator:v2.9.0", "IfNotPresent")
+    assert manifests.AgentImage.from_settings("x/y:z", "always", "v").pull_policy == "Always"
+    assert manifests.AgentImage.from_settings("x/y:z", "bogus", "v").pull_policy == "IfNotPresent"
