@@ -222,6 +222,14 @@ def test_workspace_env_merges_but_stacks_are_atomic() -> None:
 # The machine running the tests may be busy: judge the properties, not the generation speed.
 props = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
+def by_name(item: Any) -> str:
+    return str(item["name"])
+
+
+def by_port(item: Any) -> int:
+    return int(item["containerPort"])
+
+
 names = st.sampled_from(["a", "b", "c", "d", "pulumi", "fetch"])
 scalars = st.one_of(st.text(max_size=4), st.integers(-3, 3), st.booleans())
 env_var = st.fixed_dictionaries({"name": names}, optional={"value": st.text(max_size=3)})
@@ -229,14 +237,14 @@ container = st.fixed_dictionaries(
     {"name": names},
     optional={
         "image": st.text(max_size=5),
-        "env": st.lists(env_var, max_size=4, unique_by=lambda e: e["name"]),
+        "env": st.lists(env_var, max_size=4, unique_by=by_name),
         "ports": st.lists(st.fixed_dictionaries({"containerPort": st.integers(1, 4)}), max_size=3,
-                          unique_by=lambda p: p["containerPort"]),
+                          unique_by=by_port),
         "args": st.lists(st.text(max_size=2), max_size=3),
         "resources": st.fixed_dictionaries({}, optional={"limits": st.dictionaries(names, scalars, max_size=2)}),
     },
 )
-containers = st.lists(container, max_size=4, unique_by=lambda c: c["name"])
+containers = st.lists(container, max_size=4, unique_by=by_name)
 pod_template = st.fixed_dictionaries(
     {},
     optional={
@@ -260,7 +268,7 @@ def _container_patch(draw: st.DrawFn) -> dict[str, Any]:
     if draw(st.booleans()):
         item["image"] = draw(st.one_of(st.none(), st.text(max_size=5)))
     if draw(st.booleans()):
-        item["env"] = draw(st.lists(env_var, max_size=3, unique_by=lambda e: e["name"]))
+        item["env"] = draw(st.lists(env_var, max_size=3, unique_by=by_name))
     return item
 
 

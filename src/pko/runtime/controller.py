@@ -1,0 +1,159 @@
+"""A controller: watches (informer + predicate + mapper) feed a work queue; N workers call ``reconcile(key)``.
+
+``reconcile`` is an ``async`` function of an :class:`pko.kube.objects.ObjectKey` returning a :class:`Result`
+(or ``None`` for "done"). Its outcome drives the queue exactly as in controller-runtime:
+
+* returns ``Result(requeue_after=s)`` → the key's backoff is reset and it comes back after ``s`` seconds;
+* returns ``Result(requeue=True)`` → it comes back after its rate-limited backoff;
+* raises → the same, and the error is logged and counted;
+* returns ``None``/``Result()`` → the backoff is reset; the key comes back only with a new event.
+
+The queue guarantees that one key is never reconciled by two workers at once. A controller is started by the
+manager when it becomes leader and cancelled when leadership ends; each run starts with a fresh queue, filled
+by replaying the informers' caches. The controller must never touch the API server itself: reconcilers do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from pko.kube import objects
+from pko.runtime import handlers, informer, metrics, ratelimit, store, workqueue
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+    requeue_after: float | None = None
+    requeue: bool = False
+
+
+Reconciler = Callable[[objects.ObjectKey], Awaitable[Result | None]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Watch:
+    informer: informer.Informer
+    mapper: handlers.Mapper
+    predicate: handlers.Predicate
+
+
+def outcome(result: Result | None, error: BaseException | None) -> str:
+    """The ``result`` label of ``controller_runtime_reconcile_total`` for an outcome."""
+    if error is not None:
+        return "error"
+    if result is not None and result.requeue_after:
+        return "requeue_after"
+    if result is not None and result.requeue:
+        return "requeue"
+    return "success"
+
+
+class Controller:
+    def __init__(
+        self,
+        name: str,
+        reconcile: Reconciler,
+        *,
+        workers: int = 1,
+        rate_limiter: Callable[[], ratelimit.RateLimiter] = ratelimit.RateLimiter,
+        metrics: metrics.ControllerMetrics | None = None,
+    ) -> None:
+        if workers < 1:
+            raise ValueError("a controller needs at least one worker")
+        self.name = name
+        self.reconcile = reconcile
+        self.workers = workers
+        self.watches: list[Watch] = []
+        self._new_rate_limiter = rate_limiter
+        self._metrics = metrics
+        self.queue: workqueue.WorkQueue[objects.ObjectKey] = workqueue.WorkQueue(metrics=metrics)
+        if metrics is not None:
+            metrics.workers(workers)
+
+    def __repr__(self) -> str:
+        return f"<Controller {self.name}>"
+
+    def watch(
+        self,
+        source: informer.Informer,
+        mapper: handlers.Mapper = handlers.for_object,
+        predicate: handlers.Predicate = handlers.always,
+    ) -> Controller:
+        """Reconcile ``mapper(event)`` for every event of ``source`` that passes ``predicate``."""
+        self.watches.append(Watch(source, mapper, predicate))
+        return self
+
+    def _handler(self, watch: Watch, queue: workqueue.WorkQueue[objects.ObjectKey]) -> informer.Handler:
+        def handle(event: store.Event) -> None:
+            if watch.predicate(event):
+                for key in watch.mapper(event):
+                    queue.add(key)
+
+        return handle
+
+    async def run(self) -> None:
+        """Process keys until cancelled (a fresh queue per run; informers are replayed into it)."""
+        queue: workqueue.WorkQueue[objects.ObjectKey] = workqueue.WorkQueue(
+            self._new_rate_limiter(), metrics=self._metrics
+        )
+        self.queue = queue
+        registered = []
+        try:
+            for watch in self.watches:
+                await watch.informer.wait_synced()
+            for watch in self.watches:
+                handler = self._handler(watch, queue)
+                watch.informer.add_handler(handler)
+                registered.append((watch.informer, handler))
+            async with asyncio.TaskGroup() as group:
+                for index in range(self.workers):
+                    group.create_task(self._work(queue), name=f"{self.name}-worker-{index}")
+        except workqueue.ShutDown:
+            pass
+        finally:
+            for source, handler in registered:
+                source.remove_handler(handler)
+            queue.shutdown()
+
+    async def _work(self, queue: workqueue.WorkQueue[objects.ObjectKey]) -> None:
+        while True:
+            try:
+                key = await queue.get()
+            except workqueue.ShutDown:
+                return
+            try:
+                await self.process(queue, key)
+            finally:
+                queue.done(key)
+
+    async def process(self, queue: workqueue.WorkQueue[objects.ObjectKey], key: objects.ObjectKey) -> None:
+        """Reconcile one key and requeue it according to the outcome."""
+        started = time.monotonic()
+        if self._metrics is not None:
+            self._metrics.reconcile_started()
+        result: Result | None = None
+        error: Exception | None = None
+        try:
+            result = await self.reconcile(key)
+        except Exception as err:
+            error = err
+            log.error("%s: reconcile %s failed: %s", self.name, key, err, exc_info=err)
+        except BaseException:  # cancelled (leadership lost, shutdown): not a finished reconcile
+            if self._metrics is not None:
+                self._metrics.reconcile_cancelled()
+            raise
+        if self._metrics is not None:
+            self._metrics.reconcile_finished(outcome(result, error), time.monotonic() - started)
+        if error is not None or (result is not None and result.requeue and not result.requeue_after):
+            queue.add_rate_limited(key)
+        elif result is not None and result.requeue_after:
+            queue.forget(key)
+            queue.add_after(key, result.requeue_after)
+        else:
+            queue.forget(key)

@@ -1,0 +1,170 @@
+"""The manager: one process's informers, controllers, leader election and probe/metrics endpoints.
+
+Lifecycle of :meth:`Manager.run` (until cancelled):
+
+1. serve ``/healthz`` and ``/readyz`` (health address) and ``/metrics`` (metrics address);
+2. start every informer — also on standby replicas, so a successor's caches are warm when it takes over;
+3. campaign for the Lease (or skip that when leader election is off); once leading, run every controller;
+4. when the lease is lost, cancel the controllers (in-flight reconciles are cancelled) and campaign again;
+5. on cancellation: stop the controllers, release the lease, stop informers and servers.
+
+So reconcilers run only while this process leads. Informers are shared: :meth:`Manager.informer` returns the
+same one for the same kind, whichever controller asks. The manager must never reconcile or interpret objects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+
+import prometheus_client
+from prometheus_client import CollectorRegistry
+
+from pko import kube
+from pko.kube import resources
+from pko.runtime import controller as ctl
+from pko.runtime import httpserver, informer, leader, leaderelection, metrics, store
+
+log = logging.getLogger(__name__)
+
+Check = Callable[[], Awaitable[bool] | bool]
+
+
+@dataclasses.dataclass(frozen=True)
+class LeaderElection:
+    """``--leader-elect`` and its timings; ``namespace`` is where the Lease lives (``$POD_NAMESPACE``)."""
+
+    namespace: str
+    name: str = leaderelection.DEFAULT_LEASE_NAME
+    identity: str | None = None
+    timing: leaderelection.Timing = dataclasses.field(default_factory=leaderelection.Timing)
+
+
+class Manager:
+    def __init__(
+        self,
+        client: kube.Client,
+        *,
+        namespace: str | None = None,
+        leader_election: LeaderElection | None = None,
+        health_address: str = ":8081",
+        metrics_address: str = "0",
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        """``namespace`` limits every informer to one namespace (``None``: cluster-wide). Addresses are Go-style
+        (``":8081"``, ``"127.0.0.1:0"``; ``"0"`` turns a server off). ``registry`` defaults to the process-wide
+        Prometheus registry."""
+        self.client = client
+        self.namespace = namespace
+        self.registry = registry if registry is not None else prometheus_client.REGISTRY
+        self.metrics = metrics.Metrics(self.registry)
+        self.elector = (
+            leader.LeaderElector(client, leader_election.namespace, name=leader_election.name,
+                                 identity=leader_election.identity, timing=leader_election.timing)
+            if leader_election is not None else None
+        )
+        self.informers: dict[resources.Kind, informer.Informer] = {}
+        self.controllers: list[ctl.Controller] = []
+        self.readiness_checks: dict[str, Check] = {}
+        self.leading = asyncio.Event()
+        self.health_server = httpserver.Server({"/healthz": self._healthz, "/readyz": self._readyz})
+        self.metrics_server = httpserver.Server({"/metrics": self._metrics})
+        self._health_address = health_address
+        self._metrics_address = metrics_address
+        self._started = False
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leading.is_set()
+
+    def informer(self, kind: resources.Kind | str, *, indexers: Mapping[str, store.Indexer] | None = None
+                 ) -> informer.Informer:
+        """The shared informer of ``kind`` (created on first request); ``indexers`` are added to it."""
+        k = resources.resource(kind)
+        found = self.informers.get(k)
+        if found is None:
+            found = informer.Informer(self.client, k, namespace=self.namespace)
+            self.informers[k] = found
+        for name, indexer in (indexers or {}).items():
+            found.add_indexer(name, indexer)
+        return found
+
+    def controller(self, name: str, reconcile: ctl.Reconciler, *, workers: int = 1) -> ctl.Controller:
+        """A new controller run by this manager; give it watches with :meth:`Controller.watch`."""
+        if self._started:
+            raise RuntimeError("add controllers before the manager runs")
+        controller = ctl.Controller(name, reconcile, workers=workers, metrics=self.metrics.controller(name))
+        self.controllers.append(controller)
+        return controller
+
+    def add_readiness_check(self, name: str, check: Check) -> None:
+        self.readiness_checks[name] = check
+
+    # --- endpoints -------------------------------------------------------------------------------------------
+
+    async def _healthz(self) -> httpserver.Response:
+        return 200, "text/plain; charset=utf-8", b"ok"
+
+    async def _readyz(self) -> httpserver.Response:
+        failing = [f"informer {i.kind.kind}" for i in self.informers.values() if not i.synced]
+        for name, check in self.readiness_checks.items():
+            outcome = check()
+            if not (await outcome if isinstance(outcome, Awaitable) else outcome):
+                failing.append(name)
+        if failing:
+            return 503, "text/plain; charset=utf-8", ("not ready: " + ", ".join(failing)).encode()
+        return 200, "text/plain; charset=utf-8", b"ok"
+
+    async def _metrics(self) -> httpserver.Response:
+        return 200, prometheus_client.CONTENT_TYPE_LATEST, prometheus_client.generate_latest(self.registry)
+
+    # --- running ---------------------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Run until cancelled (see the module docstring)."""
+        self._started = True
+        async with contextlib.AsyncExitStack() as stack:
+            for server, address in ((self.health_server, self._health_address),
+                                    (self.metrics_server, self._metrics_address)):
+                bound = httpserver.parse_address(address)
+                if bound is not None:
+                    await server.start(*bound)
+                    stack.push_async_callback(server.close)
+            async with asyncio.TaskGroup() as group:
+                for source in self.informers.values():
+                    group.create_task(source.run(), name=f"informer-{source.kind.kind}")
+                group.create_task(self._lead(), name="leader")
+
+    async def _lead(self) -> None:
+        gauge = self.metrics.leader.labels(self.elector.name if self.elector else "none")
+        if self.elector is None:
+            self.leading.set()
+            await self._run_controllers()
+            return
+        try:
+            while True:
+                gauge.set(0)
+                await self.elector.campaign()
+                gauge.set(1)
+                self.leading.set()
+                log.info("leading as %s: starting %d controllers", self.elector.identity, len(self.controllers))
+                try:
+                    async with asyncio.TaskGroup() as group:
+                        controllers = group.create_task(self._run_controllers())
+                        await self.elector.hold()
+                        controllers.cancel()
+                finally:
+                    self.leading.clear()
+                    gauge.set(0)
+                log.warning("leadership lost: controllers stopped; campaigning again")
+        finally:
+            self.leading.clear()
+            await asyncio.shield(self.elector.release())
+
+    async def _run_controllers(self) -> None:
+        async with asyncio.TaskGroup() as group:
+            for controller in self.controllers:
+                group.create_task(controller.run(), name=f"controller-{controller.name}")

@@ -1,0 +1,120 @@
+"""Prometheus metrics of the runtime, under controller-runtime's names so existing dashboards carry over.
+
+``controller_runtime_reconcile_total{controller,result}``, ``controller_runtime_reconcile_errors_total``,
+``controller_runtime_reconcile_time_seconds``, ``controller_runtime_max_concurrent_reconciles``,
+``controller_runtime_active_workers``, ``workqueue_depth``/``adds_total``/``retries_total``/
+``queue_duration_seconds``/``work_duration_seconds`` (labels ``controller`` and ``name``, both the controller
+name, as controller-runtime ≥ 0.19 writes them) and ``leader_election_master_status{name}``.
+
+Metrics live in a registry passed in (the process-wide ``prometheus_client.REGISTRY`` for the operator, a fresh
+one per manager in tests). This module must never start servers or read the queue; it only counts.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+RECONCILE_BUCKETS = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5,
+    1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0, 25.0, 30.0, 40.0, 50.0, 60.0,
+)
+QUEUE_BUCKETS = tuple(10.0**exponent for exponent in range(-8, 4))  # 10ns .. 1000s, as client-go
+
+RESULTS = ("success", "error", "requeue", "requeue_after")
+
+
+class Metrics:
+    """All runtime metrics of one manager, registered in ``registry``."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self.reconcile_total = Counter(
+            "controller_runtime_reconcile_total", "Total number of reconciliations per controller",
+            ["controller", "result"], registry=registry,
+        )
+        self.reconcile_errors = Counter(
+            "controller_runtime_reconcile_errors_total", "Total number of reconciliation errors per controller",
+            ["controller"], registry=registry,
+        )
+        self.reconcile_time = Histogram(
+            "controller_runtime_reconcile_time_seconds", "Length of time per reconciliation per controller",
+            ["controller"], buckets=RECONCILE_BUCKETS, registry=registry,
+        )
+        self.max_concurrent = Gauge(
+            "controller_runtime_max_concurrent_reconciles", "Maximum number of concurrent reconciles per controller",
+            ["controller"], registry=registry,
+        )
+        self.active_workers = Gauge(
+            "controller_runtime_active_workers", "Number of currently used workers per controller",
+            ["controller"], registry=registry,
+        )
+        labels = ["controller", "name"]
+        self.queue_depth = Gauge("workqueue_depth", "Current depth of workqueue", labels, registry=registry)
+        self.queue_adds = Counter("workqueue_adds_total", "Total number of adds handled by workqueue", labels,
+                                  registry=registry)
+        self.queue_retries = Counter("workqueue_retries_total", "Total number of retries handled by workqueue",
+                                     labels, registry=registry)
+        self.queue_latency = Histogram(
+            "workqueue_queue_duration_seconds", "How long in seconds an item stays in workqueue before being requested",
+            labels, buckets=QUEUE_BUCKETS, registry=registry,
+        )
+        self.work_duration = Histogram(
+            "workqueue_work_duration_seconds", "How long in seconds processing an item from workqueue takes",
+            labels, buckets=QUEUE_BUCKETS, registry=registry,
+        )
+        self.leader = Gauge(
+            "leader_election_master_status",
+            "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master.",
+            ["name"], registry=registry,
+        )
+
+    def controller(self, name: str) -> ControllerMetrics:
+        return ControllerMetrics(self, name)
+
+
+class ControllerMetrics:
+    """The metrics of one controller and its queue (implements :class:`pko.runtime.workqueue.QueueMetrics`)."""
+
+    def __init__(self, metrics: Metrics, name: str) -> None:
+        self._reconcile_total = {result: metrics.reconcile_total.labels(name, result) for result in RESULTS}
+        self._reconcile_errors = metrics.reconcile_errors.labels(name)
+        self._reconcile_time = metrics.reconcile_time.labels(name)
+        self._max_concurrent = metrics.max_concurrent.labels(name)
+        self._active_workers = metrics.active_workers.labels(name)
+        self._depth = metrics.queue_depth.labels(name, name)
+        self._adds = metrics.queue_adds.labels(name, name)
+        self._retries = metrics.queue_retries.labels(name, name)
+        self._latency = metrics.queue_latency.labels(name, name)
+        self._work = metrics.work_duration.labels(name, name)
+
+    def workers(self, count: int) -> None:
+        self._max_concurrent.set(count)
+
+    def reconcile_started(self) -> None:
+        self._active_workers.inc()
+
+    def reconcile_cancelled(self) -> None:
+        self._active_workers.dec()
+
+    def reconcile_finished(self, result: str, seconds: float) -> None:
+        self._active_workers.dec()
+        self._reconcile_total[result].inc()
+        if result == "error":
+            self._reconcile_errors.inc()
+        self._reconcile_time.observe(seconds)
+
+    # QueueMetrics
+    def added(self) -> None:
+        self._adds.inc()
+
+    def depth(self, depth: int) -> None:
+        self._depth.set(depth)
+
+    def retried(self) -> None:
+        self._retries.inc()
+
+    def started(self, waited: float) -> None:
+        self._latency.observe(waited)
+
+    def finished(self, worked: float) -> None:
+        self._work.observe(worked)

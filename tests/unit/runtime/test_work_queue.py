@@ -1,0 +1,119 @@
+"""The work queue: dedupe, one worker per key, deferred re-adds, delayed and rate-limited adds."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from pko.runtime import workqueue
+
+LIVENESS = 10.0  # an upper bound so a broken queue fails instead of hanging; never a performance threshold
+
+
+async def get(queue: workqueue.WorkQueue[str]) -> str:
+    return await asyncio.wait_for(queue.get(), LIVENESS)
+
+
+async def test_adds_are_deduplicated_and_fifo() -> None:
+    queue: workqueue.WorkQueue[str] = workqueue.WorkQueue()
+    for key in ["a", "b", "a", "c", "b"]:
+        queue.add(key)
+    assert len(queue) == 3
+    assert [await get(queue) for _ in range(3)] == ["a", "b", "c"]
+
+
+async def test_key_being_processed_is_not_handed_out_again_until_done() -> None:
+    queue: workqueue.WorkQueue[str] = workqueue.WorkQueue()
+    queue.add("a")
+    assert await get(queue) == "a"
+    queue.add("a")
+    queue.add("a")
+    assert len(queue) == 0
+    assert queue.is_processing("a")
+    queue.done("a")
+    assert len(queue) == 1
+    assert await get(queue) == "a"
+    queue.done("a")
+    assert len(queue) == 0
+
+
+async def test_waiting_worker_is_woken_by_add() -> None:
+    queue: workqueue.WorkQueue[str] = workqueue.WorkQueue()
+    waiter = asyncio.create_task(queue.get())
+    await asyncio.sleep(0)
+    assert not waiter.done()
+    queue.add("x")
+    assert await asyncio.wait_for(waiter, LIVENESS) == "x"
+
+
+async def test_add_after_adds_later_and_earliest_deadline_wins() -> None:
+    queue: workqueue.WorkQueue[str] = workqueue.WorkQueue()
+    queue.add_after("a", 3600)
+    first = queue.pending_after("a")
+    queue.add_after("a", 7200)
+    assert queue.pending_after("a") == first
+    queue.add_after("a", 0.01)
+    assert queue.pending_after("a") is not None
+    assert queue.pending_after("a") < first  # type: ignore[operator]
+    assert len(queue) == 0
+    assert await get(queue) == "a"
+    assert queue.pending_after("a") is None
+
+
+async def test_rate_limited_add_counts_retries_until_forgotten() -> None:
+    queue: workqueue.WorkQueue[str] = workqueue.WorkQueue()
+    queue.add_rate_limited("a")
+    queue.add_rate_limited("a")
+    assert queue.retries("a") == 2
+    assert await get(queue) == "a"
+    queue.forget("a")
+    assert queue.retries("a") == 0
+
+
+async def test_shutdown_wakes_waiters_and_drops_work() -> None:
+    queue: workqueue.WorkQueue[str] = workqueue.WorkQueue()
+    waiter = asyncio.create_task(queue.get())
+    await asyncio.sleep(0)
+    queue.add_after("later", 3600)
+    queue.shutdown()
+    with pytest.raises(workqueue.ShutDown):
+        await asyncio.wait_for(waiter, LIVENESS)
+    queue.add("a")
+    assert len(queue) == 0
+    assert queue.pending_after("later") is None
+
+
+async def test_concurrent_workers_never_share_a_key() -> None:
+    queue: workqueue.WorkQueue[str] = workqueue.WorkQueue()
+    active: set[str] = set()
+    overlaps: list[str] = []
+    processed: list[str] = []
+    enough = asyncio.Event()
+
+    async def worker() -> None:
+        while True:
+            try:
+                key = await queue.get()
+            except workqueue.ShutDown:
+                return
+            if key in active:
+                overlaps.append(key)
+            active.add(key)
+            await asyncio.sleep(0)
+            if len(processed) < 60:
+                queue.add(key)  # a change arriving while the key is processed
+            processed.append(key)
+            if len(processed) >= 60:
+                enough.set()
+            active.discard(key)
+            queue.done(key)
+
+    workers = [asyncio.create_task(worker()) for _ in range(4)]
+    for key in "abc":
+        queue.add(key)
+    await asyncio.wait_for(enough.wait(), LIVENESS)
+    queue.shutdown()
+    await asyncio.wait_for(asyncio.gather(*workers), LIVENESS)
+    assert overlaps == []
+    assert set(processed) == {"a", "b", "c"}
