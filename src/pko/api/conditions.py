@@ -1,0 +1,126 @@
+"""Condition types and reasons, and the kstatus "ready protocol" as pure functions on condition lists.
+
+Why: tools such as kstatus, Flux and Argo read a Stack's ``Ready`` / ``Reconciling`` / ``Stalled`` conditions, and
+users read the reasons; both are part of the contract. The helpers reproduce the Go operator's transitions
+exactly (including apimachinery's rule that ``lastTransitionTime`` moves only when the status changes).
+
+Must never: read the clock (callers pass ``now``) or mutate the list or conditions they are given.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+
+from pko.api.meta import Condition, ConditionStatus
+
+# Condition types.
+READY = "Ready"
+RECONCILING = "Reconciling"
+STALLED = "Stalled"
+# Workspace: Ready, Stalled. Update:
+COMPLETE = "Complete"
+FAILED = "Failed"
+PROGRESSING = "Progressing"
+
+# Ready reasons and messages.
+NOT_READY_IN_PROGRESS = "NotReadyInProgress"
+NOT_READY_STALLED = "NotReadyStalled"
+READY_COMPLETED = "ProcessingCompleted"
+MESSAGE_IN_PROGRESS = "reconciliation is in progress"
+MESSAGE_STALLED = "reconciliation is stalled"
+MESSAGE_READY = "the stack has been processed and is up to date"
+
+# Reconciling reasons and messages.
+RECONCILING_PROCESSING = "StackProcessing"
+MESSAGE_WAITING_FOR_WORKSPACE = "waiting for workspace readiness"
+MESSAGE_STACK_PROCESSING = "stack is being processed"
+RECONCILING_RETRY = "RetryingAfterFailure"
+RECONCILING_PREVIEW_FAILED = "PreviewFailed"
+RECONCILING_PREREQUISITE_NOT_SATISFIED = "PrerequisiteNotSatisfied"
+
+# Stalled reasons.
+STALLED_SPEC_INVALID = "SpecInvalid"
+STALLED_SOURCE_UNAVAILABLE = "SourceUnavailable"
+STALLED_PULUMI_VERSION_TOO_LOW = "PulumiVersionTooLow"
+STALLED_WORKSPACE_FAILED = "WorkspaceFailed"
+STALLED_UPDATE_FAILED = "UpdateFailed"
+STALLED_NAMESPACE_TERMINATING = "NamespaceTerminating"
+STALLED_CONFLICT = "UpdateConflict"
+
+
+def retrying_message(failures: int) -> str:
+    return f"{failures} update failure(s)"
+
+
+def preview_failed_message(attempts: int) -> str:
+    return f"preview failed ({attempts} attempt(s))"
+
+
+def update_failed_message(update_type: str, failures: int) -> str:
+    return f"{update_type} failed {failures} times; not retrying until the spec or source changes"
+
+
+def format_time(moment: datetime.datetime) -> str:
+    """A metav1.Time on the wire: RFC 3339 in UTC, whole seconds."""
+    if moment.tzinfo is None:
+        raise ValueError("a timezone-aware time is required")
+    return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def find(conditions: Sequence[Condition] | None, type_: str) -> Condition | None:
+    return next((c for c in conditions or () if c.type == type_), None)
+
+
+def is_true(conditions: Sequence[Condition] | None, type_: str) -> bool:
+    found = find(conditions, type_)
+    return found is not None and found.status == "True"
+
+
+def remove(conditions: Sequence[Condition] | None, type_: str) -> list[Condition]:
+    return [c.model_copy() for c in conditions or () if c.type != type_]
+
+
+def set_condition(conditions: Sequence[Condition] | None, type_: str, status: ConditionStatus, reason: str,
+                  message: str, *, now: datetime.datetime, observed_generation: int | None = None
+                  ) -> list[Condition]:
+    """Add or update the condition of `type_` (apimachinery ``SetStatusCondition``): a new condition is appended;
+    an existing one keeps its position and its ``lastTransitionTime`` unless its status changes."""
+    result: list[Condition] = []
+    found = False
+    for condition in conditions or ():
+        if condition.type != type_:
+            result.append(condition.model_copy())
+            continue
+        found = True
+        changed_at = format_time(now) if condition.status != status else condition.last_transition_time
+        result.append(condition.model_copy(update={
+            "status": status, "reason": reason, "message": message,
+            "observed_generation": observed_generation, "last_transition_time": changed_at,
+        }))
+    if not found:
+        result.append(Condition(type=type_, status=status, reason=reason, message=message,
+                                observed_generation=observed_generation, last_transition_time=format_time(now)))
+    return result
+
+
+def mark_reconciling(conditions: Sequence[Condition] | None, reason: str, message: str, *,
+                     now: datetime.datetime) -> list[Condition]:
+    """In progress: no Stalled; Ready=False (NotReadyInProgress); Reconciling=True with `reason`."""
+    result = remove(conditions, STALLED)
+    result = set_condition(result, READY, "False", NOT_READY_IN_PROGRESS, MESSAGE_IN_PROGRESS, now=now)
+    return set_condition(result, RECONCILING, "True", reason, message, now=now)
+
+
+def mark_stalled(conditions: Sequence[Condition] | None, reason: str, message: str, *,
+                 now: datetime.datetime) -> list[Condition]:
+    """Stuck until the spec or source changes: no Reconciling; Ready=False (NotReadyStalled); Stalled=True."""
+    result = remove(conditions, RECONCILING)
+    result = set_condition(result, READY, "False", NOT_READY_STALLED, MESSAGE_STALLED, now=now)
+    return set_condition(result, STALLED, "True", reason, message, now=now)
+
+
+def mark_ready(conditions: Sequence[Condition] | None, *, now: datetime.datetime) -> list[Condition]:
+    """Up to date: neither Reconciling nor Stalled; Ready=True (ProcessingCompleted)."""
+    result = remove(remove(conditions, RECONCILING), STALLED)
+    return set_condition(result, READY, "True", READY_COMPLETED, MESSAGE_READY, now=now)

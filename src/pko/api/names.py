@@ -1,0 +1,93 @@
+"""Names, labels, annotations, finalizers, field managers and controller names of the Go operator.
+
+Why: these strings are part of the drop-in contract — existing clusters hold objects carrying them (a Stack's
+finalizer, a Workspace's labels, the SSA field managers owning status fields), and tools select on them. Every
+other package takes them from here instead of spelling them out.
+
+Must never: change a value (that breaks upgrades from the Go operator), or read the clock (callers pass the time).
+"""
+
+from __future__ import annotations
+
+# Controllers (as named in events, logs and metrics).
+STACK_CONTROLLER = "stack-controller"
+WORKSPACE_CONTROLLER = "workspace-controller"
+UPDATE_CONTROLLER = "update-controller"
+PROGRAM_CONTROLLER = "program-controller"
+
+# Labels.
+LABEL_COMPONENT = "pulumi.com/component"
+LABEL_STACK_NAME = "pulumi.com/stack-name"
+LABEL_AUTO_COMPONENT = "auto.pulumi.com/component"
+LABEL_WORKSPACE_NAME = "auto.pulumi.com/workspace-name"
+LABEL_UPDATE_NAME = "auto.pulumi.com/update-name"
+COMPONENT_STACK = "stack"
+COMPONENT_WORKSPACE = "workspace"
+COMPONENT_UPDATE = "update"
+
+# Annotations.
+ANNOTATION_RECONCILE_REQUEST = "pulumi.com/reconciliation-request"
+ANNOTATION_SECRETS = "pulumi.com/secrets"
+ANNOTATION_INITIALIZED = "auto.pulumi.com/initialized"
+ANNOTATION_REVISION_HASH = "auto.pulumi.com/revision-hash"
+
+# Finalizer on Stacks (and, through server-side apply, on Updates).
+FINALIZER = "finalizer.stack.pulumi.com"
+
+# Server-side apply field managers.
+FIELD_MANAGER = "pulumi-kubernetes-operator"
+FIELD_MANAGER_STACK_FINALIZER = f"{FIELD_MANAGER}/stack-finalizer"
+FIELD_MANAGER_STACK_STATUS = f"{FIELD_MANAGER}/stack-status"
+FIELD_MANAGER_PREREQUISITE_REQUEST = f"{FIELD_MANAGER}/prerequisite-request"
+FIELD_MANAGER_WORKSPACE_STATUS = f"{FIELD_MANAGER}/workspace-status"
+FIELD_MANAGER_UPDATE_STATUS = f"{FIELD_MANAGER}/update-status"
+FIELD_MANAGER_PROGRAM_STATUS = f"{FIELD_MANAGER}/program-status"
+
+WORKSPACE_SUFFIX = "-workspace"
+OUTPUTS_SECRET_SUFFIX = "-stack-outputs"
+
+
+def workspace_name(stack_name: str) -> str:
+    """A Stack's Workspace has the Stack's name."""
+    return stack_name
+
+
+def workspace_statefulset_name(workspace: str) -> str:
+    """The StatefulSet (and headless Service) running a Workspace."""
+    return f"{workspace}{WORKSPACE_SUFFIX}"
+
+
+def workspace_service_name(workspace: str) -> str:
+    return f"{workspace}{WORKSPACE_SUFFIX}"
+
+
+def workspace_pod_name(workspace: str) -> str:
+    """The single pod of a Workspace's StatefulSet."""
+    return f"{workspace}{WORKSPACE_SUFFIX}-0"
+
+
+def update_name(stack_name: str, unix_millis: int) -> str:
+    """An Update created for a Stack: ``<stack>-<unix milliseconds in lowercase hex>``."""
+    if unix_millis < 0:
+        raise ValueError("unix_millis must not be negative")
+    return f"{stack_name}-{unix_millis:x}"
+
+
+def outputs_secret_name(update: str) -> str:
+    """The Secret an Update writes its stack outputs to."""
+    return f"{update}{OUTPUTS_SECRET_SUFFIX}"
+
+
+def stack_component_labels(stack_name: str) -> dict[str, str]:
+    """Labels of the Workspace and Updates a Stack creates."""
+    return {LABEL_COMPONENT: COMPONENT_STACK, LABEL_STACK_NAME: stack_name}
+
+
+def workspace_component_labels(workspace: str) -> dict[str, str]:
+    """Labels (and selector) of a Workspace's StatefulSet, pod and Service."""
+    return {LABEL_AUTO_COMPONENT: COMPONENT_WORKSPACE, LABEL_WORKSPACE_NAME: workspace}
+
+
+def update_component_labels(update: str) -> dict[str, str]:
+    """Labels of an Update's outputs Secret."""
+    return {LABEL_AUTO_COMPONENT: COMPONENT_UPDATE, LABEL_UPDATE_NAME: update}

@@ -1,0 +1,249 @@
+"""The Stack kind (``pulumi.com/v1``, also served as ``v1alpha1``): the object users apply.
+
+Why: a Stack names a Pulumi stack, where its program comes from (git, a Flux source or a Program), its config,
+secrets and environment, and how the operator should run it. Everything here is the Go operator's wire contract,
+including its deprecated fields (still accepted and honoured) and ``workspaceTemplate`` / ``updateTemplate``,
+which are apply configurations of Workspace / Update kept as plain JSON because they are strategic-merge-patched
+onto the generated objects.
+
+Must never: default anything the Go CRD does not default (``workspaceReclaimPolicy`` has an enum, no default),
+or interpret ``config`` values (strings or any structured JSON).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import pydantic
+
+from pko.api import update, workspace
+from pko.api.meta import Conditions, ObjectMeta, ObjectMetaApply, Time, Wire
+from pko.api.schema import ApplyConfigurationOf, ListType, Schemaless
+
+GROUP = "pulumi.com"
+VERSION = "v1"
+SERVED_VERSIONS = ("v1", "v1alpha1")
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "Stack"
+PLURAL = "stacks"
+
+MAX_NAME_LENGTH = 42
+NAME_RULE = f"size(self.metadata.name) <= {MAX_NAME_LENGTH}"
+NAME_RULE_MESSAGE = f"Stack name must be no more than {MAX_NAME_LENGTH} characters in length."
+
+# ResourceRef.type values (not a CRD enum).
+REF_ENV = "Env"
+REF_FS = "FS"
+REF_SECRET = "Secret"
+REF_LITERAL = "Literal"
+
+WorkspaceReclaimPolicy = Literal["Retain", "Delete"]
+RECLAIM_RETAIN: WorkspaceReclaimPolicy = "Retain"
+RECLAIM_DELETE: WorkspaceReclaimPolicy = "Delete"
+
+STATE_SUCCEEDED = "succeeded"
+STATE_FAILED = "failed"
+
+
+class EnvSelector(Wire):
+    """An environment variable of the operator process."""
+
+    name: str
+
+
+class FSSelector(Wire):
+    """A file on the operator's file system."""
+
+    path: str
+
+
+class SecretSelector(Wire):
+    """A key of a Secret (in the Stack's namespace; ``namespace`` is deprecated)."""
+
+    namespace: str | None = None
+    name: str
+    key: str
+
+
+class LiteralRef(Wire):
+    """A literal value."""
+
+    value: str
+
+
+class ResourceRef(Wire):
+    """Where a value comes from: ``type`` is one of Env, FS, Secret, Literal, with the matching selector."""
+
+    type: str
+    env: EnvSelector | None = None
+    filesystem: FSSelector | None = None
+    secret: SecretSelector | None = None
+    literal: LiteralRef | None = None
+
+
+class ConfigMapRef(Wire):
+    """A key of a ConfigMap holding a config value."""
+
+    name: str
+    key: str
+    json_: bool | None = pydantic.Field(None, alias="json", description="Parse the value as JSON.")
+
+
+class SSHAuth(Wire):
+    """SSH private key (and optional passphrase) for git."""
+
+    ssh_private_key: ResourceRef
+    password: ResourceRef | None = None
+
+
+class BasicAuth(Wire):
+    """Username and password for git."""
+
+    user_name: ResourceRef
+    password: ResourceRef
+
+
+class GitHubAppConfig(Wire):
+    """GitHub App credentials for git."""
+
+    app_id: ResourceRef = pydantic.Field(alias="appID")
+    installation_id: ResourceRef = pydantic.Field(alias="installationID")
+    private_key: ResourceRef
+
+
+class GitAuthConfig(Wire):
+    """Git authentication; when several are set: sshAuth, then accessToken, then githubApp, then basicAuth."""
+
+    access_token: ResourceRef | None = None
+    ssh_auth: SSHAuth | None = None
+    basic_auth: BasicAuth | None = None
+    github_app: GitHubAppConfig | None = None
+
+
+class FluxSourceReference(Wire):
+    api_version: str
+    kind: str
+    name: str
+
+
+class FluxSourceRef(Wire):
+    """A Flux source object whose artifact holds the program."""
+
+    source_ref: FluxSourceReference
+    dir: str | None = None
+
+
+class ProgramReference(Wire):
+    """A Program object in the Stack's namespace."""
+
+    name: str
+
+
+class RequirementSpec(Wire):
+    succeeded_within_duration: str | None = None
+
+
+class PrerequisiteRef(Wire):
+    """Another Stack that must have succeeded (recently enough) before this one runs."""
+
+    name: str
+    requirement: RequirementSpec | None = None
+
+
+WorkspaceTemplate = Annotated[dict[str, Any], ApplyConfigurationOf(
+    spec=workspace.WorkspaceSpec, status=workspace.WorkspaceStatus, metadata=ObjectMetaApply,
+)]
+UpdateTemplate = Annotated[dict[str, Any], ApplyConfigurationOf(
+    spec=update.UpdateSpec, status=update.UpdateStatus, metadata=ObjectMetaApply,
+)]
+
+
+class StackSpec(Wire):
+    """The desired state of a Pulumi stack managed by the operator."""
+
+    stack: str = pydantic.Field(description="Fully qualified name of the stack to deploy (<org>/<stack>).")
+    backend: str | None = pydantic.Field(None, description="Backend URL (PULUMI_BACKEND_URL).")
+    access_token_secret: str | None = pydantic.Field(None, description="Deprecated: use envRefs.")
+    envs: list[str] | None = pydantic.Field(None, description="Deprecated: use envRefs.")
+    env_secrets: list[str] | None = pydantic.Field(None, description="Deprecated: use envRefs.")
+    env_refs: dict[str, ResourceRef] | None = None
+    config: Annotated[dict[str, Any], Schemaless()] | None = pydantic.Field(
+        None, description="Stack configuration: strings or structured values.")
+    config_ref: dict[str, ConfigMapRef] | None = None
+    secrets: dict[str, str] | None = pydantic.Field(None, description="Deprecated: use secretsRef.")
+    secrets_ref: dict[str, ResourceRef] | None = None
+    secrets_provider: str | None = None
+    project_repo: str | None = None
+    git_auth_secret: str | None = pydantic.Field(None, description="Deprecated: use gitAuth.")
+    git_auth: GitAuthConfig | None = None
+    repo_dir: str | None = None
+    commit: str | None = None
+    branch: str | None = None
+    shallow: bool | None = None
+    flux_source: FluxSourceRef | None = None
+    program_ref: ProgramReference | None = None
+    targets: list[str] | None = None
+    target_dependents: bool | None = None
+    prerequisites: list[PrerequisiteRef] | None = None
+    continue_resync_on_commit_match: bool | None = None
+    refresh: bool | None = None
+    preview: bool | None = pydantic.Field(None, description="Only run previews, never updates.")
+    expect_no_refresh_changes: bool | None = None
+    destroy_on_finalize: bool | None = None
+    run_program: bool | None = None
+    retry_on_update_conflict: bool | None = None
+    use_local_stack_only: bool | None = None
+    resync_frequency_seconds: int | None = None
+    retry_max_backoff_duration_seconds: int | None = None
+    service_account_name: str | None = None
+    workspace_template: WorkspaceTemplate | None = None
+    update_template: UpdateTemplate | None = None
+    workspace_reclaim_policy: WorkspaceReclaimPolicy | None = None
+    environment: Annotated[list[str], ListType("atomic")] | None = None
+
+
+class StackUpdateState(Wire):
+    """The last completed update of the stack."""
+
+    generation: int | None = None
+    reconcile_request: str | None = None
+    name: str | None = None
+    type: str | None = None
+    state: str | None = None
+    message: str | None = None
+    last_attempted_commit: str | None = None
+    last_successful_commit: str | None = None
+    permalink: str | None = None
+    last_resync_time: Time | None = None
+    failures: int | None = None
+
+
+class CurrentStackUpdate(Wire):
+    """The update in flight, if any."""
+
+    generation: int | None = None
+    reconcile_request: str | None = None
+    name: str | None = None
+    commit: str | None = None
+
+
+class StackStatus(Wire):
+    """The observed state of a Stack."""
+
+    observed_generation: int | None = None
+    observed_reconcile_request: str | None = None
+    conditions: Conditions | None = None
+    outputs: dict[str, Any] | None = None
+    last_update: StackUpdateState | None = None
+    current_update: CurrentStackUpdate | None = None
+    project_info: workspace.ProjectInfo | None = None
+
+
+class Stack(Wire):
+    """A Stack object."""
+
+    api_version: str = API_VERSION
+    kind: str = KIND
+    metadata: ObjectMeta = pydantic.Field(default_factory=ObjectMeta)
+    spec: StackSpec | None = None
+    status: StackStatus | None = None

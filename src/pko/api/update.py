@@ -1,0 +1,72 @@
+"""The Update kind (``auto.pulumi.com/v1alpha1``): one Pulumi operation (preview/up/destroy/refresh) on a stack.
+
+Why: the Stack controller records each operation it wants as an Update; the Update controller runs it through
+the workspace agent and reports times, permalink, outputs Secret and conditions. ``type`` is deliberately a
+plain string in the CRD (the Go operator has no enum there).
+
+Must never: validate ``type`` more strictly than the CRD does.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import pydantic
+
+from pko.api.meta import Conditions, Int32, ObjectMeta, Time, Wire
+from pko.api.schema import Minimum
+from pko.api.workspace import ProjectInfo
+
+GROUP = "auto.pulumi.com"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "Update"
+PLURAL = "updates"
+
+UpdateType = Literal["preview", "up", "destroy", "refresh"]
+PREVIEW: UpdateType = "preview"
+UP: UpdateType = "up"
+DESTROY: UpdateType = "destroy"
+REFRESH: UpdateType = "refresh"
+
+
+class UpdateSpec(Wire):
+    """The desired state of an Update."""
+
+    workspace_name: str | None = pydantic.Field(None, description="The workspace to run the operation in.")
+    stack_name: str | None = pydantic.Field(None, description="The Pulumi stack to select.")
+    type: str | None = pydantic.Field(None, description="preview, up, destroy or refresh.")
+    ttl_after_completed: str | None = pydantic.Field(None, description="How long a completed Update is kept.")
+    parallel: Int32 | None = None
+    message: str | None = None
+    expect_no_changes: bool | None = None
+    replace: list[str] | None = None
+    target: list[str] | None = None
+    target_dependents: bool | None = None
+    refresh: bool | None = None
+    continue_on_error: bool | None = None
+    remove: bool | None = None
+    run_program: bool | None = None
+
+
+class UpdateStatus(Wire):
+    """The observed state of an Update."""
+
+    observed_generation: Annotated[int, Minimum(0)] | None = None
+    start_time: Time | None = None
+    end_time: Time | None = None
+    permalink: str | None = None
+    message: str | None = None
+    outputs: str | None = pydantic.Field(None, description="Name of the Secret holding the stack outputs.")
+    conditions: Conditions | None = None
+    project_info: ProjectInfo | None = None
+
+
+class Update(Wire):
+    """An Update object."""
+
+    api_version: str = API_VERSION
+    kind: str = KIND
+    metadata: ObjectMeta = pydantic.Field(default_factory=ObjectMeta)
+    spec: UpdateSpec | None = None
+    status: UpdateStatus | None = None

@@ -1,0 +1,170 @@
+"""The Workspace kind (``auto.pulumi.com/v1alpha1``): one Pulumi project checked out in a pod, driven over gRPC.
+
+Why: the Stack controller writes Workspaces and the Workspace controller turns them into a StatefulSet and a
+Service; users may also write them directly. The wire shape, defaults (``serviceAccountName: default``,
+``securityProfile: restricted``) and list semantics are the Go operator's. Pod-level fields are Kubernetes core
+types kept as plain JSON here (they are strategic-merge-patched, not interpreted) with their full schema inlined
+into the CRD.
+
+Must never: interpret pod fields, or add a Python default that the API server would not apply.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import pydantic
+
+from pko.api.meta import Conditions, EmbeddedObjectMeta, Int32, ObjectMeta, Wire
+from pko.api.schema import CoreType, ListType, MapType, Minimum
+
+GROUP = "auto.pulumi.com"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "Workspace"
+PLURAL = "workspaces"
+
+SecretKeySelector = Annotated[dict[str, Any], CoreType("io.k8s.api.core.v1.SecretKeySelector")]
+EnvVar = Annotated[dict[str, Any], CoreType("io.k8s.api.core.v1.EnvVar")]
+EnvFromSource = Annotated[dict[str, Any], CoreType("io.k8s.api.core.v1.EnvFromSource")]
+ResourceRequirements = Annotated[dict[str, Any], CoreType("io.k8s.api.core.v1.ResourceRequirements")]
+PodSpec = Annotated[dict[str, Any], CoreType("io.k8s.api.core.v1.PodSpec")]
+
+SecurityProfile = Literal["baseline", "restricted"]
+SECURITY_PROFILE_BASELINE: SecurityProfile = "baseline"
+SECURITY_PROFILE_RESTRICTED: SecurityProfile = "restricted"
+DEFAULT_IMAGE_BASELINE = "pulumi/pulumi:latest"
+DEFAULT_IMAGE_RESTRICTED = "pulumi/pulumi:latest-nonroot"
+
+
+class GitHubAppAuth(Wire):
+    """GitHub App credentials, each read from a Secret key."""
+
+    app_id: SecretKeySelector = pydantic.Field(alias="appID")
+    installation_id: SecretKeySelector = pydantic.Field(alias="installationID")
+    private_key: SecretKeySelector
+
+
+class GitAuth(Wire):
+    """Git credentials from Secret keys: an SSH key, a token, a username/password pair or a GitHub App."""
+
+    ssh_private_key: SecretKeySelector | None = None
+    username: SecretKeySelector | None = None
+    password: SecretKeySelector | None = None
+    token: SecretKeySelector | None = None
+    github_app: GitHubAppAuth | None = None
+
+
+class GitSource(Wire):
+    """A git repository to clone the Pulumi project from."""
+
+    url: str | None = None
+    ref: str | None = pydantic.Field(None, description="Git ref (tag, branch or commit SHA) to fetch.")
+    dir: str | None = pydantic.Field(None, description="Directory of Pulumi.yaml within the repository.")
+    auth: GitAuth | None = None
+    shallow: bool | None = None
+
+
+class FluxSource(Wire):
+    """A Flux source artifact (tarball) to fetch the Pulumi project from."""
+
+    url: str | None = None
+    digest: str | None = None
+    dir: str | None = None
+
+
+class LocalSource(Wire):
+    """A Pulumi project already present in the workspace image."""
+
+    dir: str | None = None
+
+
+class ProjectInfo(Wire):
+    """A Pulumi project's name and runtime (enough to destroy a stack without its source)."""
+
+    name: str
+    runtime: str
+
+
+class EmbeddedPodTemplateSpec(Wire):
+    """Overrides for the workspace pod, strategic-merge-patched onto the generated one."""
+
+    metadata: EmbeddedObjectMeta | None = None
+    spec: PodSpec | None = None
+
+
+class ServiceTemplate(Wire):
+    """Metadata for the workspace's headless Service."""
+
+    metadata: EmbeddedObjectMeta | None = None
+
+
+class ConfigValueFrom(Wire):
+    """A config value read inside the workspace, from an environment variable or a file."""
+
+    __schema_markers__ = (MapType("atomic"),)
+
+    env: str | None = None
+    path: str | None = None
+    json_: bool | None = pydantic.Field(None, alias="json", description="Parse the value as JSON.")
+
+
+class ConfigItem(Wire):
+    """One stack configuration value."""
+
+    __schema_markers__ = (MapType("atomic"),)
+
+    key: str
+    path: bool | None = None
+    value: Any = None
+    value_from: ConfigValueFrom | None = None
+    secret: bool | None = None
+
+
+class WorkspaceStack(Wire):
+    """A stack of the workspace's project, selected (and created) before operations run."""
+
+    name: str
+    create: bool | None = None
+    secrets_provider: str | None = None
+    config: Annotated[list[ConfigItem], ListType("map", ("key",))] | None = None
+    environment: Annotated[list[str], ListType("atomic")] | None = None
+
+
+class WorkspaceSpec(Wire):
+    """The desired state of a Workspace."""
+
+    service_account_name: str = "default"
+    security_profile: SecurityProfile = "restricted"
+    image: str | None = None
+    image_pull_policy: str | None = None
+    git: GitSource | None = None
+    flux: FluxSource | None = None
+    local: LocalSource | None = None
+    project_info: ProjectInfo | None = None
+    env_from: Annotated[list[EnvFromSource], ListType("atomic")] | None = None
+    env: Annotated[list[EnvVar], ListType("map", ("name",))] | None = None
+    resources: ResourceRequirements | None = None
+    pod_template: EmbeddedPodTemplateSpec | None = None
+    service_template: ServiceTemplate | None = None
+    pulumi_log_level: Int32 | None = pydantic.Field(None, description="Verbosity of the Pulumi CLI logs.")
+    stacks: Annotated[list[WorkspaceStack], ListType("map", ("name",))] | None = None
+
+
+class WorkspaceStatus(Wire):
+    """The observed state of a Workspace."""
+
+    observed_generation: Annotated[int, Minimum(0)] | None = None
+    address: str | None = None
+    pulumi_version: str | None = None
+    conditions: Conditions | None = None
+
+
+class Workspace(Wire):
+    """A Workspace object."""
+
+    api_version: str = API_VERSION
+    kind: str = KIND
+    metadata: ObjectMeta = pydantic.Field(default_factory=ObjectMeta)
+    spec: WorkspaceSpec | None = None
+    status: WorkspaceStatus | None = None
