@@ -23,7 +23,7 @@ GENERATED = ("agent_pb2.py", "agent_pb2.pyi", "agent_pb2_grpc.py")
 
 def generate(out_root: Path) -> dict[str, Path]:
     """Run protoc on the agent .proto with ``out_root`` as the output root; return the generated files."""
-    from grpc_tools import protoc  # dev dependency, imported only here
+    from grpc_tools import protoc  # type: ignore[import-untyped]  # dev dependency, imported only here
 
     well_known = importlib.resources.files("grpc_tools") / "_proto"
     out_root.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,260 @@
+"""``--auth-mode kube``: who may call the agent, decided by the Kubernetes API server, as in the reference agent.
+
+Each call carries ``authorization: Bearer <token>``. The token is checked with a TokenReview for the agent's
+audiences (``--kube-audience``); the identity must then be allowed, by a SubjectAccessReview, to ``use`` the
+``workspaces/rpc`` subresource (group ``auto.pulumi.com``) of this agent's Workspace. Answers are cached like the
+reference's: token reviews 1 h when valid and 1 min when not, access decisions 5 min when allowed and 5 s when
+denied; API errors are never cached. Status codes: ``UNAUTHENTICATED`` for a missing or bad token (or when the
+agent's service account may not create reviews: "TokenReview API is unavailable"), ``PERMISSION_DENIED`` when the
+identity is not allowed.
+
+It must never log or store a token (the cache is keyed by its SHA-256).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+import grpc
+
+from pko.agent.errors import AgentError
+
+log = logging.getLogger("pko.agent.auth")
+
+TOKEN_OK_TTL = 3600.0
+TOKEN_FAIL_TTL = 60.0
+ACCESS_ALLOW_TTL = 300.0
+ACCESS_DENY_TTL = 5.0
+CACHE_SIZE = 1024
+
+API_GROUP = "auto.pulumi.com"
+API_VERSION = "v1alpha1"
+RESOURCE = "workspaces"
+SUBRESOURCE = "rpc"
+VERB = "use"
+
+SERVICE_ACCOUNT_HINT = """
+The stack's service account needs permission to access the Kubernetes API.
+Please add a ClusterRoleBinding for the ClusterRole 'system:auth-delegator'.
+For example:
+
+\tapiVersion: rbac.authorization.k8s.io/v1
+\tkind: ClusterRoleBinding
+\tmetadata:
+\t  name: {ns}:{sa}:system:auth-delegator
+\troleRef:
+\t  apiGroup: rbac.authorization.k8s.io
+\t  kind: ClusterRole
+\t  name: system:auth-delegator
+\tsubjects:
+\t  - kind: ServiceAccount
+\t    namespace: {ns}
+\t    name: {sa}
+"""
+
+
+class ReviewForbiddenError(Exception):
+    """The API server refused the review itself (HTTP 403): the agent's identity may not create reviews."""
+
+
+@dataclass(frozen=True)
+class Identity:
+    username: str
+    uid: str = ""
+    groups: tuple[str, ...] = ()
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+@dataclass(frozen=True)
+class TokenReviewOutcome:
+    authenticated: bool
+    identity: Identity | None = None
+    audiences: tuple[str, ...] = ()
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class AccessOutcome:
+    allowed: bool
+    reason: str = ""
+
+
+TokenReviewer = Callable[[str, Sequence[str]], Awaitable[TokenReviewOutcome]]
+AccessReviewer = Callable[[Identity, str, str], Awaitable[AccessOutcome]]
+Value = TypeVar("Value")
+
+
+@dataclass
+class TTLCache(Generic[Value]):
+    """A small cache whose entries each carry their own expiry; the oldest entries go first when full."""
+
+    size: int = CACHE_SIZE
+    clock: Callable[[], float] = time.monotonic
+    _entries: dict[Hashable, tuple[float, Value]] = field(default_factory=dict)
+
+    def get(self, key: Hashable) -> Value | None:
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        expires, value = entry
+        if self.clock() >= expires:
+            del self._entries[key]
+            return None
+        return value
+
+    def put(self, key: Hashable, value: Value, ttl: float) -> None:
+        self._entries.pop(key, None)
+        while len(self._entries) >= self.size:
+            del self._entries[next(iter(self._entries))]
+        self._entries[key] = (self.clock() + ttl, value)
+
+
+def bearer_token(metadata: Iterable[tuple[str, str | bytes]] | None) -> str:
+    """The bearer token of a call, or ``UNAUTHENTICATED`` with the reference's messages."""
+    value = ""
+    for key, item in metadata or ():
+        if key.lower() == "authorization":
+            value = item.decode() if isinstance(item, bytes) else item
+            break
+    if not value:
+        raise AgentError(grpc.StatusCode.UNAUTHENTICATED, "Request unauthenticated with Bearer")
+    scheme, _, token = value.partition(" ")
+    if not token:
+        raise AgentError(grpc.StatusCode.UNAUTHENTICATED, "Bad authorization string")
+    if scheme.lower() != "bearer":
+        raise AgentError(grpc.StatusCode.UNAUTHENTICATED, "Request unauthenticated with Bearer")
+    return token
+
+
+def _hint() -> str:
+    return SERVICE_ACCOUNT_HINT.format(ns=os.environ.get("POD_NAMESPACE", ""), sa=os.environ.get("POD_SA_NAME", ""))
+
+
+@dataclass
+class KubeAuth:
+    """Authenticates and authorizes calls for one Workspace (``namespace``/``name``)."""
+
+    review_token: TokenReviewer
+    review_access: AccessReviewer
+    audiences: tuple[str, ...]
+    namespace: str
+    name: str
+    clock: Callable[[], float] = time.monotonic
+    _tokens: TTLCache[TokenReviewOutcome] = field(init=False)
+    _access: TTLCache[AccessOutcome] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._tokens = TTLCache(clock=self.clock)
+        self._access = TTLCache(clock=self.clock)
+
+    async def authenticate(self, token: str) -> Identity:
+        key = (hashlib.sha256(token.encode()).hexdigest(), self.audiences)
+        outcome = self._tokens.get(key)
+        if outcome is None:
+            try:
+                outcome = await self.review_token(token, self.audiences)
+            except ReviewForbiddenError:
+                log.error(_hint())
+                raise AgentError(grpc.StatusCode.UNAUTHENTICATED, "TokenReview API is unavailable") from None
+            except Exception as err:
+                log.warning("authentication failed with an error: %s", err)
+                raise AgentError(grpc.StatusCode.UNAUTHENTICATED, str(err)) from None
+            if outcome.authenticated or not outcome.error:
+                self._tokens.put(key, outcome, TOKEN_OK_TTL if _valid(outcome, self.audiences) else TOKEN_FAIL_TTL)
+        if outcome.error and not outcome.authenticated:
+            log.warning("authentication failed: %s", outcome.error)
+            raise AgentError(grpc.StatusCode.UNAUTHENTICATED, outcome.error)
+        if not _valid(outcome, self.audiences) or outcome.identity is None:
+            log.warning("authentication failed (unauthenticated)")
+            raise AgentError(grpc.StatusCode.UNAUTHENTICATED, "unauthenticated")
+        return outcome.identity
+
+    async def authorize(self, identity: Identity) -> None:
+        key = (identity, self.namespace, self.name)
+        outcome = self._access.get(key)
+        if outcome is None:
+            try:
+                outcome = await self.review_access(identity, self.namespace, self.name)
+            except ReviewForbiddenError:
+                log.error(_hint())
+                raise AgentError(grpc.StatusCode.UNAUTHENTICATED, "SubjectAccessReview API is unavailable") from None
+            except Exception as err:
+                log.error("authorization failed with an error for user %s: %s", identity.username, err)
+                raise AgentError(grpc.StatusCode.UNKNOWN, str(err)) from None
+            self._access.put(key, outcome, ACCESS_ALLOW_TTL if outcome.allowed else ACCESS_DENY_TTL)
+        if not outcome.allowed:
+            reason = outcome.reason or "forbidden"
+            log.warning("access denied for user %s: %s", identity.username, reason)
+            raise AgentError(grpc.StatusCode.PERMISSION_DENIED, reason)
+
+    async def check(self, metadata: Iterable[tuple[str, str | bytes]] | None) -> Identity:
+        """Authenticate and authorize a call from its metadata; raise :class:`AgentError` to refuse it."""
+        identity = await self.authenticate(bearer_token(metadata))
+        await self.authorize(identity)
+        return identity
+
+
+def _valid(outcome: TokenReviewOutcome, wanted: Sequence[str]) -> bool:
+    if not outcome.authenticated:
+        return False
+    return not wanted or bool(set(outcome.audiences) & set(wanted))
+
+
+def lightkube_reviewers(client: Any) -> tuple[TokenReviewer, AccessReviewer]:
+    """Token and access reviewers that ask the API server through a lightkube ``AsyncClient``."""
+    from lightkube import ApiError
+    from lightkube.models.authentication_v1 import TokenReviewSpec
+    from lightkube.models.authorization_v1 import ResourceAttributes, SubjectAccessReviewSpec
+    from lightkube.resources.authentication_v1 import TokenReview
+    from lightkube.resources.authorization_v1 import SubjectAccessReview
+
+    def forbidden(err: ApiError) -> bool:
+        return getattr(err.status, "code", None) == 403
+
+    async def review_token(token: str, audiences: Sequence[str]) -> TokenReviewOutcome:
+        try:
+            review = await client.create(TokenReview(spec=TokenReviewSpec(token=token, audiences=list(audiences))))
+        except ApiError as err:
+            if forbidden(err):
+                raise ReviewForbiddenError() from err
+            raise
+        status = review.status
+        if status is None:
+            return TokenReviewOutcome(authenticated=False)
+        user = status.user
+        identity = None
+        if user is not None and user.username:
+            extra = tuple(sorted((k, tuple(v)) for k, v in (user.extra or {}).items()))
+            identity = Identity(user.username, user.uid or "", tuple(user.groups or ()), extra)
+        return TokenReviewOutcome(bool(status.authenticated), identity, tuple(status.audiences or ()),
+                                  status.error or "")
+
+    async def review_access(identity: Identity, namespace: str, name: str) -> AccessOutcome:
+        spec = SubjectAccessReviewSpec(
+            user=identity.username, uid=identity.uid or None, groups=list(identity.groups),
+            extra={k: list(v) for k, v in identity.extra} or None,
+            resourceAttributes=ResourceAttributes(
+                namespace=namespace, name=name, group=API_GROUP, version=API_VERSION,
+                resource=RESOURCE, subresource=SUBRESOURCE, verb=VERB,
+            ),
+        )
+        try:
+            review = await client.create(SubjectAccessReview(spec=spec))
+        except ApiError as err:
+            if forbidden(err):
+                raise ReviewForbiddenError() from err
+            raise
+        status = review.status
+        if status is None:
+            return AccessOutcome(False)
+        if status.evaluationError and not status.allowed:
+            log.warning("access review evaluation error: %s", status.evaluationError)
+        return AccessOutcome(bool(status.allowed) and not bool(status.denied), status.reason or "")
+
+    return review_token, review_access

@@ -1,0 +1,183 @@
+"""Turning ``SetAllConfig`` items into one ``pulumi config set-all`` invocation, as the reference agent does.
+
+Rules (from the reference): an unqualified key belongs to the project (``<project>:<key>``). If any item holds a
+structured value (a non-string ``Value``, or ``valueFrom`` with ``json: true``) every item goes into one JSON
+document for ``config set-all --json`` (``{key: {value, objectValue, secret}}``; ``path`` is refused there);
+otherwise items go to ``config set-all --path`` with each non-path key escaped as ``ns:["key"]`` so it is taken
+verbatim. ``valueFrom`` reads the agent's own environment or a file, with the reference's error messages.
+
+Pure: the environment and file system are reached only through the callables passed in. It must never log or
+return config values anywhere but in the CLI arguments it builds (they may be secrets).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+from google.protobuf import json_format
+
+from pko.agent import gojson
+from pko.agent.errors import AgentError
+from pko.agent.proto import agent_pb2
+
+EnvLookup = Callable[[str], "str | None"]
+FileReader = Callable[[str], str]
+
+
+@dataclass(frozen=True)
+class PlainItem:
+    key: str
+    value: str
+    secret: bool
+
+
+@dataclass(frozen=True)
+class ConfigPlan:
+    """What to hand to ``pulumi config set-all``: either a JSON document or plain path-aware items."""
+
+    json_document: dict[str, dict[str, Any]] | None = None
+    plain: list[PlainItem] = field(default_factory=list)
+
+    def set_all_args(self) -> list[str]:
+        """The ``config set-all`` arguments (without ``--stack``)."""
+        if self.json_document is not None:
+            return ["config", "set-all", "--json", gojson.dumps(self.json_document)]
+        args = ["config", "set-all", "--path"]
+        for item in self.plain:
+            args += ["--secret" if item.secret else "--plaintext", f"{item.key}={item.value}"]
+        return args
+
+    def keys(self) -> list[str]:
+        """The qualified keys being set (safe to log)."""
+        if self.json_document is not None:
+            return sorted(self.json_document)
+        return [item.key for item in self.plain]
+
+
+def parse_key(key: str, project: str) -> tuple[str, str]:
+    """``(namespace, name)`` of a config key; an unqualified key is scoped to the project."""
+    if ":" not in key:
+        key = f"{project}:{key}"
+    namespace, _, name = key.partition(":")
+    if name.startswith("config:"):  # the legacy `<ns>:config:<name>` form
+        name = name[len("config:"):]
+    if not namespace or not name:
+        raise AgentError(
+            grpc.StatusCode.UNKNOWN,
+            f"could not parse {key} as a configuration key "
+            "(configuration keys should be of the form `<namespace>:<name>`)",
+        )
+    return namespace, name
+
+
+def _escaped(name: str) -> str:
+    if name.startswith('["') and name.endswith('"]'):
+        return name
+    return f"[{json.dumps(name, ensure_ascii=False)}]"
+
+
+def is_structured(item: agent_pb2.ConfigItem) -> bool:
+    """Whether the item is a JSON value (any literal but a string or null, or ``valueFrom.json``)."""
+    which = item.WhichOneof("v")
+    if which == "value":
+        kind = item.value.WhichOneof("kind")
+        return kind not in ("string_value", "null_value", None)
+    if which == "value_from":
+        return item.value_from.json
+    return False
+
+
+def _resolve_from(value_from: agent_pb2.ConfigValueFrom, lookup_env: EnvLookup, read_file: FileReader) -> str:
+    which = value_from.WhichOneof("f")
+    if which == "env":
+        data = lookup_env(value_from.env)
+        if data is None:
+            raise AgentError(grpc.StatusCode.INVALID_ARGUMENT,
+                             f"missing value for environment variable: {value_from.env}")
+        return data
+    if which == "path":
+        try:
+            return read_file(value_from.path)
+        except OSError:
+            raise AgentError(grpc.StatusCode.INVALID_ARGUMENT, f"unreadable path: {value_from.path}") from None
+    raise AgentError(grpc.StatusCode.INVALID_ARGUMENT, "invalid config value")
+
+
+def _wrap(prefix: str, err: AgentError) -> AgentError:
+    """A wrapped error keeps the inner code and reads like Go's ``fmt.Errorf("...: %w", statusErr)``."""
+    code_name = "".join(part.capitalize() for part in err.rpc.code.name.split("_"))
+    inner = f"rpc error: code = {code_name} desc = {err.rpc.message}"
+    return AgentError(err.rpc.code, f"{prefix}: {inner}")
+
+
+def _plain_value(item: agent_pb2.ConfigItem, lookup_env: EnvLookup, read_file: FileReader) -> str:
+    which = item.WhichOneof("v")
+    if which == "value":
+        if item.value.WhichOneof("kind") == "string_value":
+            return item.value.string_value
+        return "<nil>"  # what the reference's fmt.Sprintf("%v", nil) produces for a null value
+    if which == "value_from":
+        return _resolve_from(item.value_from, lookup_env, read_file)
+    raise AgentError(grpc.StatusCode.INVALID_ARGUMENT, "invalid config value")
+
+
+def _json_entry(item: agent_pb2.ConfigItem, lookup_env: EnvLookup, read_file: FileReader) -> dict[str, Any]:
+    entry: dict[str, Any] = {}
+    which = item.WhichOneof("v")
+    if which == "value":
+        if item.value.WhichOneof("kind") == "string_value":
+            entry["value"] = item.value.string_value
+        else:
+            obj = json_format.MessageToDict(item.value)
+            entry["value"] = gojson.dumps(obj)
+            if obj is not None:
+                entry["objectValue"] = gojson.normalize(obj)
+    elif which == "value_from":
+        data = _resolve_from(item.value_from, lookup_env, read_file)
+        entry["value"] = data
+        if item.value_from.json:
+            try:
+                obj = json.loads(data)
+            except ValueError as err:
+                raise AgentError(grpc.StatusCode.UNKNOWN, f"parsing {item.key!r} as JSON: {err}") from None
+            if obj is not None:
+                entry["objectValue"] = obj
+    else:
+        raise AgentError(grpc.StatusCode.INVALID_ARGUMENT, "invalid config value")
+    entry["secret"] = item.secret
+    return entry
+
+
+def plan_config(project: str, items: Sequence[agent_pb2.ConfigItem], lookup_env: EnvLookup,
+                read_file: FileReader) -> ConfigPlan:
+    """The ``config set-all`` plan for the items, or an :class:`AgentError` with the reference's status."""
+    if any(is_structured(item) for item in items):
+        document: dict[str, dict[str, Any]] = {}
+        for item in items:
+            if item.path and is_structured(item):
+                raise AgentError(grpc.StatusCode.INVALID_ARGUMENT,
+                                 f"config item {json.dumps(item.key)}: path=true is incompatible with JSON values")
+            namespace, name = parse_key(item.key, project)
+            try:
+                document[f"{namespace}:{name}"] = _json_entry(item, lookup_env, read_file)
+            except AgentError as err:
+                if err.rpc.code == grpc.StatusCode.UNKNOWN:
+                    raise
+                raise _wrap("config items", err) from None
+        return ConfigPlan(json_document=document)
+
+    plain: list[PlainItem] = []
+    for item in items:
+        try:
+            value = _plain_value(item, lookup_env, read_file)
+        except AgentError as err:
+            raise _wrap(f"config items: unmarshalling {json.dumps(item.key)} config", err) from None
+        namespace, name = parse_key(item.key, project)
+        if not item.path:
+            name = _escaped(name)
+        plain.append(PlainItem(f"{namespace}:{name}", value, item.secret))
+    return ConfigPlan(plain=plain)

@@ -1,0 +1,133 @@
+"""The agent's gRPC server: the service behind an optional auth interceptor, and a graceful shutdown.
+
+Messages up to 400 MiB are accepted and sent (large stacks produce large outputs and events). Shutdown follows
+the reference: the first SIGTERM/SIGINT interrupts every running Pulumi CLI (Ctrl-C) and stops accepting calls
+while the running ones finish; a second signal exits at once with status 1.
+
+It must never log request contents or tokens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import grpc
+
+from pko.agent.auth import KubeAuth
+from pko.agent.errors import AgentError
+from pko.agent.proto import agent_pb2_grpc
+from pko.agent.service import AutomationService
+
+log = logging.getLogger("pko.agent.grpc")
+
+MAX_MESSAGE_BYTES = 400 * 1024 * 1024
+SHUTDOWN_GRACE = 3600.0  # like Go's GracefulStop, wait for running operations (the pod's grace period bounds it)
+
+Context = grpc.aio.ServicerContext[Any, Any]
+
+
+if TYPE_CHECKING:
+    _Interceptor = grpc.aio.ServerInterceptor[Any, Any]
+else:  # not generic at run time
+    _Interceptor = grpc.aio.ServerInterceptor
+
+
+class AuthInterceptor(_Interceptor):
+    """Refuses a call unless :class:`KubeAuth` accepts its bearer token."""
+
+    def __init__(self, auth: KubeAuth):
+        self.auth = auth
+
+    async def intercept_service(
+        self, continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any]]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any]:
+        handler: Any = await continuation(handler_call_details)
+        if handler is None:
+            return None  # type: ignore[return-value]  # no such method: let grpc answer UNIMPLEMENTED
+        auth = self.auth
+
+        async def check(context: Context) -> None:
+            try:
+                await auth.check(context.invocation_metadata())
+            except AgentError as err:
+                await context.abort(err.rpc.code, err.rpc.message)
+
+        if handler.unary_unary is not None:
+            unary: Any = handler.unary_unary
+
+            async def unary_unary(request: Any, context: Context) -> Any:
+                await check(context)
+                return await unary(request, context)
+
+            return grpc.unary_unary_rpc_method_handler(
+                unary_unary, request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer)
+        if handler.unary_stream is not None:
+            stream: Any = handler.unary_stream
+
+            async def unary_stream(request: Any, context: Context) -> AsyncIterator[Any]:
+                await check(context)
+                async for message in stream(request, context):
+                    yield message
+
+            return grpc.unary_stream_rpc_method_handler(
+                unary_stream, request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer)
+        return handler  # type: ignore[no-any-return]
+
+
+def build_server(service: AutomationService, auth: KubeAuth | None = None) -> grpc.aio.Server:
+    interceptors = [AuthInterceptor(auth)] if auth is not None else []
+    server = grpc.aio.server(
+        interceptors=interceptors,
+        options=[
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+        ],
+    )
+    agent_pb2_grpc.add_AutomationServiceServicer_to_server(service, server)  # type: ignore[no-untyped-call]
+    return server
+
+
+async def serve(service: AutomationService, host: str, port: int, auth: KubeAuth | None = None,
+                on_listening: Callable[[int], None] | None = None) -> None:
+    """Serve until the first SIGTERM/SIGINT, then shut down gracefully (a second signal exits immediately)."""
+    server = build_server(service, auth)
+    bound = server.add_insecure_port(f"{host}:{port}")
+    if bound == 0:
+        raise OSError(f"unable to listen on {host}:{port}")
+    await server.start()
+    log.info("server listening on %s:%d", host, bound)
+    if on_listening is not None:
+        on_listening(bound)
+
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    signals = 0
+
+    def on_signal(signum: int) -> None:
+        nonlocal signals
+        signals += 1
+        if signals > 1:
+            log.warning("second signal (%s): exiting immediately", signal.Signals(signum).name)
+            service.ws.cli.kill_all()
+            os._exit(1)
+        log.info("shutting down the server (%s)", signal.Signals(signum).name)
+        service.cancel()
+        stop.set()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, on_signal, signum)
+    try:
+        await stop.wait()
+        await server.stop(SHUTDOWN_GRACE)
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+    log.info("server stopped")

@@ -1,0 +1,138 @@
+"""Running the Pulumi CLI from the agent's event loop: async, cancellable, with Ctrl-C semantics.
+
+Why not ``pulumi.automation``: it is synchronous (``Popen`` plus reader threads) and offers no way to interrupt a
+running command. Here each command is an asyncio subprocess in its own process group (so a terminal's Ctrl-C reaches
+the CLI once, from us, and not twice); cancelling the awaiting task sends SIGINT — the CLI then cancels the engine,
+saves its state and releases the stack lock — waits for it to exit, and only then re-raises. A second cancellation
+(or the grace period running out) kills it. :meth:`PulumiCLI.interrupt_all` does the same for every running
+command when the agent shuts down.
+
+It must never log the output of commands that may print secrets (callers pass ``log_output=False``), and never
+block the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger("pko.agent.pulumi")
+
+DEFAULT_INTERRUPT_GRACE = 600.0  # the workspace pod's terminationGracePeriodSeconds
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    stdout: str
+    stderr: str
+    code: int
+
+
+class CommandError(Exception):
+    """The CLI exited with a non-zero code. ``str()`` reads like the Go Automation API's error."""
+
+    def __init__(self, description: str, result: CommandResult):
+        self.description = description
+        self.result = result
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        r = self.result
+        return f"{self.description}: exit status {r.code}\ncode: {r.code}\nstdout: {r.stdout}\nstderr: {r.stderr}\n"
+
+
+class PulumiCLI:
+    """The Pulumi CLI for one workspace directory and environment."""
+
+    def __init__(self, workdir: Path, env: Mapping[str, str], binary: str = "pulumi",
+                 interrupt_grace: float = DEFAULT_INTERRUPT_GRACE):
+        self.workdir = workdir
+        self.env = dict(env)
+        self.binary = binary
+        self.interrupt_grace = interrupt_grace
+        self._running: set[asyncio.subprocess.Process] = set()
+
+    @property
+    def running(self) -> int:
+        return len(self._running)
+
+    async def run(self, args: Sequence[str], *, description: str = "failed to run command",
+                  log_output: bool = True, check: bool = True) -> CommandResult:
+        """Run ``pulumi <args>``; raise :class:`CommandError` on a non-zero exit when `check`."""
+        proc = await asyncio.create_subprocess_exec(
+            self.binary, *args, cwd=self.workdir, env=self.env, stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, process_group=0,
+        )
+        self._running.add(proc)
+        assert proc.stdout is not None
+        assert proc.stderr is not None
+        readers = asyncio.gather(
+            _collect(proc.stdout, logging.INFO if log_output else None),
+            _collect(proc.stderr, logging.WARNING if log_output else None),
+        )
+        try:
+            try:
+                stdout, stderr = await asyncio.shield(readers)
+                code = await proc.wait()
+            except asyncio.CancelledError:
+                await self._wind_down(proc)
+                raise
+        finally:
+            self._running.discard(proc)
+            if not readers.done():
+                readers.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await readers
+        result = CommandResult(stdout, stderr, code)
+        if check and code != 0:
+            raise CommandError(description, result)
+        return result
+
+    async def _wind_down(self, proc: asyncio.subprocess.Process) -> None:
+        """Ctrl-C the CLI and wait for it to finish cleanly; kill it on a second cancel or after the grace."""
+        _signal(proc, signal.SIGINT)
+        try:
+            await asyncio.wait_for(asyncio.shield(proc.wait()), self.interrupt_grace)
+        except (asyncio.CancelledError, TimeoutError):
+            _signal(proc, signal.SIGKILL)
+            await proc.wait()
+
+    def interrupt_all(self) -> None:
+        """Send Ctrl-C (SIGINT) to every running CLI process. Non-blocking."""
+        for proc in list(self._running):
+            _signal(proc, signal.SIGINT)
+
+    def kill_all(self) -> None:
+        for proc in list(self._running):
+            _signal(proc, signal.SIGKILL)
+
+
+def _signal(proc: asyncio.subprocess.Process, signum: int) -> None:
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signum)
+
+
+async def _collect(stream: asyncio.StreamReader, level: int | None) -> str:
+    """All of a stream's text; complete lines are logged at `level` as they arrive (unless None)."""
+    chunks: list[bytes] = []
+    pending = b""
+    while True:
+        chunk = await stream.read(65536)
+        if not chunk:
+            if level is not None and pending.strip():
+                log.log(level, pending.decode(errors="replace").rstrip())
+            return b"".join(chunks).decode(errors="replace")
+        chunks.append(chunk)
+        if level is None:
+            continue
+        *lines, pending = (pending + chunk).split(b"\n")
+        for line in lines:
+            if line.strip():
+                log.log(level, line.decode(errors="replace").rstrip())

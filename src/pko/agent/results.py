@@ -1,0 +1,108 @@
+"""Reading what the Pulumi CLI prints (``stack ls``, ``stack history``, ``stack output``, the project file, the
+operation's text) into the protocol's messages.
+
+Field by field this follows the reference agent: a stack summary always carries ``url`` (possibly empty), a time
+the reference cannot parse is left unset, an output is secret when the masked listing shows ``[secret]`` and its
+value is the Go-style JSON encoding, and a permalink is the URL after ``View Live:`` (or its newer spellings).
+
+Pure: strings and dicts in, messages out. It must never log output values.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+from typing import Any
+
+from google.protobuf import timestamp_pb2
+
+from pko.agent import gojson
+from pko.agent.proto import agent_pb2
+
+SECRET_MASK = "[secret]"
+_PERMALINK = re.compile(r"(?:View Live|View in Browser|View in Browser \(Ctrl\+O\)|Permalink): (\S+)")
+_RFC3339 = re.compile(
+    r"^(\d{4}-\d{2}-\d{2})[Tt](\d{2}:\d{2}:\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})$"
+)
+
+
+def timestamp(text: str | None) -> timestamp_pb2.Timestamp | None:
+    """An RFC 3339 time (nanosecond precision kept), or None when absent or unparsable."""
+    if not text:
+        return None
+    match = _RFC3339.match(text.strip())
+    if not match:
+        return None
+    date, clock, fraction, zone = match.groups()
+    zone = "+00:00" if zone in ("Z", "z") else zone
+    try:
+        parsed = datetime.fromisoformat(f"{date}T{clock}{zone}")
+    except ValueError:
+        return None
+    nanos = int((fraction or "0")[:9].ljust(9, "0"))
+    return timestamp_pb2.Timestamp(seconds=int(parsed.timestamp()), nanos=nanos)
+
+
+def stack_summary(entry: dict[str, Any]) -> agent_pb2.StackSummary:
+    """One entry of ``pulumi stack ls --json``."""
+    summary = agent_pb2.StackSummary(
+        name=str(entry.get("name", "")),
+        update_in_progress=bool(entry.get("updateInProgress", False)),
+        url=str(entry.get("url") or ""),
+    )
+    last_update = timestamp(entry.get("lastUpdate"))
+    if last_update is not None:
+        summary.last_update.CopyFrom(last_update)
+    count = entry.get("resourceCount")
+    if isinstance(count, int):
+        summary.resource_count = count
+    return summary
+
+
+def current_stack(stack_ls_json: str) -> dict[str, Any] | None:
+    """The entry marked current in ``pulumi stack ls --json``, if any."""
+    for entry in json.loads(stack_ls_json or "[]") or []:
+        if isinstance(entry, dict) and entry.get("current"):
+            return entry
+    return None
+
+
+def update_summary(history_json: str) -> agent_pb2.UpdateSummary | None:
+    """The latest entry of ``pulumi stack history --json --page-size 1``, or None for an empty history."""
+    entries = json.loads(history_json or "[]") or []
+    if not entries:
+        return None
+    entry = entries[0]
+    summary = agent_pb2.UpdateSummary(result=str(entry.get("result", "")), message=str(entry.get("message", "")))
+    start = timestamp(entry.get("startTime"))
+    if start is not None:
+        summary.start_time.CopyFrom(start)
+    end = timestamp(entry.get("endTime"))
+    if end is not None:
+        summary.end_time.CopyFrom(end)
+    return summary
+
+
+def outputs(masked_json: str, plain_json: str) -> dict[str, agent_pb2.OutputValue]:
+    """Stack outputs from ``stack output --json`` (masked) and ``--show-secrets`` (plain)."""
+    masked = json.loads(masked_json or "{}") or {}
+    plain = json.loads(plain_json or "{}") or {}
+    return {
+        key: agent_pb2.OutputValue(value=gojson.dumps(value).encode(), secret=masked.get(key) == SECRET_MASK)
+        for key, value in plain.items()
+    }
+
+
+def permalink(stdout: str) -> str | None:
+    """The update's permalink printed by the CLI (none for a self-managed backend)."""
+    match = _PERMALINK.search(stdout)
+    return match.group(1) if match else None
+
+
+def project_info(settings: dict[str, Any]) -> agent_pb2.ProjectInfo:
+    """Name and runtime from a parsed ``Pulumi.yaml`` (``runtime`` may be a string or ``{name: ...}``)."""
+    runtime = settings.get("runtime", "")
+    if isinstance(runtime, dict):
+        runtime = runtime.get("name", "")
+    return agent_pb2.ProjectInfo(name=str(settings.get("name", "")), runtime=str(runtime or ""))

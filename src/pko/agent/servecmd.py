@@ -1,0 +1,138 @@
+"""``agent serve``: open the workspace, optionally install and select a stack, then serve the protocol.
+
+Follows the reference's start-up order and messages: check the auth flags, resolve the workspace directory
+(symlinks included), read ``--env-file`` (absent is fine), install the project's dependencies unless
+``--skip-install``, select or create ``--stack`` (with ``--secrets-provider`` when creating), then listen.
+
+It must never print secrets from the env file or the kubeconfig.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pko.agent import auth, grpcserver
+from pko.agent.service import AutomationService
+from pko.agent.workspace import StackNotFoundError, Workspace
+
+log = logging.getLogger("pko.agent.serve")
+
+AUTH_NONE = "none"
+AUTH_KUBE = "kube"
+
+
+class ServeError(Exception):
+    """The agent cannot start; the message says why."""
+
+
+@dataclass
+class ServeOptions:
+    workspace: str
+    skip_install: bool = False
+    stack: str = ""
+    secrets_provider: str = ""
+    env_file: str = ""
+    host: str = "0.0.0.0"
+    port: int = 50051
+    auth_mode: str = AUTH_NONE
+    kube_audiences: list[str] = field(default_factory=list)
+    kube_workspace_namespace: str = ""
+    kube_workspace_name: str = ""
+    pulumi_log_level: int = 0
+    kubeconfig: str = ""
+    context: str = ""
+
+    def validate(self) -> None:
+        if self.auth_mode not in (AUTH_NONE, AUTH_KUBE):
+            raise ServeError(f"unsupported auth mode: {self.auth_mode}")
+        if self.auth_mode == AUTH_KUBE:
+            if not self.kube_audiences:
+                raise ServeError("--kube-audience is required when auth mode is kubernetes")
+            if not self.kube_workspace_namespace:
+                raise ServeError("--kube-workspace-namespace is required when auth mode is kubernetes")
+            if not self.kube_workspace_name:
+                raise ServeError("--kube-workspace-name is required when auth mode is kubernetes")
+        if self.pulumi_log_level < 0:
+            raise ServeError("--pulumi-log-level must not be negative")
+
+
+def kube_client(kubeconfig: str = "", context: str = "") -> Any:
+    """A lightkube ``AsyncClient``: from `kubeconfig` when given, else in-cluster or ``$KUBECONFIG``."""
+    from lightkube import AsyncClient, KubeConfig
+
+    config = KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()
+    return AsyncClient(config=config.get(context_name=context or None))
+
+
+def resolve_workdir(path: str) -> Path:
+    """The true location of the workspace (the pod's ``/share/workspace`` is a symlink into the source)."""
+    try:
+        return Path(path).resolve(strict=True)
+    except OSError as err:
+        raise ServeError(f"unable to resolve the workspace directory: {err}") from err
+
+
+async def open_workspace(options: ServeOptions) -> Workspace:
+    workdir = resolve_workdir(options.workspace)
+    try:
+        workspace = await Workspace.open(workdir, Path(options.env_file) if options.env_file else None)
+    except Exception as err:
+        raise ServeError(f"unable to open the workspace: {err}") from err
+    project = workspace.project()
+    log.info("opened a local workspace %s (project %s, runtime %s)", workdir, project.get("name"),
+             workspace.project_info().runtime)
+    return workspace
+
+
+async def prepare(options: ServeOptions, workspace: Workspace) -> None:
+    """Install dependencies and select the initial stack, as requested."""
+    if not options.skip_install:
+        log.info("installing project dependencies")
+        try:
+            await workspace.install()
+        except Exception as err:
+            raise ServeError(f"unable to install project dependencies: {err}") from err
+        log.info("installation completed")
+    else:
+        log.info("installation skipped")
+    if options.stack:
+        try:
+            await workspace.select_stack(options.stack)
+            log.info("selected existing stack %s", options.stack)
+        except StackNotFoundError:
+            try:
+                await workspace.init_stack(options.stack, options.secrets_provider)
+                await workspace.select_stack(options.stack)
+            except Exception as err:
+                raise ServeError(f"unable to make an automation server: failed to create stack: {err}") from err
+            log.info("created and selected stack %s", options.stack)
+        except Exception as err:
+            raise ServeError(f"unable to make an automation server: failed to select stack: {err}") from err
+
+
+async def run(options: ServeOptions) -> None:
+    """Start the agent and serve until shut down by a signal."""
+    options.validate()
+    authenticator = None
+    client = None
+    if options.auth_mode == AUTH_KUBE:
+        try:
+            client = kube_client(options.kubeconfig, options.context)
+        except Exception as err:
+            raise ServeError(f"unable to load the kubeconfig: {err}") from err
+        review_token, review_access = auth.lightkube_reviewers(client)
+        authenticator = auth.KubeAuth(review_token, review_access, tuple(options.kube_audiences),
+                                      options.kube_workspace_namespace, options.kube_workspace_name)
+        log.info("activated the Kubernetes authorization mode (audiences %s, workspace %s/%s)",
+                 options.kube_audiences, options.kube_workspace_namespace, options.kube_workspace_name)
+    workspace = await open_workspace(options)
+    await prepare(options, workspace)
+    service = AutomationService(workspace, options.pulumi_log_level)
+    try:
+        await grpcserver.serve(service, options.host, options.port, authenticator)
+    finally:
+        if client is not None:
+            await client.close()

@@ -1,0 +1,281 @@
+"""The ``agent.AutomationService`` implementation: each RPC as the reference agent performs it.
+
+Operations act on the selected stack (``FAILED_PRECONDITION "no stack is selected"`` otherwise). The four streamed
+operations run the CLI with an event log, stream every engine event as a ``Struct`` while the CLI runs, and finish
+with one result (summary, permalink, outputs, project info) — or with ``UNKNOWN "<op> failed: ..."`` plus a
+``PulumiErrorInfo`` detail for known failures. A client cancelling the call interrupts the CLI (Ctrl-C) and waits for
+it to wind down, so the stack is never left locked.
+
+It must never log config values, outputs or event contents, and never block the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf import struct_pb2
+
+from pko.agent import cliargs, errors, eventlog, results
+from pko.agent.config import plan_config
+from pko.agent.errors import AgentError
+from pko.agent.proto import agent_pb2, agent_pb2_grpc
+from pko.agent.pulumicmd import CommandError, CommandResult
+from pko.agent.workspace import StackNotFoundError, Workspace
+
+log = logging.getLogger("pko.agent.server")
+
+Reply = TypeVar("Reply")
+StreamMessage = TypeVar("StreamMessage")
+
+
+def _read_text(path: str) -> str:
+    with open(path) as handle:
+        return handle.read()
+
+
+async def _abort(context: grpc.aio.ServicerContext[Any, Any], err: AgentError) -> None:
+    await context.abort(err.rpc.code, err.rpc.message, err.rpc.trailing_metadata())
+
+
+class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
+    """Serves one workspace."""
+
+    def __init__(self, workspace: Workspace, pulumi_log_level: int = 0):
+        self.ws = workspace
+        self.pulumi_log_level = pulumi_log_level
+        self.stopping = False
+        self._stack_lock = asyncio.Lock()
+
+    # --- plumbing ---------------------------------------------------------------------------------------------
+
+    async def _unary(self, context: grpc.aio.ServicerContext[Any, Any], call: Awaitable[Reply]) -> Reply:
+        try:
+            return await call
+        except AgentError as err:
+            await _abort(context, err)
+        except CommandError as err:
+            await _abort(context, AgentError(grpc.StatusCode.UNKNOWN, str(err)))
+        raise AssertionError("unreachable: abort raises")
+
+    async def ensure_stack(self) -> str:
+        """The name of the selected stack."""
+        async with self._stack_lock:
+            entry = await self.ws.current_stack()
+        if entry is None:
+            raise AgentError(grpc.StatusCode.FAILED_PRECONDITION, "no stack is selected")
+        return str(entry["name"])
+
+    def cancel(self) -> None:
+        """Interrupt every running CLI command (first shutdown signal). Non-blocking."""
+        if self.stopping:
+            return
+        self.stopping = True
+        self.ws.cli.interrupt_all()
+
+    # --- unary RPCs -------------------------------------------------------------------------------------------
+
+    async def WhoAmI(self, request: agent_pb2.WhoAmIRequest,
+                     context: grpc.aio.ServicerContext[Any, Any]) -> agent_pb2.WhoAmIResult:
+        async def call() -> agent_pb2.WhoAmIResult:
+            try:
+                data = await self.ws.whoami()
+            except CommandError as err:
+                log.error("whoami completed with an error")
+                raise errors.operation_failed("whoami", str(err)) from None
+            return agent_pb2.WhoAmIResult(user=str(data.get("user", "")), url=str(data.get("url", "")),
+                                          organizations=[str(o) for o in data.get("organizations") or []])
+        return await self._unary(context, call())
+
+    async def SelectStack(self, request: agent_pb2.SelectStackRequest,
+                          context: grpc.aio.ServicerContext[Any, Any]) -> agent_pb2.SelectStackResult:
+        async def call() -> agent_pb2.SelectStackResult:
+            if not request.stack_name:
+                raise AgentError(grpc.StatusCode.INVALID_ARGUMENT, "invalid stack name")
+            async with self._stack_lock:
+                try:
+                    await self.ws.select_stack(request.stack_name)
+                except StackNotFoundError:
+                    if not request.create:
+                        raise AgentError(grpc.StatusCode.NOT_FOUND, "stack not found") from None
+                    await self.ws.init_stack(request.stack_name, request.secrets_provider)
+                    await self.ws.select_stack(request.stack_name)
+                    log.info("created a stack: %s", request.stack_name)
+                log.info("selected a stack: %s", request.stack_name)
+                summary = await self.ws.stack_info(request.stack_name)
+            return agent_pb2.SelectStackResult(summary=summary)
+        return await self._unary(context, call())
+
+    async def Info(self, request: agent_pb2.InfoRequest,
+                   context: grpc.aio.ServicerContext[Any, Any]) -> agent_pb2.InfoResult:
+        async def call() -> agent_pb2.InfoResult:
+            stack = await self.ensure_stack()
+            return agent_pb2.InfoResult(summary=await self.ws.stack_info(stack))
+        return await self._unary(context, call())
+
+    async def SetAllConfig(self, request: agent_pb2.SetAllConfigRequest,
+                           context: grpc.aio.ServicerContext[Any, Any]) -> agent_pb2.SetAllConfigResult:
+        async def call() -> agent_pb2.SetAllConfigResult:
+            stack = await self.ensure_stack()
+            project = str(self.ws.project().get("name", ""))
+            plan = plan_config(project, list(request.config), os.environ.get, _read_text)
+            log.debug("setting all config: %s", plan.keys())
+            await self.ws.set_all_config(stack, plan)
+            return agent_pb2.SetAllConfigResult()
+        return await self._unary(context, call())
+
+    async def AddEnvironments(self, request: agent_pb2.AddEnvironmentsRequest,
+                              context: grpc.aio.ServicerContext[Any, Any]) -> agent_pb2.AddEnvironmentsResult:
+        async def call() -> agent_pb2.AddEnvironmentsResult:
+            stack = await self.ensure_stack()
+            await self.ws.add_environments(stack, list(request.environment))
+            return agent_pb2.AddEnvironmentsResult()
+        return await self._unary(context, call())
+
+    async def Install(self, request: agent_pb2.InstallRequest,
+                      context: grpc.aio.ServicerContext[Any, Any]) -> agent_pb2.InstallResult:
+        async def call() -> agent_pb2.InstallResult:
+            log.info("installing the project dependencies")
+            try:
+                await self.ws.install()
+            except CommandError as err:
+                log.error("install completed with an error")
+                raise AgentError(grpc.StatusCode.ABORTED, str(err)) from None
+            log.info("installation completed")
+            return agent_pb2.InstallResult()
+        return await self._unary(context, call())
+
+    async def PulumiVersion(self, request: agent_pb2.PulumiVersionRequest,
+                            context: grpc.aio.ServicerContext[Any, Any]) -> agent_pb2.PulumiVersionResult:
+        return agent_pb2.PulumiVersionResult(version=self.ws.pulumi_version)
+
+    # --- streamed operations ----------------------------------------------------------------------------------
+
+    async def _operate(self, op: str, description: str, args: Callable[[str, str], list[str]],
+                       on_event: Callable[[struct_pb2.Struct], StreamMessage]
+                       ) -> AsyncIterator[StreamMessage | CommandResult]:
+        """Run one CLI operation: a stream message per engine event, then the CLI's :class:`CommandResult`."""
+        stack = await self.ensure_stack()
+        with tempfile.TemporaryDirectory(prefix=f"pko-agent-{op}-") as tmp:
+            event_log = Path(tmp) / "eventlog.txt"
+            run = asyncio.ensure_future(self.ws.cli.run(args(stack, str(event_log)), description=description))
+            try:
+                count = 0
+                async for event in eventlog.follow(event_log, run.done):
+                    count += 1
+                    yield on_event(eventlog.to_struct(event))
+                outcome = await run
+            except CommandError as err:
+                log.error("%s completed with an error", op)
+                raise errors.operation_failed(op, str(err)) from None
+            except BaseException:
+                if not run.done():
+                    log.info("%s interrupted; waiting for the Pulumi CLI to wind down", op)
+                    run.cancel()
+                    try:
+                        await asyncio.wait([run])
+                    except asyncio.CancelledError:
+                        run.cancel()  # a second cancellation: stop waiting, kill the CLI
+                        raise
+                raise
+            log.info("%s completed (%d engine events)", op, count)
+            yield outcome
+
+    async def _stream(self, context: grpc.aio.ServicerContext[Any, Any], op: str, description: str,
+                      args: Callable[[str, str], list[str]], on_event: Callable[[struct_pb2.Struct], StreamMessage],
+                      finish: Callable[[str, CommandResult], Awaitable[StreamMessage]]
+                      ) -> AsyncIterator[StreamMessage]:
+        """Events while the operation runs, then the result `finish` builds; errors end the call with a status."""
+        try:
+            stack = await self.ensure_stack()
+            outcome: CommandResult | None = None
+            async for item in self._operate(op, description, args, on_event):
+                if isinstance(item, CommandResult):
+                    outcome = item
+                else:
+                    yield item
+            assert outcome is not None
+            yield await finish(stack, outcome)
+        except AgentError as err:
+            await _abort(context, err)
+        except CommandError as err:
+            await _abort(context, AgentError(grpc.StatusCode.UNKNOWN, str(err)))
+
+    async def _summarize(self, result: agent_pb2.UpResult | agent_pb2.RefreshResult | agent_pb2.DestroyResult,
+                         stack: str, outcome: CommandResult) -> None:
+        result.stdout, result.stderr = outcome.stdout, outcome.stderr
+        result.project_info.CopyFrom(self.ws.project_info())
+        summary = await self.ws.latest_summary(stack)
+        if summary is not None:
+            result.summary.CopyFrom(summary)
+        link = results.permalink(outcome.stdout)
+        if link:
+            result.permalink = link
+
+    async def Up(self, request: agent_pb2.UpRequest,
+                 context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[agent_pb2.UpStream]:
+        async def finish(stack: str, outcome: CommandResult) -> agent_pb2.UpStream:
+            result = agent_pb2.UpResult()
+            for key, value in (await self.ws.outputs(stack)).items():
+                result.outputs[key].CopyFrom(value)
+            await self._summarize(result, stack, outcome)
+            return agent_pb2.UpStream(result=result)
+
+        async for message in self._stream(
+                context, "up", "failed to run update",
+                lambda stack, events: cliargs.up_args(request, stack, events, self.pulumi_log_level),
+                lambda event: agent_pb2.UpStream(event=event), finish):
+            yield message
+
+    async def Preview(self, request: agent_pb2.PreviewRequest,
+                      context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[agent_pb2.PreviewStream]:
+        async def finish(stack: str, outcome: CommandResult) -> agent_pb2.PreviewStream:
+            # Like the reference, a preview result carries no update summary.
+            result = agent_pb2.PreviewResult(stdout=outcome.stdout, stderr=outcome.stderr,
+                                             project_info=self.ws.project_info())
+            link = results.permalink(outcome.stdout)
+            if link:
+                result.permalink = link
+            return agent_pb2.PreviewStream(result=result)
+
+        async for message in self._stream(
+                context, "preview", "failed to run preview",
+                lambda stack, events: cliargs.preview_args(request, stack, events, self.pulumi_log_level),
+                lambda event: agent_pb2.PreviewStream(event=event), finish):
+            yield message
+
+    async def Refresh(self, request: agent_pb2.RefreshRequest,
+                      context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[agent_pb2.RefreshStream]:
+        async def finish(stack: str, outcome: CommandResult) -> agent_pb2.RefreshStream:
+            result = agent_pb2.RefreshResult()
+            await self._summarize(result, stack, outcome)
+            return agent_pb2.RefreshStream(result=result)
+
+        async for message in self._stream(
+                context, "refresh", "failed to refresh stack",
+                lambda stack, events: cliargs.refresh_args(request, stack, events, self.pulumi_log_level),
+                lambda event: agent_pb2.RefreshStream(event=event), finish):
+            yield message
+
+    async def Destroy(self, request: agent_pb2.DestroyRequest,
+                      context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[agent_pb2.DestroyStream]:
+        async def finish(stack: str, outcome: CommandResult) -> agent_pb2.DestroyStream:
+            result = agent_pb2.DestroyResult()
+            await self._summarize(result, stack, outcome)
+            if request.remove:
+                # Removed after the summary is read, as the Automation API does.
+                await self.ws.remove_stack(stack)
+                log.info("removed the stack %s", stack)
+            return agent_pb2.DestroyStream(result=result)
+
+        async for message in self._stream(
+                context, "destroy", "failed to destroy stack",
+                lambda stack, events: cliargs.destroy_args(request, stack, events, self.pulumi_log_level),
+                lambda event: agent_pb2.DestroyStream(event=event), finish):
+            yield message

@@ -1,0 +1,150 @@
+"""The agent's Pulumi workspace: one project directory, its environment, and the CLI commands the agent runs there.
+
+This plays the part of the Go Automation API's ``LocalWorkspace`` in the reference agent, issuing the same CLI
+commands (``stack select``/``stack init``/``stack ls``/``config set-all``/``config env add``/``install``/``whoami``/
+``stack output``/``stack history``/``stack rm``) on :class:`~pko.agent.pulumicmd.PulumiCLI`, so nothing blocks the
+event loop and every command can be interrupted.
+
+It must never log config values, outputs or history (commands that may print secrets run with ``log_output=False``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pko.agent import envfile, results
+from pko.agent.config import ConfigPlan
+from pko.agent.proto import agent_pb2
+from pko.agent.pulumicmd import CommandError, PulumiCLI
+
+PROJECT_FILES = ("Pulumi.yaml", "Pulumi.yml", "Pulumi.json")
+_STACK_404 = re.compile(r"no stack named.*found")
+# As the Automation API sets it: the CLI only accepts the hidden `--event-log` flag with debug commands enabled.
+AUTOMATION_ENV = {"PULUMI_DEBUG_COMMANDS": "true"}
+
+
+class ProjectError(Exception):
+    """The workspace has no readable Pulumi project file."""
+
+
+class StackNotFoundError(Exception):
+    """``stack select`` said the stack does not exist."""
+
+
+def read_project(workdir: Path) -> dict[str, Any]:
+    """The parsed project file of the workspace."""
+    for name in PROJECT_FILES:
+        path = workdir / name
+        if path.is_file():
+            text = path.read_text()
+            data = json.loads(text) if name.endswith(".json") else yaml.safe_load(text)
+            if not isinstance(data, dict):
+                raise ProjectError(f"{path} does not hold a project")
+            return data
+    raise ProjectError(f"unable to find project settings in workspace {workdir}")
+
+
+def parse_version(text: str) -> str:
+    """``pulumi version`` output (``v3.259.0``) as the reference reports it (``3.259.0``)."""
+    version = text.strip().splitlines()[0].strip() if text.strip() else ""
+    return version[1:] if version.startswith("v") else version
+
+
+@dataclass
+class Workspace:
+    """A project directory plus the CLI that acts on it."""
+
+    workdir: Path
+    cli: PulumiCLI
+    pulumi_version: str = ""
+
+    @classmethod
+    async def open(cls, workdir: Path, env_file: Path | None = None, base_env: Mapping[str, str] | None = None,
+                   binary: str = "pulumi") -> Workspace:
+        """Open `workdir` (symlinks resolved), load `env_file` (absent is fine) and query the CLI version."""
+        workspace = cls._prepare(workdir, env_file, base_env, binary)
+        version = await workspace.cli.run(["version"], description="failed to get the pulumi version")
+        workspace.pulumi_version = parse_version(version.stdout)
+        return workspace
+
+    @classmethod
+    def _prepare(cls, workdir: Path, env_file: Path | None, base_env: Mapping[str, str] | None,
+                 binary: str) -> Workspace:
+        resolved = workdir.resolve(strict=True)
+        env = dict(os.environ if base_env is None else base_env)
+        if env_file is not None:
+            env.update(envfile.read(env_file))
+        env.update(AUTOMATION_ENV)
+        read_project(resolved)
+        return cls(resolved, PulumiCLI(resolved, env, binary))
+
+    def project(self) -> dict[str, Any]:
+        return read_project(self.workdir)
+
+    def project_info(self) -> agent_pb2.ProjectInfo:
+        return results.project_info(self.project())
+
+    async def whoami(self) -> dict[str, Any]:
+        result = await self.cli.run(["whoami", "--json"], description="failed to get the currently logged-in user")
+        data = json.loads(result.stdout or "{}")
+        return data if isinstance(data, dict) else {}
+
+    async def current_stack(self) -> dict[str, Any] | None:
+        result = await self.cli.run(["stack", "ls", "--json"], description="could not list stacks")
+        return results.current_stack(result.stdout)
+
+    async def select_stack(self, name: str) -> None:
+        try:
+            await self.cli.run(["stack", "select", "--stack", name], description="failed to select stack")
+        except CommandError as err:
+            if _STACK_404.search(err.result.stderr):
+                raise StackNotFoundError(name) from err
+            raise
+
+    async def init_stack(self, name: str, secrets_provider: str = "") -> None:
+        args = ["stack", "init", name]
+        if secrets_provider:
+            args += ["--secrets-provider", secrets_provider]
+        await self.cli.run(args, description="failed to create stack")
+
+    async def stack_info(self, name: str) -> agent_pb2.StackSummary:
+        """Select `name` and summarize it, as the Automation API's ``Stack.Info`` does."""
+        await self.select_stack(name)
+        entry = await self.current_stack()
+        return results.stack_summary(entry or {})
+
+    async def set_all_config(self, stack: str, plan: ConfigPlan) -> None:
+        await self.cli.run([*plan.set_all_args(), "--stack", stack], description="failed to set config",
+                           log_output=False)
+
+    async def add_environments(self, stack: str, environments: Sequence[str]) -> None:
+        await self.cli.run(["config", "env", "add", *environments, "--yes", "--stack", stack],
+                           description="unable to add environments", log_output=False)
+
+    async def install(self) -> None:
+        await self.cli.run(["install"], description="failed to install project dependencies")
+
+    async def outputs(self, stack: str) -> dict[str, agent_pb2.OutputValue]:
+        masked = await self.cli.run(["stack", "output", "--json", "--stack", stack],
+                                    description="could not get outputs", log_output=False)
+        plain = await self.cli.run(["stack", "output", "--json", "--show-secrets", "--stack", stack],
+                                   description="could not get secret outputs", log_output=False)
+        return results.outputs(masked.stdout, plain.stdout)
+
+    async def latest_summary(self, stack: str) -> agent_pb2.UpdateSummary | None:
+        history = await self.cli.run(
+            ["stack", "history", "--json", "--show-secrets", "--page-size", "1", "--page", "1", "--stack", stack],
+            description="failed to get stack history", log_output=False,
+        )
+        return results.update_summary(history.stdout)
+
+    async def remove_stack(self, stack: str) -> None:
+        await self.cli.run(["stack", "rm", "--yes", stack], description="failed to remove stack")

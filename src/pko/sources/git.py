@@ -1,0 +1,188 @@
+"""Checking out one revision of a git repository into a directory, with the reference agent's auth options.
+
+Used by ``agent init --git-url --git-revision`` (and later by the Stack controller to resolve a branch to a commit).
+The revision is a commit SHA (as the operator passes it), or a branch or tag name. ``shallow`` fetches only that
+commit (depth 1); when the server refuses an unadvertised commit, the whole history is fetched instead. Auth mirrors
+the reference's ``GIT_*`` variables: HTTP basic (username/password), a token (sent as basic auth with user ``git``),
+or an SSH private key (host keys are not checked, as the reference does not check them either); a GitHub App token
+arrives here as basic auth with user ``x-access-token``.
+
+Built on dulwich (no git binary); SSH goes through the system ``ssh`` client. It must never log a password, token
+or key, nor leave a key file behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import subprocess
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dulwich import client as git_client
+from dulwich.errors import GitProtocolError, HangupException
+from dulwich.objects import Commit, ObjectID, Tag
+from dulwich.repo import Repo
+
+log = logging.getLogger("pko.sources.git")
+
+_SHA = re.compile(r"^[0-9a-fA-F]{40}$")
+SSH_OPTIONS = ("-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes",
+               "-o", "IdentitiesOnly=yes", "-o", "LogLevel=ERROR")
+
+
+class GitError(Exception):
+    """The repository could not be fetched or the revision not found."""
+
+
+class AlreadyCheckedOutError(GitError):
+    """The target directory already holds a repository (left by an earlier run)."""
+
+
+@dataclass(frozen=True)
+class GitAuth:
+    """Credentials for a remote; empty fields are unused. ``repr`` never shows a secret."""
+
+    username: str = ""
+    password: str = ""
+    token: str = ""
+    ssh_private_key: str = ""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> GitAuth:
+        """From ``GIT_USERNAME``, ``GIT_PASSWORD``, ``GIT_TOKEN`` and ``GIT_SSH_PRIVATE_KEY``."""
+        return cls(env.get("GIT_USERNAME", ""), env.get("GIT_PASSWORD", ""), env.get("GIT_TOKEN", ""),
+                   env.get("GIT_SSH_PRIVATE_KEY", ""))
+
+    def __repr__(self) -> str:
+        kinds = [k for k in ("username", "password", "token", "ssh_private_key") if getattr(self, k)]
+        return f"GitAuth({', '.join(kinds) or 'none'})"
+
+
+def _is_ssh(url: str) -> bool:
+    return url.startswith(("ssh://", "git+ssh://", "ssh+git://")) or bool(re.match(r"^[\w.-]+@[\w.-]+:", url))
+
+
+@contextlib.contextmanager
+def _client(url: str, auth: GitAuth) -> Iterator[tuple[Any, str]]:
+    """A dulwich client and the remote path, with any SSH key in a private temporary file."""
+    if _is_ssh(url):
+        with tempfile.TemporaryDirectory(prefix="pko-git-ssh-") as tmp:
+            ssh_command = " ".join(("ssh", *SSH_OPTIONS))
+            key_file = None
+            if auth.ssh_private_key:
+                key_file = _write_key(Path(tmp), auth.ssh_private_key, auth.password)
+            client: Any
+            client, path = git_client.get_transport_and_path(url, key_filename=key_file, ssh_command=ssh_command)
+            if not getattr(client, "username", None):
+                client.username = "git"
+            yield client, path
+        return
+    username, password = None, None
+    if auth.token:
+        username, password = "git", auth.token
+    elif auth.username or auth.password:
+        username, password = auth.username or "git", auth.password
+    client, path = git_client.get_transport_and_path(url, username=username, password=password)
+    yield client, path
+
+
+def _write_key(directory: Path, key: str, passphrase: str) -> str:
+    path = directory / "id"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(key if key.endswith("\n") else key + "\n")
+    if passphrase:  # ssh cannot prompt here: drop the passphrase from the private copy
+        result = subprocess.run(["ssh-keygen", "-p", "-q", "-P", passphrase, "-N", "", "-f", str(path)],
+                                capture_output=True, check=False)
+        if result.returncode != 0:
+            raise GitError("unable to decrypt the SSH private key with the given password")
+    return str(path)
+
+
+def resolve(refs: Mapping[bytes, bytes | None], revision: str) -> bytes | None:
+    """The commit a revision names among a remote's refs: a ref name, branch, tag, or full SHA."""
+    candidates = [revision, f"refs/heads/{revision}", f"refs/tags/{revision}", f"refs/remotes/origin/{revision}"]
+    for name in candidates:
+        peeled = refs.get(f"{name}^{{}}".encode())
+        if peeled:
+            return peeled
+        sha = refs.get(name.encode())
+        if sha:
+            return sha
+    if _SHA.match(revision):
+        return revision.lower().encode()
+    for sha in refs.values():  # an abbreviated SHA of an advertised tip
+        if sha and len(revision) >= 7 and sha.decode().startswith(revision.lower()):
+            return sha
+    return None
+
+
+def _peel(repo: Repo, sha: bytes) -> Commit:
+    obj = repo[sha]
+    while isinstance(obj, Tag):
+        obj = repo[obj.object[1]]
+    if not isinstance(obj, Commit):
+        raise GitError(f"{sha.decode()} is not a commit")
+    return obj
+
+
+def checkout(url: str, revision: str, target: Path, auth: GitAuth = GitAuth(), shallow: bool = False) -> str:
+    """Fetch `revision` of `url` into `target` (created if needed) and check it out; return the commit SHA."""
+    if (target / ".git").exists():
+        raise AlreadyCheckedOutError(f"repository already exists in {target}")
+    target.mkdir(parents=True, exist_ok=True)
+    with _client(url, auth) as (client, path):
+        try:
+            refs = dict(client.get_refs(path).refs)
+        except (GitProtocolError, HangupException, OSError) as err:
+            raise GitError(f"unable to list the refs of {_redact(url)}: {err}") from err
+        sha = resolve(refs, revision)
+        if sha is None:
+            raise GitError(f"revision {revision!r} not found in {_redact(url)}")
+        repo = Repo.init(str(target))
+        try:
+            _fetch(client, path, repo, sha, refs, shallow)
+            commit = _peel(repo, sha)
+            repo.get_config().set((b"remote", b"origin"), b"url", _redact(url).encode())
+            repo.get_config().write_to_path()
+            for name, ref_sha in refs.items():
+                if name.startswith(b"refs/heads/") and ref_sha and ObjectID(ref_sha) in repo.object_store:
+                    repo.refs[b"refs/remotes/origin/" + name[len(b"refs/heads/"):]] = ref_sha
+            (target / ".git" / "HEAD").write_text(commit.id.decode() + "\n")  # a detached HEAD, as git writes it
+            repo.get_worktree().reset_index(commit.tree)
+        finally:
+            repo.close()
+    log.info("checked out %s at %s", _redact(url), commit.id.decode())
+    return commit.id.decode()
+
+
+def _fetch(client: Any, path: str, repo: Repo, sha: bytes, refs: Mapping[bytes, bytes | None],
+           shallow: bool) -> None:
+    depth = 1 if shallow else None
+
+    def wants(_refs: Any, depth: int | None = None) -> list[bytes]:
+        return [sha]
+
+    try:
+        result = client.fetch(path, repo, determine_wants=wants, depth=depth)
+    except (GitProtocolError, HangupException) as err:
+        if sha in refs.values():
+            raise GitError(f"unable to fetch {sha.decode()}: {err}") from err
+        # The server does not serve unadvertised commits: fetch every ref's full history and look there.
+        log.info("the server refused commit %s by id; fetching all refs", sha.decode())
+        result = client.fetch(path, repo)
+    repo.update_shallow(result.new_shallow, result.new_unshallow)
+    if ObjectID(sha) not in repo.object_store:
+        raise GitError(f"commit {sha.decode()} not found in the repository")
+
+
+def _redact(url: str) -> str:
+    """The URL without a password (``https://user:pass@host`` → ``https://user@host``)."""
+    return re.sub(r"(://[^/@:]*):[^/@]*@", r"\1@", url)
+
