@@ -167,7 +167,9 @@ class StackSpec(Wire):
     envs: list[str] | None = pydantic.Field(None, description="Deprecated: use envRefs.")
     env_secrets: list[str] | None = pydantic.Field(None, description="Deprecated: use envRefs.")
     env_refs: dict[str, ResourceRef] | None = None
-    config: Annotated[dict[str, Any], Schemaless()] | None = pydantic.Field(
+    # Schemaless in the CRD (any JSON is stored); the Stack controller requires an object and stalls otherwise,
+    # so a bad value never breaks reading the Stack.
+    config: Annotated[Any, Schemaless()] = pydantic.Field(
         None, description="Stack configuration: strings or structured values.")
     config_ref: dict[str, ConfigMapRef] | None = None
     secrets: dict[str, str] | None = pydantic.Field(None, description="Deprecated: use secretsRef.")
