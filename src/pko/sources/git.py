@@ -140,7 +140,7 @@ def checkout(url: str, revision: str, target: Path, auth: GitAuth = GitAuth(), s
     with _client(url, auth) as (client, path):
         try:
             refs = dict(client.get_refs(path).refs)
-        except (GitProtocolError, HangupException, OSError) as err:
+        except Exception as err:  # dulwich raises many kinds: protocol, HTTP status, auth, OS errors
             raise GitError(f"unable to list the refs of {_redact(url)}: {err}") from err
         sha = resolve(refs, revision)
         if sha is None:

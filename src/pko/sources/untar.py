@@ -34,6 +34,8 @@ def _check(member: tarfile.TarInfo, staging: str, max_size: int, total: int) -> 
         total += member.size
         if max_size != UNLIMITED and total > max_size:
             raise ArchiveTooLargeError(f"tar is bigger than max archive size of {max_size} bytes")
+    if member.name.startswith("/") or os.path.isabs(member.name):
+        raise UnsafeArchiveError(f"refusing archive entry {member.name!r}: absolute path")
     try:
         filtered = tarfile.data_filter(member, staging)
     except tarfile.FilterError as err:

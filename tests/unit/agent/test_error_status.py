@@ -1,0 +1,58 @@
+"""Failures carry the reference's codes, messages and PulumiErrorInfo details in grpc-status-details-bin."""
+
+from __future__ import annotations
+
+import grpc
+from google.protobuf import any_pb2, descriptor_pb2, descriptor_pool, message_factory
+
+from pko.agent import errors
+from pko.agent.proto import agent_pb2
+
+
+def _status_class() -> type:
+    """google.rpc.Status built from its schema in a private pool, to check our hand encoding against protobuf."""
+    pool = descriptor_pool.DescriptorPool()
+    pool.AddSerializedFile(any_pb2.DESCRIPTOR.serialized_pb)
+    file = descriptor_pb2.FileDescriptorProto(name="test/status.proto", package="google.rpc", syntax="proto3",
+                                              dependency=["google/protobuf/any.proto"])
+    msg = file.message_type.add(name="Status")
+    F = descriptor_pb2.FieldDescriptorProto
+    msg.field.add(name="code", number=1, type=F.TYPE_INT32, label=F.LABEL_OPTIONAL)
+    msg.field.add(name="message", number=2, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
+    msg.field.add(name="details", number=3, type=F.TYPE_MESSAGE, label=F.LABEL_REPEATED,
+                  type_name=".google.protobuf.Any")
+    pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("google.rpc.Status"))
+
+
+def test_update_conflict() -> None:
+    err = errors.operation_failed("up", "error: [409] Conflict: Another update is currently in progress.")
+    assert err.rpc.code == grpc.StatusCode.UNKNOWN
+    assert err.rpc.message.startswith("up failed: error: [409] Conflict")
+    assert err.rpc.error_info == agent_pb2.PulumiErrorInfo(code=409, reason="UpdateConflict",
+                                                           message="Another update is currently in progress")
+
+
+def test_invalid_access_token_and_unknown() -> None:
+    info = errors.known_error_info("error: invalid access token")
+    assert info is not None
+    assert (info.code, info.reason) == (401, "InvalidAccessToken")
+    assert errors.operation_failed("preview", "boom").rpc.error_info is None
+    assert errors.operation_failed("preview", "boom").rpc.trailing_metadata() == ()
+
+
+def test_status_details_encoding_matches_protobuf() -> None:
+    info = agent_pb2.PulumiErrorInfo(code=409, reason="UpdateConflict", message="Another update is in progress")
+    encoded = errors.encode_status(grpc.StatusCode.UNKNOWN, "up failed: x" * 20, [info])
+    status = _status_class().FromString(encoded)
+    assert (status.code, status.message) == (2, "up failed: x" * 20)
+    assert status.details[0].type_url == "type.googleapis.com/agent.PulumiErrorInfo"
+    assert agent_pb2.PulumiErrorInfo.FromString(status.details[0].value) == info
+    assert errors.decode_error_info(encoded) == [info]
+
+
+def test_trailer_key() -> None:
+    err = errors.operation_failed("up", "Conflict: Another update is currently in progress")
+    ((key, value),) = err.rpc.trailing_metadata()
+    assert key == "grpc-status-details-bin"
+    assert errors.decode_error_info(value)[0].reason == "UpdateConflict"
