@@ -1,0 +1,1 @@
+"""The Update controller: runs one Pulumi operation per Update through the workspace agent."""

@@ -1,0 +1,191 @@
+"""What to do with an Update, and the status an operation's outcome produces — pure, state in, decision out.
+
+Why separate: the rules (TTL expiry, "an Update found Progressing after a restart was aborted", the conditions a
+result or an agent error maps to, how outputs become an immutable Secret) are the contract of pko-v2 §3.3 and are
+tested here without an agent or an API server.
+
+Must never: read the clock or do I/O (callers pass `now` and the observed objects).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import enum
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pko.api import conditions, durations, names
+from pko.api import update as up_api
+from pko.api.meta import Condition
+
+# Condition reasons (the Go operator's).
+REASON_PROGRESSING = "Progressing"
+REASON_COMPLETE = "Complete"
+REASON_UPDATED = "Updated"
+REASON_FAILED = "Failed"
+REASON_SUCCEEDED = "UpdateSucceeded"
+REASON_UPDATE_FAILED = "UpdateFailed"
+REASON_ABORTED = "Aborted"
+REASON_CANCELED = "Canceled"
+REASON_WORKSPACE_NOT_FOUND = "WorkspaceNotFound"
+REASON_WORKSPACE_NOT_READY = "WorkspaceNotReady"
+REASON_TRANSIENT = "TransientFailure"
+UNKNOWN_ERROR = "An unknown error occurred"
+
+
+class Action(enum.Enum):
+    IGNORE = "ignore"  # completed, no TTL
+    WAIT_TTL = "wait-ttl"  # completed, requeue when the TTL runs out
+    EXPIRE = "expire"  # completed and past its TTL: delete it
+    ABORT = "abort"  # found Progressing with no operation of ours running: it was interrupted
+    CANCEL = "cancel"  # being deleted, or no longer owned by a workspace: never start it
+    START = "start"
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: Action
+    requeue_after: float | None = None
+
+
+def _time(value: str | None) -> datetime.datetime | None:
+    if not value:
+        return None
+    return datetime.datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
+
+
+def decide(update: up_api.Update, *, running: bool, deleting: bool, has_controller: bool,
+           now: datetime.datetime) -> Decision:
+    """The next step for `update` (`running`: an operation of this process is in flight for it)."""
+    found = (update.status.conditions if update.status else None) or []
+    complete = conditions.find(found, conditions.COMPLETE)
+    if complete is not None and complete.status == "True":
+        ttl_text = update.spec.ttl_after_completed if update.spec else None
+        if not ttl_text:
+            return Decision(Action.IGNORE)
+        try:
+            ttl = durations.parse(ttl_text)
+        except ValueError:
+            return Decision(Action.IGNORE)
+        completed_at = _time(complete.last_transition_time) or now
+        remaining = (completed_at + datetime.timedelta(seconds=ttl) - now).total_seconds()
+        return Decision(Action.EXPIRE) if remaining <= 0 else Decision(Action.WAIT_TTL, remaining)
+    if running:
+        return Decision(Action.IGNORE)
+    if conditions.is_true(found, conditions.PROGRESSING):
+        return Decision(Action.ABORT)
+    if deleting or not has_controller:
+        return Decision(Action.CANCEL)
+    return Decision(Action.START)
+
+
+@dataclass
+class Outcome:
+    """The status fields an Update ends (or pauses) with; `conditions` are (type, status, reason, message)."""
+
+    progressing: tuple[str, str, str] = ("Unknown", "", "")
+    failed: tuple[str, str, str] = ("Unknown", "", "")
+    complete: tuple[str, str, str] = ("Unknown", "", "")
+    message: str | None = None
+    start_time: str | None = None
+    end_time: str | None = None
+    permalink: str | None = None
+    outputs: str | None = None
+    project_info: dict[str, str] | None = None
+
+    def conditions(self, previous: Sequence[Condition] | None, generation: int | None,
+                   now: datetime.datetime) -> list[Condition]:
+        result = list(previous or [])
+        for type_, (status, reason, message) in ((conditions.PROGRESSING, self.progressing),
+                                                 (conditions.FAILED, self.failed),
+                                                 (conditions.COMPLETE, self.complete)):
+            result = conditions.set_condition(
+                result, type_, status, reason or "Unknown", message,  # type: ignore[arg-type]
+                now=now, observed_generation=generation,
+            )
+        return result
+
+
+def started() -> Outcome:
+    return Outcome(("True", REASON_PROGRESSING, ""), ("False", REASON_PROGRESSING, ""),
+                   ("False", REASON_PROGRESSING, ""))
+
+
+def failed(reason: str, message: str = "") -> Outcome:
+    """markFailed: the Update is over and failed for `reason` (Aborted, Canceled, ...)."""
+    return Outcome(("False", REASON_FAILED, ""), ("True", reason, message), ("True", REASON_FAILED, ""),
+                   message=message or None)
+
+
+def waiting(reason: str, message: str) -> Outcome:
+    """Not started yet, for a reason that should pass (workspace missing, not ready, unreachable)."""
+    return Outcome(("False", reason, message), ("False", REASON_PROGRESSING, ""), ("False", REASON_PROGRESSING, ""))
+
+
+def from_result(result: str, message: str, start: str | None, end: str | None, permalink: str | None,
+                project_info: dict[str, str] | None, outputs_secret: str | None) -> Outcome:
+    """The status after the agent streamed a result."""
+    succeeded = result == "succeeded"
+    return Outcome(
+        ("False", REASON_COMPLETE, ""),
+        ("False", REASON_SUCCEEDED, message) if succeeded else ("True", REASON_UPDATE_FAILED, message),
+        ("True", REASON_UPDATED, ""),
+        message=message, start_time=start, end_time=end, permalink=permalink, outputs=outputs_secret,
+        project_info=project_info,
+    )
+
+
+def from_error(message: str | None, reason: str | None) -> Outcome:
+    """The status after the agent ended the call with an error (reason: the PulumiErrorInfo reason, if any)."""
+    text = message or UNKNOWN_ERROR
+    return Outcome(("False", REASON_COMPLETE, ""), ("True", reason or "Unknown", text),
+                   ("True", REASON_UPDATED, ""), message=text)
+
+
+def status_body(update: up_api.Update, outcome: Outcome, now: datetime.datetime) -> dict[str, Any]:
+    """The status to server-side apply for `outcome` (only the fields this controller owns)."""
+    previous = (update.status.conditions if update.status else None) or []
+    body: dict[str, Any] = {
+        "observedGeneration": update.metadata.generation or 0,
+        "conditions": [c.model_dump(by_alias=True, exclude_none=True, mode="json")
+                       for c in outcome.conditions(previous, update.metadata.generation, now)],
+    }
+    status = update.status or up_api.UpdateStatus()
+    for key, value in (("message", outcome.message if outcome.message is not None else status.message),
+                       ("startTime", outcome.start_time or status.start_time),
+                       ("endTime", outcome.end_time or status.end_time),
+                       ("permalink", outcome.permalink or status.permalink),
+                       ("outputs", outcome.outputs or status.outputs)):
+        if value:
+            body[key] = value
+    info = outcome.project_info or (status.project_info.model_dump(mode="json") if status.project_info else None)
+    if info:
+        body["projectInfo"] = info
+    return body
+
+
+_KEY_SANITIZER = re.compile(r"[^-._a-zA-Z0-9]")
+
+
+def outputs_secret(update: up_api.Update, outputs: Mapping[str, tuple[bytes, bool]]) -> dict[str, Any]:
+    """The immutable `<update>-stack-outputs` Secret: JSON values by sanitised key, secret keys annotated."""
+    name = update.metadata.name or ""
+    data = {_KEY_SANITIZER.sub("_", key): base64.b64encode(value).decode() for key, (value, _) in outputs.items()}
+    secret_keys = sorted(_KEY_SANITIZER.sub("_", key) for key, (_, secret) in outputs.items() if secret)
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": names.outputs_secret_name(name),
+            "namespace": update.metadata.namespace,
+            "labels": names.update_component_labels(name),
+            "annotations": {names.ANNOTATION_SECRETS: json.dumps(secret_keys, separators=(",", ":"))},
+        },
+        "immutable": True,
+        "type": "Opaque",
+        "data": data,
+    }

@@ -1,0 +1,253 @@
+"""The Update reconciler: start each Update's Pulumi operation as a task, so no update in flight holds a worker.
+
+The Go operator runs the whole operation inside `Reconcile`, so `MAX_CONCURRENT_RECONCILES` (25) caps how many
+stacks a cluster can update at once, and one long `up` blocks a worker for its duration. Here `reconcile` only
+decides (see :mod:`pko.controllers.update.plan`), marks the Update Progressing and starts an asyncio task; a
+semaphore bounds how many operations run at once (default 200). When the task ends it writes the result and
+re-queues the Update (for its TTL). An Update found Progressing with no task of ours (the operator restarted
+mid-operation) is marked Failed/Aborted, as the reference does.
+
+Must never: re-enter an Update whose operation is in flight, log secret outputs, or lose an operation's result
+because its worker moved on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import grpc
+import grpc.aio
+from google.protobuf import json_format
+
+from pko.agent.proto import agent_pb2
+from pko.api import conditions, names
+from pko.api import update as up_api
+from pko.api import workspace as ws_api
+from pko.controllers import connect
+from pko.controllers.update import plan
+from pko.controllers.workspace.reconciler import pulumi_error_info
+from pko.kube import client as kclient
+from pko.kube import errors, events, objects, owners, resources
+from pko.runtime.controller import Result
+
+log = logging.getLogger(__name__)
+events_log = logging.getLogger("pko.pulumi")
+
+CONNECT_TIMEOUT = 10.0
+RETRY_AFTER = 5.0
+DEFAULT_MAX_OPERATIONS = 200
+
+
+def _timestamp(value: Any) -> str | None:
+    if value is None or (value.seconds == 0 and value.nanos == 0):
+        return None
+    moment = value.ToDatetime(tzinfo=datetime.UTC)
+    return str(conditions.format_time(moment))
+
+
+class UpdateReconciler:
+    def __init__(
+        self,
+        client: kclient.Client,
+        connector: connect.Connector,
+        recorder: events.Recorder,
+        workspace_recorder: events.Recorder,
+        *,
+        max_operations: int = DEFAULT_MAX_OPERATIONS,
+        enqueue: Callable[[objects.ObjectKey], None] | None = None,
+        clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
+    ) -> None:
+        self.client = client
+        self.connector = connector
+        self.recorder = recorder
+        self.workspace_recorder = workspace_recorder
+        self.max_operations = max_operations
+        self.enqueue = enqueue
+        self.clock = clock
+        self.active: dict[objects.ObjectKey, asyncio.Task[None]] = {}
+
+    @property
+    def running(self) -> int:
+        return len(self.active)
+
+    async def close(self) -> None:
+        """Cancel in-flight operations (each asks its agent to stop pulumi gracefully) and wait for them."""
+        tasks = list(self.active.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def __call__(self, key: objects.ObjectKey) -> Result | None:
+        obj = await self.client.get_or_none(resources.UPDATE, key.name, key.namespace)
+        if obj is None:
+            return None
+        update = up_api.Update.model_validate(obj)
+        now = self.clock()
+        decision = plan.decide(update, running=key in self.active, deleting=objects.is_deleting(obj),
+                               has_controller=owners.controller_of(obj) is not None, now=now)
+        match decision.action:
+            case plan.Action.IGNORE:
+                return None
+            case plan.Action.WAIT_TTL:
+                return Result(requeue_after=decision.requeue_after)
+            case plan.Action.EXPIRE:
+                await self.client.delete(resources.UPDATE, key.name, key.namespace, missing_ok=True)
+                await self.recorder.normal(obj, "UpdateExpired", "Update has expired")
+                return None
+            case plan.Action.ABORT:
+                await self._save(update, plan.failed(plan.REASON_ABORTED))
+                return None
+            case plan.Action.CANCEL:
+                await self._save(update, plan.failed(plan.REASON_CANCELED))
+                return None
+        if self.running >= self.max_operations:
+            return Result(requeue_after=RETRY_AFTER)
+
+        spec = update.spec or up_api.UpdateSpec()
+        workspace_obj = await self.client.get_or_none(resources.WORKSPACE, spec.workspace_name or "", key.namespace)
+        if workspace_obj is None:
+            await self._save(update, plan.waiting(plan.REASON_WORKSPACE_NOT_FOUND, "the workspace does not exist"))
+            return Result(requeue_after=RETRY_AFTER)
+        workspace = ws_api.Workspace.model_validate(workspace_obj)
+        ready = conditions.find((workspace.status.conditions if workspace.status else None), conditions.READY)
+        if ready is None or ready.status != "True" or not (workspace.status and workspace.status.address):
+            await self._save(update, plan.waiting(plan.REASON_WORKSPACE_NOT_READY, "the workspace is not ready"))
+            return None  # the workspace's transition to Ready re-queues this Update
+        try:
+            conn = await self.connector.connect(key.namespace, workspace.metadata.name or "",
+                                                workspace.status.address, CONNECT_TIMEOUT)
+        except connect.ConnectionFailed as err:
+            await self.workspace_recorder.warning(workspace_obj, "ConnectionFailure", str(err))
+            await self._save(update, plan.waiting(plan.REASON_TRANSIENT, str(err)))
+            return Result(requeue_after=RETRY_AFTER)
+
+        update = up_api.Update.model_validate(await self._save(update, plan.started()))
+        self.active[key] = asyncio.create_task(self._operate(key, obj, update, conn), name=f"update-{key}")
+        return None
+
+    # --- the operation -----------------------------------------------------------------------------------------
+
+    async def _operate(self, key: objects.ObjectKey, obj: objects.Object, update: up_api.Update,
+                       conn: connect.Connection) -> None:
+        try:
+            async with conn:
+                outcome = await self._run(obj, update, conn)
+            await self._save(update, outcome)
+            failed = outcome.failed[0] == "True"
+            if failed:
+                await self.recorder.warning(obj, "UpdateFailed", f"Failed to update the stack: {outcome.message or ''}")
+            else:
+                await self.recorder.normal(obj, "UpdateSucceeded", "Successfully updated the stack")
+        except asyncio.CancelledError:
+            log.warning("update %s: interrupted by shutdown", key)
+            raise
+        except Exception:
+            log.exception("update %s: could not record the operation's outcome", key)
+        finally:
+            self.active.pop(key, None)
+            if self.enqueue is not None:
+                self.enqueue(key)
+
+    async def _run(self, obj: objects.Object, update: up_api.Update, conn: connect.Connection) -> plan.Outcome:
+        spec = update.spec or up_api.UpdateSpec()
+        kind = spec.type or ""
+        try:
+            await conn.stub.SelectStack(agent_pb2.SelectStackRequest(stack_name=spec.stack_name or "", create=True),
+                                        metadata=conn.metadata)
+            stream = self._call(kind, spec, conn)
+            async for response in stream:
+                which = response.WhichOneof("response")
+                if which == "event":
+                    self._log_event(update, json_format.MessageToDict(response.event))
+                elif which == "result":
+                    return await self._absorb(update, kind, response.result)
+        except grpc.aio.AioRpcError as err:
+            info = pulumi_error_info(err)
+            return plan.from_error(info.message if info else err.details(), info.reason if info else None)
+        except ValueError as err:
+            return plan.failed("InvalidSpec", str(err))
+        return plan.from_error(f"didn't receive a{'n' if kind == 'up' else ''} {kind} result", None)
+
+    def _call(self, kind: str, spec: up_api.UpdateSpec, conn: connect.Connection) -> AsyncIterator[Any]:
+        common: dict[str, Any] = {}
+        if spec.parallel is not None:
+            common["parallel"] = spec.parallel
+        if spec.message is not None:
+            common["message"] = spec.message
+        target = list(spec.target or [])
+        options = {"wait_for_ready": True, "metadata": conn.metadata}
+        if kind == up_api.UP:
+            request = agent_pb2.UpRequest(target=target, replace=list(spec.replace or []), **common)
+            _set(request, expect_no_changes=spec.expect_no_changes, target_dependents=spec.target_dependents,
+                 refresh=spec.refresh, continue_on_error=spec.continue_on_error)
+            stream: AsyncIterator[Any] = conn.stub.Up(request, **options)
+        elif kind == up_api.PREVIEW:
+            request_p = agent_pb2.PreviewRequest(target=target, replace=list(spec.replace or []), **common)
+            _set(request_p, expect_no_changes=spec.expect_no_changes, target_dependents=spec.target_dependents,
+                 refresh=spec.refresh)
+            stream = conn.stub.Preview(request_p, **options)
+        elif kind == up_api.REFRESH:
+            request_r = agent_pb2.RefreshRequest(target=target, **common)
+            _set(request_r, expect_no_changes=spec.expect_no_changes, run_program=spec.run_program)
+            stream = conn.stub.Refresh(request_r, **options)
+        elif kind == up_api.DESTROY:
+            request_d = agent_pb2.DestroyRequest(target=target, **common)
+            _set(request_d, target_dependents=spec.target_dependents, refresh=spec.refresh,
+                 continue_on_error=spec.continue_on_error, remove=spec.remove, run_program=spec.run_program)
+            stream = conn.stub.Destroy(request_d, **options)
+        else:
+            raise ValueError(f'unsupported update type "{kind}"')
+        return stream
+
+    async def _absorb(self, update: up_api.Update, kind: str, result: Any) -> plan.Outcome:
+        secret_name = None
+        if kind == up_api.UP and len(result.outputs):
+            outputs = {key: (value.value, value.secret) for key, value in result.outputs.items()}
+            secret = owners.set_controller_reference(
+                plan.outputs_secret(update, outputs), update.model_dump(by_alias=True, exclude_none=True, mode="json"))
+            # AlreadyExists: written by an earlier attempt at this very Update; it is immutable and identical.
+            with contextlib.suppress(errors.AlreadyExists):
+                await self.client.create(secret)
+            secret_name = secret["metadata"]["name"]
+        summary = result.summary
+        project = ({"name": result.project_info.name, "runtime": result.project_info.runtime}
+                   if result.HasField("project_info") else None)
+        start = _timestamp(summary.start_time) if summary.HasField("start_time") else None
+        end = _timestamp(summary.end_time) if summary.HasField("end_time") else None
+        if not summary.result:  # a preview has no summary: it succeeded if it got here
+            now = conditions.format_time(self.clock())
+            return plan.from_result("succeeded", "", start or now, end or now,
+                                    result.permalink if result.HasField("permalink") else None, project, None)
+        return plan.from_result(summary.result, summary.message, start, end,
+                                result.permalink if result.HasField("permalink") else None, project, secret_name)
+
+    def _log_event(self, update: up_api.Update, event: dict[str, Any]) -> None:
+        spec = update.spec or up_api.UpdateSpec()
+        kind = next((k for k in event if k.endswith("Event")), "event")
+        detail = event.get(kind, {})
+        text = detail.get("message") if isinstance(detail, dict) else None
+        events_log.info("engine event", extra={
+            "namespace": update.metadata.namespace, "stack": spec.stack_name, "update": update.metadata.name,
+            "event": kind, "message": (text or "").rstrip()[:2000],
+        })
+
+    # --- status ------------------------------------------------------------------------------------------------
+
+    async def _save(self, update: up_api.Update, outcome: plan.Outcome) -> objects.Object:
+        body = plan.status_body(update, outcome, self.clock())
+        return await self.client.apply_status(
+            {"apiVersion": up_api.API_VERSION, "kind": up_api.KIND,
+             "metadata": {"name": update.metadata.name, "namespace": update.metadata.namespace}, "status": body},
+            field_manager=names.FIELD_MANAGER_UPDATE_STATUS,
+        )
+
+
+def _set(message: Any, **fields: Any) -> None:
+    for name, value in fields.items():
+        if value is not None:
+            setattr(message, name, value)

@@ -1,0 +1,76 @@
+"""Preparing a fresh workspace agent for updates: Install, then per stack SelectStack, SetAllConfig, AddEnvironments.
+
+Runs once per workspace pod (or local agent). The pure parts — turning the Workspace's stack config into agent
+`ConfigItem`s and deciding whether the CLI is new enough for structured config — are separate so they can be
+tested without an agent.
+
+Must never: log config values (they may be secrets).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from google.protobuf import json_format, struct_pb2
+
+from pko.agent.proto import agent_pb2
+from pko.api import workspace as ws_api
+
+JSON_CONFIG_MIN_VERSION = (3, 202, 0)
+
+
+def parse_version(text: str) -> tuple[int, int, int] | None:
+    """`v3.259.0` / `3.259.0-dev` → (3, 259, 0); None when unparseable."""
+    core = text.strip().lstrip("v").split("-", 1)[0].split("+", 1)[0]
+    parts = core.split(".")
+    if len(parts) < 3 or not all(p.isdigit() for p in parts[:3]):
+        return None
+    return int(parts[0]), int(parts[1]), int(parts[2])
+
+
+def uses_json_config(stacks: Sequence[ws_api.WorkspaceStack] | None) -> bool:
+    """Structured values (non-string `value`, or `valueFrom.json`) need CLI >= 3.202.0 on the agent side."""
+    for stack in stacks or ():
+        for item in stack.config or ():
+            if item.value is not None and not isinstance(item.value, str):
+                return True
+            if item.value_from is not None and item.value_from.json_:
+                return True
+    return False
+
+
+def json_config_problem(stacks: Sequence[ws_api.WorkspaceStack] | None, pulumi_version: str) -> str | None:
+    """The reference's message when the workspace's CLI is too old for its config; None when fine."""
+    if not uses_json_config(stacks):
+        return None
+    version = parse_version(pulumi_version)
+    if version is None:
+        return f'Failed to parse Pulumi version "{pulumi_version}"'
+    if version < JSON_CONFIG_MIN_VERSION:
+        minimum = ".".join(map(str, JSON_CONFIG_MIN_VERSION))
+        return f"Pulumi CLI version {pulumi_version} does not support JSON configuration, require >= v{minimum}"
+    return None
+
+
+def config_items(item_list: Sequence[ws_api.ConfigItem] | None,
+                 translate_path: Callable[[str], str] = lambda p: p) -> list[agent_pb2.ConfigItem]:
+    """The agent's `ConfigItem`s for a stack's config (`translate_path` maps pod paths for the local runtime)."""
+    result = []
+    for item in item_list or ():
+        message = agent_pb2.ConfigItem(key=item.key)
+        if item.path is not None:
+            message.path = item.path
+        if item.secret is not None:
+            message.secret = item.secret
+        if item.value_from is not None:
+            source = item.value_from
+            if source.env is not None:
+                message.value_from.env = source.env
+            elif source.path is not None:
+                message.value_from.path = translate_path(source.path)
+            if source.json_ is not None:
+                message.value_from.json = source.json_
+        elif item.value is not None:
+            message.value.CopyFrom(json_format.ParseDict(item.value, struct_pb2.Value()))
+        result.append(message)
+    return result

@@ -1,0 +1,378 @@
+"""The `local` workspace runtime: the agent runs as child processes of the operator instead of in a pod.
+
+Why: on a machine with an API server but no kubelet (`pko dev`, our tests) a StatefulSet's pod never runs. This
+runtime plays the kubelet's part for the one pod a Workspace has: it takes the pod template the `pod` runtime
+would apply (so `podTemplate` merges, env, envFrom and configMap/secret volumes mean the same), resolves env
+references against the API server, materialises configMap/secret volumes as files, runs `pko agent init` for the
+source and `pko agent serve` on a free loopback port with kube auth, and restarts both when the Workspace
+revision changes. Processes stop when the Workspace is deleted or the operator exits; nothing is left running.
+
+Must never: log resolved env values or file contents (they hold secrets), or leave a child process behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import socket
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pko.api import names
+from pko.api import workspace as ws_api
+from pko.kube import client as kclient
+from pko.kube import objects, resources
+
+log = logging.getLogger(__name__)
+
+START_TIMEOUT = 60.0
+STOP_GRACE = 30.0
+
+
+class StartFailed(Exception):
+    """The agent could not be started; the message is safe to show on status (no secret values)."""
+
+
+def default_agent_command() -> list[str]:
+    return [sys.executable, "-m", "pko", "agent"]
+
+
+@dataclass
+class Agent:
+    """One running agent: the stand-in for a workspace pod."""
+
+    revision: str
+    directory: Path
+    port: int
+    process: asyncio.subprocess.Process
+    mounts: dict[str, Path] = field(default_factory=dict)
+    initialized: bool = False  # the pod's `auto.pulumi.com/initialized` annotation
+    watcher: asyncio.Task[None] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def alive(self) -> bool:
+        return self.process.returncode is None
+
+    def translate(self, path: str) -> str:
+        """Where a path inside the pod (e.g. a mounted ConfigMap key) is on this machine."""
+        for mount in sorted(self.mounts, key=len, reverse=True):
+            if path == mount or path.startswith(mount.rstrip("/") + "/"):
+                return str(self.mounts[mount]) + path[len(mount.rstrip("/")):]
+        return path
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _decode(data: dict[str, str] | None) -> dict[str, str]:
+    return {k: base64.b64decode(v).decode(errors="replace") for k, v in (data or {}).items()}
+
+
+class _Resolver:
+    """Reads the ConfigMaps and Secrets a pod spec refers to (each once per start)."""
+
+    def __init__(self, client: kclient.Client, namespace: str) -> None:
+        self.client = client
+        self.namespace = namespace
+        self._cache: dict[tuple[str, str], dict[str, str] | None] = {}
+
+    async def data(self, kind: resources.Kind, name: str) -> dict[str, str] | None:
+        key = (kind.kind, name)
+        if key not in self._cache:
+            obj = await self.client.get_or_none(kind, name, self.namespace)
+            if obj is None:
+                self._cache[key] = None
+            elif kind == resources.SECRET:
+                self._cache[key] = _decode(obj.get("data")) | dict(obj.get("stringData") or {})
+            else:
+                self._cache[key] = dict(obj.get("data") or {})
+        return self._cache[key]
+
+    async def key(self, kind: resources.Kind, ref: dict[str, Any]) -> str | None:
+        data = await self.data(kind, ref.get("name", ""))
+        label = "secret" if kind == resources.SECRET else "configmap"
+        if data is None:
+            if ref.get("optional"):
+                return None
+            raise StartFailed(f'{label} "{ref.get("name")}" not found')
+        if ref.get("key") not in data:
+            if ref.get("optional"):
+                return None
+            raise StartFailed(f'couldn\'t find key {ref.get("key")} in {label} {self.namespace}/{ref.get("name")}')
+        return data[ref["key"]]
+
+    async def env(self, container: dict[str, Any], pod: dict[str, Any]) -> dict[str, str]:
+        """The container's environment as the kubelet would compute it (envFrom first, then env)."""
+        result: dict[str, str] = {}
+        for source in container.get("envFrom") or []:
+            prefix = source.get("prefix", "")
+            for kind, ref in ((resources.CONFIG_MAP, source.get("configMapRef")),
+                              (resources.SECRET, source.get("secretRef"))):
+                if ref is None:
+                    continue
+                data = await self.data(kind, ref.get("name", ""))
+                if data is None and not ref.get("optional"):
+                    raise StartFailed(f'{kind.kind.lower()} "{ref.get("name")}" not found')
+                result.update({prefix + k: v for k, v in (data or {}).items()})
+        for item in container.get("env") or []:
+            value = await self._env_value(item, pod)
+            if value is not None:
+                result[item["name"]] = value
+        return result
+
+    async def _env_value(self, item: dict[str, Any], pod: dict[str, Any]) -> str | None:
+        if "valueFrom" not in item:
+            return str(item.get("value", ""))
+        source = item["valueFrom"]
+        if "secretKeyRef" in source:
+            return await self.key(resources.SECRET, source["secretKeyRef"])
+        if "configMapKeyRef" in source:
+            return await self.key(resources.CONFIG_MAP, source["configMapKeyRef"])
+        if "fieldRef" in source:
+            fields = {"metadata.namespace": self.namespace,
+                      "spec.serviceAccountName": str(pod.get("serviceAccountName", "default"))}
+            return fields.get(str(source["fieldRef"].get("fieldPath")), "")
+        return None  # resourceFieldRef: there are no requests to report outside a pod
+
+    async def materialise(self, volume: dict[str, Any], target: Path) -> None:
+        """Write a configMap or secret volume's keys as files under `target` (other volumes: an empty dir)."""
+        target.mkdir(parents=True, exist_ok=True)
+        for kind, source in ((resources.CONFIG_MAP, volume.get("configMap")),
+                             (resources.SECRET, volume.get("secret"))):
+            if source is None:
+                continue
+            name = source.get("name") or source.get("secretName") or ""
+            data = await self.data(kind, name)
+            if data is None:
+                if source.get("optional"):
+                    return
+                raise StartFailed(f'{kind.kind.lower()} "{name}" for volume "{volume.get("name")}" not found')
+            items = source.get("items") or [{"key": k, "path": k} for k in data]
+            for item in items:
+                if item["key"] not in data:
+                    continue
+                path = (target / item["path"]).resolve()
+                if target.resolve() not in path.parents:
+                    raise StartFailed(f'volume "{volume.get("name")}" has a path outside its mount')
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(data[item["key"]])
+                path.chmod(0o600)
+
+
+class LocalRuntime:
+    """Runs each Workspace's agent as local processes under `root/<namespace>/<name>/<revision>/`."""
+
+    def __init__(
+        self,
+        client: kclient.Client,
+        root: Path,
+        *,
+        kubeconfig: str | None = None,
+        agent_command: Sequence[str] | None = None,
+        on_exit: Callable[[objects.ObjectKey], None] | None = None,
+    ) -> None:
+        self.client = client
+        self.root = root
+        self.kubeconfig = kubeconfig
+        self.agent_command = list(agent_command or default_agent_command())
+        self.on_exit = on_exit
+        self.agents: dict[objects.ObjectKey, Agent] = {}
+        self._locks: dict[objects.ObjectKey, asyncio.Lock] = {}
+
+    def get(self, key: objects.ObjectKey) -> Agent | None:
+        return self.agents.get(key)
+
+    async def ensure(self, workspace: ws_api.Workspace, statefulset: dict[str, Any]) -> Agent:
+        """The agent for `workspace` at the revision of `statefulset`'s pod template, started if needed."""
+        key = objects.ObjectKey(workspace.metadata.namespace or "", workspace.metadata.name or "")
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            template = statefulset["spec"]["template"]
+            revision = template["metadata"]["annotations"][names.ANNOTATION_REVISION_HASH]
+            current = self.agents.get(key)
+            if current is not None and current.revision == revision and current.alive:
+                return current
+            if current is not None:
+                await self._stop(key)
+            agent = await self._start(workspace, template, revision)
+            self.agents[key] = agent
+            return agent
+
+    async def stop(self, key: objects.ObjectKey) -> None:
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            await self._stop(key)
+        self._locks.pop(key, None)
+
+    async def close(self) -> None:
+        for key in list(self.agents):
+            await self.stop(key)
+
+    # --- starting ----------------------------------------------------------------------------------------------
+
+    def _base_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        if self.kubeconfig:
+            env["KUBECONFIG"] = self.kubeconfig
+        return env
+
+    async def _start(self, workspace: ws_api.Workspace, template: dict[str, Any], revision: str) -> Agent:
+        namespace = workspace.metadata.namespace or ""
+        name = workspace.metadata.name or ""
+        directory = self.root / namespace / name / revision
+        if directory.exists():
+            shutil.rmtree(directory)
+        directory.mkdir(parents=True)
+        pod = template["spec"]
+        resolver = _Resolver(self.client, namespace)
+        init_containers = {c["name"]: c for c in pod.get("initContainers") or []}
+        pulumi = next(c for c in pod["containers"] if c["name"] == "pulumi")
+        env_file = directory / ".env"
+        env_file.touch()
+
+        fetch_env = await resolver.env(init_containers["fetch"], pod) if "fetch" in init_containers else {}
+        workspace_dir = await self._fetch(workspace.spec or ws_api.WorkspaceSpec(), directory, fetch_env)
+
+        mounts: dict[str, Path] = {}
+        volumes = {v["name"]: v for v in pod.get("volumes") or []}
+        for mount in pulumi.get("volumeMounts") or []:
+            if mount["mountPath"] == "/share" or mount["name"] not in volumes:
+                continue
+            local = directory / "mounts" / mount["mountPath"].lstrip("/")
+            await resolver.materialise(volumes[mount["name"]], local)
+            mounts[mount["mountPath"]] = local
+        env = self._base_env() | await resolver.env(pulumi, pod)
+        env["PULUMI_ENV"] = str(env_file)
+
+        port = _free_port()
+        spec = workspace.spec or ws_api.WorkspaceSpec()
+        argv = [*self.agent_command, "serve", "--workspace", str(workspace_dir), "--skip-install",
+                "--env-file", str(env_file), "--auth-mode", "kube",
+                "--kube-audience", f"{name}.{namespace}",
+                "--kube-workspace-namespace", namespace, "--kube-workspace-name", name,
+                "--host", "127.0.0.1", "--port", str(port)]
+        if spec.pulumi_log_level:
+            argv += ["--pulumi-log-level", str(spec.pulumi_log_level)]
+        if self.kubeconfig:
+            argv += ["--kubeconfig", self.kubeconfig]
+        log_file = (directory / "agent.log").open("ab")
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *argv, cwd=str(workspace_dir), env=env, stdin=asyncio.subprocess.DEVNULL,
+                stdout=log_file, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
+            )
+        finally:
+            log_file.close()
+        agent = Agent(revision, directory, port, process, mounts)
+        try:
+            await self._wait_listening(agent)
+        except BaseException:
+            await self._terminate(agent)
+            raise
+        agent.watcher = asyncio.create_task(self._watch(objects.ObjectKey(namespace, name), agent))
+        log.info("workspace %s/%s: agent serving on %s (pid %d)", namespace, name, agent.address, process.pid)
+        return agent
+
+    async def _fetch(self, spec: ws_api.WorkspaceSpec, directory: Path, env: dict[str, str]) -> Path:
+        """Run `agent init` for the source, as the `fetch` init container does; returns the workspace dir."""
+        source = directory / "source"
+        if spec.git:
+            await self._init(directory, ["-t", str(source), "--git-url", env.get("GIT_URL", ""),
+                                         "--git-revision", env.get("GIT_REVISION", "")], env)
+            return _inside(source, env.get("GIT_DIR", ""))
+        if spec.flux:
+            await self._init(directory, ["-t", str(source), "--flux-url", env.get("FLUX_URL", ""),
+                                         "--flux-digest", env.get("FLUX_DIGEST", "")], env)
+            return _inside(source, env.get("FLUX_DIR", ""))
+        if spec.local:
+            return Path(env.get("LOCAL_DIR") or spec.local.dir or ".")
+        target = directory / "workspace"
+        if spec.project_info:
+            await self._init(directory, ["-t", str(target), "--project-name", spec.project_info.name,
+                                         "--project-runtime", spec.project_info.runtime], env)
+        target.mkdir(exist_ok=True)
+        return target
+
+    async def _init(self, directory: Path, args: list[str], env: dict[str, str]) -> None:
+        log_path = directory / "init.log"
+        with log_path.open("ab") as log_file:
+            process = await asyncio.create_subprocess_exec(
+                *self.agent_command, "init", *args, env=self._base_env() | env, stdin=asyncio.subprocess.DEVNULL,
+                stdout=log_file, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
+            )
+            try:
+                code = await process.wait()
+            except BaseException:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                raise
+        if code != 0:
+            tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] or [""]
+            raise StartFailed(f"fetching the source failed (exit {code}): {tail[0][:300]}")
+
+    async def _wait_listening(self, agent: Agent) -> None:
+        deadline = asyncio.get_running_loop().time() + START_TIMEOUT
+        while asyncio.get_running_loop().time() < deadline:
+            if not agent.alive:
+                tail = (agent.directory / "agent.log").read_text(errors="replace").strip().splitlines()[-1:] or [""]
+                raise StartFailed(f"the agent exited with {agent.process.returncode}: {tail[0][:300]}")
+            with contextlib.suppress(OSError):
+                _, writer = await asyncio.open_connection("127.0.0.1", agent.port)
+                writer.close()
+                return
+            await asyncio.sleep(0.1)
+        raise StartFailed(f"the agent did not listen on {agent.address} within {START_TIMEOUT:.0f}s")
+
+    async def _watch(self, key: objects.ObjectKey, agent: Agent) -> None:
+        await agent.process.wait()
+        if self.agents.get(key) is agent and self.on_exit is not None:
+            log.warning("workspace %s: agent exited with %s", key, agent.process.returncode)
+            self.on_exit(key)
+
+    # --- stopping ----------------------------------------------------------------------------------------------
+
+    async def _stop(self, key: objects.ObjectKey) -> None:
+        agent = self.agents.pop(key, None)
+        if agent is None:
+            return
+        await self._terminate(agent)
+        shutil.rmtree(agent.directory, ignore_errors=True)
+
+    async def _terminate(self, agent: Agent) -> None:
+        if agent.watcher is not None:
+            agent.watcher.cancel()
+        if agent.alive:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(agent.process.pid, signal.SIGTERM)
+            try:
+                await asyncio.wait_for(agent.process.wait(), STOP_GRACE)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(agent.process.pid, signal.SIGKILL)
+                await agent.process.wait()
+
+
+def _inside(root: Path, sub: str) -> Path:
+    path = (root / sub).resolve() if sub else root
+    if path != root.resolve() and root.resolve() not in path.parents:
+        raise StartFailed(f'the project directory "{sub}" is outside the source')
+    return path
+
+
+
