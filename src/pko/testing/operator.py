@@ -1,0 +1,117 @@
+"""Prepare a control plane for the operator and run the operator in-process: shared by e2e tests and `pko dev`.
+
+`install_crds` applies our generated CRDs and waits until they are Established. `install_identity` creates the
+operator's namespace and service account and grants it `workspaces/rpc` (the agent authorises the operator's
+token with a SubjectAccessReview). `Operator` runs the real manager and controllers as asyncio tasks in this
+process, against a real API server; agents of the `local` runtime run as real child processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import lightkube
+
+from pko.api import crds
+from pko.controllers import auto
+from pko.controllers.connect import DEFAULT_NAMESPACE, DEFAULT_SERVICE_ACCOUNT
+from pko.kube import client as kclient
+from pko.kube import errors
+from pko.kube import resources as kres
+from pko.runtime import manager
+
+CRD = kres.register(kres.Kind("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions",
+                              namespaced=False))
+CLUSTER_ROLE = kres.register(kres.Kind("rbac.authorization.k8s.io/v1", "ClusterRole", "clusterroles", namespaced=False))
+CLUSTER_ROLE_BINDING = kres.register(kres.Kind("rbac.authorization.k8s.io/v1", "ClusterRoleBinding",
+                                               "clusterrolebindings", namespaced=False))
+TEST_FIELD_MANAGER = "pko-testing"
+
+
+async def install_crds(client: kclient.Client, timeout: float = 60.0) -> None:
+    """Apply the four CRDs and wait until the API server serves them."""
+    manifests = crds.all_crds()
+    for manifest in manifests.values():
+        await client.apply(dict(manifest), field_manager=TEST_FIELD_MANAGER)
+    deadline = time.monotonic() + timeout
+    for manifest in manifests.values():
+        name = manifest["metadata"]["name"]
+        while True:
+            crd = await client.get(CRD, name)
+            found = [c for c in (crd.get("status") or {}).get("conditions") or [] if c.get("type") == "Established"]
+            if found and found[0].get("status") == "True":
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"CRD {name} not Established after {timeout:.0f}s")
+            await asyncio.sleep(0.2)
+
+
+async def ensure_namespace(client: kclient.Client, name: str) -> None:
+    with contextlib.suppress(errors.AlreadyExists):
+        await client.create(kres.NAMESPACE.new(name))
+
+
+async def install_identity(client: kclient.Client, namespace: str = DEFAULT_NAMESPACE,
+                           service_account: str = DEFAULT_SERVICE_ACCOUNT) -> None:
+    """The operator's service account, allowed to call workspace agents (minimal: the RBAC test covers the rest)."""
+    await ensure_namespace(client, namespace)
+    await client.apply(kres.SERVICE_ACCOUNT.new(service_account, namespace), field_manager=TEST_FIELD_MANAGER)
+    role: dict[str, Any] = CLUSTER_ROLE.new("pko-testing-workspace-rpc", rules=[
+        {"apiGroups": ["auto.pulumi.com"], "resources": ["workspaces/rpc"], "verbs": ["use"]},
+    ])
+    await client.apply(role, field_manager=TEST_FIELD_MANAGER)
+    binding: dict[str, Any] = CLUSTER_ROLE_BINDING.new(
+        "pko-testing-workspace-rpc",
+        roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "pko-testing-workspace-rpc"},
+        subjects=[{"kind": "ServiceAccount", "name": service_account, "namespace": namespace}],
+    )
+    await client.apply(binding, field_manager=TEST_FIELD_MANAGER)
+
+
+class Operator:
+    """The operator's manager and controllers running in this process (leader election off)."""
+
+    def __init__(self, kubeconfig: Path, workspace_root: Path, *, max_operations: int = 200, workers: int = 25,
+                 metrics_address: str = "0") -> None:
+        self.kubeconfig = kubeconfig
+        self.client = kclient.Client.connect(lightkube.KubeConfig.from_file(str(kubeconfig)))
+        self.manager = manager.Manager(self.client, health_address="0", metrics_address=metrics_address,
+                                       registry=_fresh_registry())
+        self.settings = auto.Settings(
+            version="v0.0.0-test", workspace_runtime="local", workspace_root=workspace_root,
+            kubeconfig=str(kubeconfig), workers=workers, max_operations=max_operations,
+        )
+        self.controllers = auto.setup(self.manager, self.client, self.settings)
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self.manager.run(), name="pko-operator")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self.controllers.close()
+        await self.client.close()
+
+
+@contextlib.asynccontextmanager
+async def running(kubeconfig: Path, workspace_root: Path, **options: Any) -> AsyncIterator[Operator]:
+    operator = Operator(kubeconfig, workspace_root, **options)
+    await operator.start()
+    try:
+        yield operator
+    finally:
+        await operator.stop()
+
+
+def _fresh_registry() -> Any:
+    from prometheus_client import CollectorRegistry
+
+    return CollectorRegistry()

@@ -1,0 +1,132 @@
+"""Workspace and Update controllers end to end on the `local` runtime: real API server, real agent processes,
+the real Pulumi CLI, a program fetched from a real git server on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pko.api import names
+from pko.kube import client as kclient
+from pko.kube import objects, owners, resources
+from pko.testing import gitserver, operator
+
+PROGRAMS = Path(__file__).parents[1] / "testbed" / "programs"
+FAILING = """import pulumi
+raise RuntimeError("the program refuses to run: boom")
+"""
+
+
+def _repo(git: gitserver.GitServer, name: str) -> str:
+    files = {f"good/{p.name}": p.read_text() for p in (PROGRAMS / "files-python").iterdir() if p.is_file()}
+    files["bad/Pulumi.yaml"] = "name: failing\nruntime: python\n"
+    files["bad/__main__.py"] = FAILING
+    return git.create_repo(name, files)
+
+
+async def _wait(kc: kclient.Client, kind: resources.Kind, name: str, namespace: str,
+                test: Callable[[dict[str, Any]], bool], timeout: float = 240.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    obj: dict[str, Any] | None = None
+    while time.monotonic() < deadline:
+        obj = await kc.get_or_none(kind, name, namespace)
+        if obj is not None and test(obj):
+            return obj
+        await asyncio.sleep(0.5)
+    raise AssertionError(f"{kind.kind} {namespace}/{name} did not get there in {timeout:.0f}s; last: "
+                         f"{json.dumps((obj or {}).get('status'), indent=1)}")
+
+
+def _condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
+    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == type_), {})
+
+
+def _workspace(name: str, namespace: str, url: str, commit: str, directory: str, config: list[dict[str, Any]]
+               ) -> dict[str, Any]:
+    return resources.WORKSPACE.new(name, namespace, spec={
+        "git": {"url": url, "ref": commit, "dir": directory},
+        "stacks": [{"name": "dev", "create": True, "config": config}],
+    })
+
+
+def _update(name: str, workspace: dict[str, Any], kind: str = "up") -> dict[str, Any]:
+    update = resources.UPDATE.new(name, objects.namespace_of(workspace), spec={
+        "workspaceName": objects.name_of(workspace), "stackName": "dev", "type": kind, "ttlAfterCompleted": "1h",
+    })
+    return owners.set_controller_reference(update, workspace)
+
+
+async def test_git_workspace_runs_an_up_with_outputs(
+    kc: kclient.Client, namespace: str, git: gitserver.GitServer, running_operator: operator.Operator,
+    tmp_path: Path,
+) -> None:
+    commit = _repo(git, f"files-{namespace}")
+    target = tmp_path / "greeting.txt"
+    ws = await kc.create(_workspace("files", namespace, git.http_url(f"files-{namespace}"), commit, "good", [
+        {"key": "path", "value": str(target)},
+        {"key": "content", "value": "hello from a workspace"},
+        {"key": "token", "value": "s3cr3t", "secret": True},
+    ]))
+
+    ready = await _wait(kc, resources.WORKSPACE, "files", namespace,
+                        lambda o: _condition(o, "Ready").get("status") == "True")
+    assert ready["status"]["pulumiVersion"].lstrip("v") == "3.259.0"
+    assert ready["status"]["address"].startswith("127.0.0.1:")
+    assert _condition(ready, "Ready")["reason"] == "Succeeded"
+
+    await kc.create(_update("files-up", ws))
+    done = await _wait(kc, resources.UPDATE, "files-up", namespace,
+                       lambda o: _condition(o, "Complete").get("status") == "True")
+    assert _condition(done, "Failed")["status"] == "False", done["status"]
+    assert _condition(done, "Failed")["reason"] == "UpdateSucceeded"
+    assert done["status"]["startTime"]
+    assert done["status"]["endTime"]
+    assert done["status"]["projectInfo"] == {"name": "files-python", "runtime": "python"}
+    assert target.read_text() == "hello from a workspace"
+
+    secret = await kc.get(resources.SECRET, done["status"]["outputs"], namespace)
+    assert secret["metadata"]["name"] == "files-up-stack-outputs"
+    assert secret["immutable"] is True
+    assert json.loads(secret["metadata"]["annotations"][names.ANNOTATION_SECRETS]) == ["token"]
+    values = {k: json.loads(base64.b64decode(v)) for k, v in secret["data"].items()}
+    assert values == {"path": str(target), "content": "hello from a workspace", "token": "s3cr3t"}
+    assert owners.controller_of(secret)["name"] == "files-up"  # type: ignore[index]
+
+    # Deleting the Workspace stops its agent processes.
+    agent = running_operator.controllers.local_runtime.get(objects.key_of(ws))  # type: ignore[union-attr]
+    assert agent is not None
+    pid = agent.process.pid
+    await kc.delete(resources.WORKSPACE, "files", namespace)
+    await asyncio.wait_for(agent.process.wait(), 60)
+    assert not _pid_alive(pid)
+
+
+async def test_failing_program_marks_the_update_failed(
+    kc: kclient.Client, namespace: str, git: gitserver.GitServer, running_operator: operator.Operator,
+) -> None:
+    commit = _repo(git, f"failing-{namespace}")
+    ws = await kc.create(_workspace("failing", namespace, git.http_url(f"failing-{namespace}"), commit, "bad", []))
+    await _wait(kc, resources.WORKSPACE, "failing", namespace,
+                lambda o: _condition(o, "Ready").get("status") == "True")
+
+    await kc.create(_update("failing-up", ws))
+    done = await _wait(kc, resources.UPDATE, "failing-up", namespace,
+                       lambda o: _condition(o, "Complete").get("status") == "True")
+    failed = _condition(done, "Failed")
+    assert failed["status"] == "True"
+    assert "the program refuses to run: boom" in done["status"]["message"]
+    assert "outputs" not in done["status"]
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
