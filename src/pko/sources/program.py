@@ -171,13 +171,14 @@ def _compare(a: str, b: str) -> int:
     return 0
 
 
-_KEY = functools.cmp_to_key(_compare)
+go_yaml_key = functools.cmp_to_key(_compare)
+"""Sort key putting map keys in go-yaml v2 order."""
 
 
 def _ordered(value: Any) -> Any:
     """A copy of a JSON value with every mapping's keys in go-yaml order."""
     if isinstance(value, dict):
-        return {key: _ordered(value[key]) for key in sorted(value, key=lambda k: _KEY(str(k)))}
+        return {key: _ordered(value[key]) for key in sorted(value, key=lambda k: go_yaml_key(str(k)))}
     if isinstance(value, list):
         return [_ordered(item) for item in value]
     return value

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import logging
 import os
 import socket
@@ -68,24 +69,25 @@ class Programs:
             return None  # deleted meanwhile
         return None
 
-    async def lookup(self, ref: serving.ProgramRef) -> dict[str, Any] | None:
-        """The Program a download asks for: from the cache when it is at least at the requested generation,
-        else from the API server (the cache may lag the status that published the URL)."""
-        if not ref.namespace or not ref.name:
-            return None
-        if self.informer.synced:
-            cached = self.informer.store.get(objects.ObjectKey(ref.namespace, ref.name))
-            if cached is not None and objects.generation_of(cached) >= ref.generation:
-                return cached
-        try:
-            return await self.client.get(resources.PROGRAM, ref.name, ref.namespace)
-        except kube.ApiError as err:  # as the Go server: any failure to get the Program is a 404
-            log.debug("program %s/%s: %s", ref.namespace, ref.name, err)
-            return None
-
     async def serve(self) -> None:
         """Run the file server until cancelled (on every replica, whether or not it leads)."""
         await self.server.run()
+
+
+async def lookup(client: kube.Client, informer: runtime.Informer, ref: serving.ProgramRef) -> dict[str, Any] | None:
+    """The Program a download asks for: from the cache when it is at least at the requested generation, else from
+    the API server (on a standby replica, or when the cache lags the status that published the URL)."""
+    if not ref.namespace or not ref.name:
+        return None
+    if informer.synced:
+        cached = informer.store.get(objects.ObjectKey(ref.namespace, ref.name))
+        if cached is not None and objects.generation_of(cached) >= ref.generation:
+            return cached
+    try:
+        return await client.get(resources.PROGRAM, ref.name, ref.namespace)
+    except kube.ApiError as err:  # as the Go server: any failure to get the Program is a 404
+        log.debug("program %s/%s: %s", ref.namespace, ref.name, err)
+        return None
 
 
 def setup(
@@ -107,7 +109,7 @@ def setup(
     api = client if client is not None else manager.client
     informer = manager.informer(resources.PROGRAM)
     server = fileserver.FileServer(
-        lambda ref: programs.lookup(ref),
+        functools.partial(lookup, api, informer),
         listen=address.listen_address(listen, environ),
         advertised=advertised,
         env=environ,

@@ -1,0 +1,184 @@
+"""Program artifacts are deterministic tarballs of the Pulumi YAML project the Go operator would write."""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import hashlib
+import io
+import tarfile
+from typing import Any
+
+import yaml
+
+from pko.api import program as program_api
+from pko.sources import program as artifacts
+
+STATICWEBSITE: dict[str, Any] = {
+    "apiVersion": "pulumi.com/v1",
+    "kind": "Program",
+    "metadata": {"name": "staticwebsite", "namespace": "default", "generation": 1},
+    "program": {
+        "configuration": {
+            "indexContent": {"type": "String", "default": "<html><body><p>Hello world!</p></body></html>"},
+            "replicas": {"type": "Number", "default": 0},
+            "ports": {"type": "List<Number>"},
+            "prefix": {"default": "site-"},
+        },
+        "packages": {"aws": "6.66.0"},
+        "resources": {
+            "bucket": {
+                "type": "aws:s3:BucketV2",
+                "properties": {"bucketPrefix": "${prefix}"},
+                "options": {"protect": False, "deleteBeforeReplace": True, "ignoreChanges": [],
+                            "customTimeouts": {"create": "5m", "update": ""}, "import": ""},
+            },
+            "index.html": {
+                "type": "aws:s3:BucketObject",
+                "properties": {"bucket": "${bucket.id}", "content": "${indexContent}", "key": "index.html"},
+                "options": {"parent": "${bucket}", "dependsOn": ["${bucket}"], "additionalSecretOutputs": ["content"]},
+            },
+            "existing": {"type": "aws:s3:BucketV2", "get": {"id": "existing-bucket"}},
+            "empty-options": {"type": "aws:s3:BucketV2", "options": {}},
+        },
+        "variables": {"caller": {"fn::invoke": {"function": "aws:getCallerIdentity", "return": "accountId"}}},
+        "outputs": {"bucketName": "${bucket.id}", "enabled": "true", "zero": 0, "nothing": None},
+    },
+}
+
+
+def _program(obj: dict[str, Any]) -> program_api.Program:
+    return program_api.Program.model_validate(copy.deepcopy(obj))
+
+
+def _members(data: bytes) -> list[tuple[tarfile.TarInfo, bytes]]:
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        out = []
+        for member in tar.getmembers():
+            extracted = tar.extractfile(member)
+            assert extracted is not None
+            out.append((member, extracted.read()))
+        return out
+
+
+def _project_file(data: bytes) -> str:
+    [(_, content)] = _members(data)
+    return content.decode("utf-8")
+
+
+def test_same_program_gives_the_same_bytes_and_digest() -> None:
+    first = artifacts.build(_program(STATICWEBSITE))
+    second = artifacts.build(_program(STATICWEBSITE))
+    assert first.data == second.data
+    assert first.digest == second.digest == "sha256:" + hashlib.sha256(first.data).hexdigest()
+    assert first.size == len(first.data)
+
+
+def test_map_order_in_the_object_does_not_matter() -> None:
+    reordered = copy.deepcopy(STATICWEBSITE)
+    reordered["program"] = dict(reversed(list(reordered["program"].items())))
+    reordered["program"]["resources"] = dict(reversed(list(reordered["program"]["resources"].items())))
+    assert artifacts.build(_program(reordered)).data == artifacts.build(_program(STATICWEBSITE)).data
+
+
+def test_different_content_gives_a_different_digest_and_generation_alone_does_not() -> None:
+    base = artifacts.build(_program(STATICWEBSITE))
+    changed = copy.deepcopy(STATICWEBSITE)
+    changed["program"]["outputs"]["bucketName"] = "${bucket.bucket}"
+    assert artifacts.build(_program(changed)).digest != base.digest
+    renamed = copy.deepcopy(STATICWEBSITE)
+    renamed["metadata"]["name"] = "otherwebsite"
+    assert artifacts.build(_program(renamed)).digest != base.digest
+    # The archive holds the project only; the generation is in the URL and revision, not in the bytes.
+    regenerated = copy.deepcopy(STATICWEBSITE)
+    regenerated["metadata"]["generation"] = 7
+    assert artifacts.build(_program(regenerated)).digest == base.digest
+
+
+def test_archive_is_one_pulumi_yaml_with_fixed_metadata() -> None:
+    data = artifacts.build(_program(STATICWEBSITE)).data
+    [(member, _)] = _members(data)
+    assert member.name == "Pulumi.yaml"
+    assert member.isreg()
+    assert member.mode == 0o775
+    assert (member.mtime, member.uid, member.gid, member.uname, member.gname) == (0, 0, 0, "", "")
+    # gzip header: deflate, no flags (no file name), mtime 0.
+    assert data[:4] == b"\x1f\x8b\x08\x00"
+    assert data[4:8] == b"\x00\x00\x00\x00"
+    raw = gzip.decompress(data)
+    assert raw[257:265] == b"ustar\x0000"
+    assert len(raw) % 512 == 0
+    assert raw.endswith(b"\0" * 1024)
+
+
+def test_pulumi_yaml_is_the_project_with_go_omitempty() -> None:
+    project = yaml.safe_load(_project_file(artifacts.build(_program(STATICWEBSITE)).data))
+    assert project == {
+        "name": "staticwebsite",
+        "runtime": "yaml",
+        "configuration": {
+            "indexContent": {"type": "String", "default": "<html><body><p>Hello world!</p></body></html>"},
+            "replicas": {"type": "Number", "default": 0},
+            "ports": {"type": "List<Number>"},
+            "prefix": {"default": "site-"},
+        },
+        "packages": {"aws": "6.66.0"},
+        "resources": {
+            "bucket": {
+                "type": "aws:s3:BucketV2",
+                "properties": {"bucketPrefix": "${prefix}"},
+                "options": {"deleteBeforeReplace": True, "customTimeouts": {"create": "5m"}},
+            },
+            "index.html": {
+                "type": "aws:s3:BucketObject",
+                "properties": {"bucket": "${bucket.id}", "content": "${indexContent}", "key": "index.html"},
+                "options": {"parent": "${bucket}", "dependsOn": ["${bucket}"], "additionalSecretOutputs": ["content"]},
+            },
+            "existing": {"type": "aws:s3:BucketV2", "get": {"id": "existing-bucket"}},
+            "empty-options": {"type": "aws:s3:BucketV2", "options": {}},
+        },
+        "variables": {"caller": {"fn::invoke": {"function": "aws:getCallerIdentity", "return": "accountId"}}},
+        "outputs": {"bucketName": "${bucket.id}", "enabled": "true", "zero": 0, "nothing": None},
+    }
+
+
+def test_pulumi_yaml_text_is_pinned() -> None:
+    obj = {
+        "metadata": {"name": "hello", "namespace": "ns", "generation": 3},
+        "program": {
+            "configuration": {"greeting": {"type": "String", "default": "hi"}},
+            "variables": {"item10": 10, "item9": "9", "Zed": "yes", "a_b": ["x", {"k": "line1\nline2\n"}]},
+            "outputs": {"message": "${greeting}, world"},
+        },
+    }
+    assert _project_file(artifacts.build(_program(obj)).data) == (
+        "configuration:\n"
+        "  greeting:\n"
+        "    default: hi\n"
+        "    type: String\n"
+        "name: hello\n"
+        "outputs:\n"
+        "  message: ${greeting}, world\n"
+        "runtime: yaml\n"
+        "variables:\n"
+        "  Zed: 'yes'\n"
+        "  a_b:\n"
+        "  - x\n"
+        "  - k: |\n"
+        "      line1\n"
+        "      line2\n"
+        "  item9: '9'\n"
+        "  item10: 10\n"
+    )
+
+
+def test_program_without_a_body_is_name_and_runtime() -> None:
+    obj = {"metadata": {"name": "bare", "namespace": "ns", "generation": 1}}
+    assert yaml.safe_load(_project_file(artifacts.build(_program(obj)).data)) == {"name": "bare", "runtime": "yaml"}
+
+
+def test_keys_sort_as_go_yaml_sorts_them() -> None:
+    keys = ["item10", "item9", "b", "B", "a_b", "aB", "index.html", "indexContent", "10", "9", "a01", "a1", "x"]
+    ordered = sorted(keys, key=artifacts.go_yaml_key)
+    assert ordered == ["9", "10", "B", "a_b", "a1", "a01", "aB", "b", "index.html", "indexContent", "item9", "item10",
+                       "x"]
