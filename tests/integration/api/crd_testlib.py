@@ -3,11 +3,13 @@ kubectl with the test kubeconfig, and the "nothing was pruned" comparison."""
 
 from __future__ import annotations
 
+import copy
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import yaml
+from lightkube import Client
 from lightkube.generic_resource import GenericNamespacedResource, create_namespaced_resource
 
 from pko.testing import binaries, controlplane
@@ -66,3 +68,35 @@ def assert_not_pruned(sent: Any, stored: Any, path: str = "") -> None:
     else:
         assert sent == stored, f"{path}: {sent!r} stored as {stored!r}"
         assert type(sent) is type(stored), f"{path}: {sent!r} stored as {stored!r}"
+
+
+def create(client: Client, manifest: dict[str, Any], namespace: str) -> dict[str, Any]:
+    """Create one of our objects from raw JSON; the stored object comes back as plain JSON."""
+    resource = resource_for(manifest)
+    stored: dict[str, Any] = _plain(client.create(resource.from_dict(copy.deepcopy(manifest)), namespace=namespace))
+    return stored
+
+
+def get(client: Client, manifest: dict[str, Any], namespace: str) -> dict[str, Any]:
+    """Read the object `manifest` names (through `manifest`'s apiVersion)."""
+    stored: dict[str, Any] = _plain(client.get(resource_for(manifest), manifest["metadata"]["name"],
+                                               namespace=namespace))
+    return stored
+
+
+def apply_status(client: Client, manifest: dict[str, Any], status: dict[str, Any], namespace: str) -> None:
+    """Server-side apply `status` through the status subresource."""
+    body = {"apiVersion": manifest["apiVersion"], "kind": manifest["kind"],
+            "metadata": {"name": manifest["metadata"]["name"]}, "status": status}
+    status_object: Any = resource_for(manifest).Status.from_dict(body)
+    client.apply(status_object, manifest["metadata"]["name"], namespace=namespace, field_manager="pko-api-tests",
+                 force=True)
+
+
+def _plain(value: Any) -> Any:
+    """lightkube hands generic objects back as dict subclasses; normalise to plain JSON values."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value

@@ -19,6 +19,9 @@ def test_all_four_crds_are_established(client: Client, installed_crds: dict[str,
     assert {m["metadata"]["name"] for m in installed_crds.values()} == set(EXPECTED)
     for name, (versions, kind) in EXPECTED.items():
         crd = client.get(CustomResourceDefinition, name)
+        assert crd.status is not None
+        assert crd.status.conditions is not None
+        assert crd.status.acceptedNames is not None
         conditions = {c.type: c.status for c in crd.status.conditions}
         assert conditions.get("Established") == "True", (name, conditions)
         assert conditions.get("NamesAccepted") == "True", (name, conditions)
@@ -27,5 +30,6 @@ def test_all_four_crds_are_established(client: Client, installed_crds: dict[str,
         assert crd.spec.names.categories == ["pulumi"]
         assert not crd.spec.names.shortNames
         assert {v.name: v.storage for v in crd.spec.versions} == versions
-        assert all(v.served and v.subresources.status is not None for v in crd.spec.versions)
+        assert all(v.served and v.subresources is not None and v.subresources.status is not None
+                   for v in crd.spec.versions)
         assert crd.status.acceptedNames.kind == kind

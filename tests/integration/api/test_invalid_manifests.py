@@ -6,7 +6,7 @@ import copy
 from typing import Any
 
 import pytest
-from crd_testlib import resource_for
+from crd_testlib import create
 from lightkube import ApiError, Client
 
 STACK: dict[str, Any] = {
@@ -71,9 +71,8 @@ CASES = [
 @pytest.mark.parametrize(("manifest", "message"), CASES)
 def test_refused_with_the_api_server_message(client: Client, namespace: str, manifest: dict[str, Any],
                                              message: str) -> None:
-    resource = resource_for(manifest)
     with pytest.raises(ApiError) as refused:
-        client.create(resource(manifest), namespace=namespace)
+        create(client, manifest, namespace)
     assert refused.value.status.code == 422
     assert refused.value.status.reason == "Invalid"
     assert refused.value.status.message == message
@@ -81,5 +80,5 @@ def test_refused_with_the_api_server_message(client: Client, namespace: str, man
 
 def test_a_42_character_stack_name_is_accepted(client: Client, namespace: str) -> None:
     manifest = _with(STACK, "metadata.name", "a" * 42)
-    created = client.create(resource_for(manifest)(manifest), namespace=namespace)
+    created = create(client, manifest, namespace)
     assert created["metadata"]["name"] == "a" * 42

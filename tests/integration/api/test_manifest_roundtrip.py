@@ -7,7 +7,7 @@ import copy
 from typing import Any
 
 import pytest
-from crd_testlib import assert_not_pruned, load_manifests, resource_for
+from crd_testlib import apply_status, assert_not_pruned, create, get, load_manifests
 from lightkube import Client
 
 from pko.api import program, stack, update, workspace
@@ -30,34 +30,23 @@ def test_every_kind_has_examples() -> None:
 @pytest.mark.parametrize(("file_name", "manifest"), MANIFESTS, ids=[name for name, _ in MANIFESTS])
 def test_example_is_stored_without_pruning(client: Client, namespace: str, file_name: str,
                                            manifest: dict[str, Any]) -> None:
-    resource = resource_for(manifest)
-    created = dict(client.create(resource(copy.deepcopy(manifest)), namespace=namespace))
-    stored = dict(client.get(resource, manifest["metadata"]["name"], namespace=namespace))
+    created = create(client, manifest, namespace)
+    stored = get(client, manifest, namespace)
     assert created == stored
     assert_not_pruned({k: v for k, v in manifest.items() if k != "metadata"}, stored)
     assert_not_pruned(manifest["metadata"], stored["metadata"])
 
     model = MODELS[manifest["kind"]].model_validate(stored)
-    assert model.to_wire() == _plain(stored)
-
-
-def _plain(value: Any) -> Any:
-    """lightkube returns generic objects as dicts, possibly with nested dict subclasses; normalise to JSON."""
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
+    assert model.to_wire() == stored
 
 
 def test_v1alpha1_and_v1_read_the_same_stack(client: Client, namespace: str) -> None:
     """v1alpha1 is served with the v1 schema and no conversion: both versions show the same fields."""
     manifest = next(m for name, m in MANIFESTS if name == "stack-workspace-template.yaml")
     manifest = {**copy.deepcopy(manifest), "metadata": {"name": "both-versions"}}
-    client.create(resource_for(manifest)(manifest), namespace=namespace)
-    v1 = dict(client.get(resource_for(manifest), "both-versions", namespace=namespace))
-    alpha = dict(client.get(resource_for({"apiVersion": "pulumi.com/v1alpha1", "kind": "Stack"}), "both-versions",
-                            namespace=namespace))
+    create(client, manifest, namespace)
+    v1 = get(client, manifest, namespace)
+    alpha = get(client, {**manifest, "apiVersion": "pulumi.com/v1alpha1"}, namespace)
     assert alpha["apiVersion"] == "pulumi.com/v1alpha1"
     assert alpha["spec"] == v1["spec"]
 
@@ -67,7 +56,7 @@ def test_workspace_defaults_are_applied(client: Client, namespace: str) -> None:
     Python defaults are the same values."""
     manifest = next(m for name, m in MANIFESTS if name == "workspace-local.yaml")
     manifest = {**copy.deepcopy(manifest), "metadata": {"name": "defaulted"}}
-    stored = client.create(resource_for(manifest)(manifest), namespace=namespace)
+    stored = create(client, manifest, namespace)
     assert stored["spec"]["serviceAccountName"] == "default"
     assert stored["spec"]["securityProfile"] == "restricted"
     assert workspace.Workspace.model_validate(stored).spec == workspace.WorkspaceSpec.model_validate(manifest["spec"])
@@ -76,11 +65,11 @@ def test_workspace_defaults_are_applied(client: Client, namespace: str) -> None:
 def test_non_api_fields_are_pruned_as_by_the_go_operator(client: Client, namespace: str) -> None:
     """The Go operator's custom-workspace example sets ``git.revision``, which is not an API field: it is pruned
     there and here alike (``git.ref`` is the field)."""
-    manifest = {
+    manifest: dict[str, Any] = {
         "apiVersion": workspace.API_VERSION, "kind": "Workspace", "metadata": {"name": "with-revision"},
         "spec": {"git": {"url": "https://github.com/pulumi/examples.git", "revision": "1e2fc47", "dir": "x"}},
     }
-    stored = client.create(resource_for(manifest)(manifest), namespace=namespace)
+    stored = create(client, manifest, namespace)
     assert stored["spec"]["git"] == {"url": "https://github.com/pulumi/examples.git", "dir": "x"}
 
 
@@ -89,8 +78,7 @@ def test_status_round_trips_through_the_status_subresource(client: Client, names
     is stored as is."""
     manifest = next(m for name, m in MANIFESTS if name == "stack-git-branch.yaml")
     manifest = {**copy.deepcopy(manifest), "metadata": {"name": "with-status"}}
-    resource = resource_for(manifest)
-    client.create(resource(manifest), namespace=namespace)
+    create(client, manifest, namespace)
     status = stack.StackStatus(
         observed_generation=1,
         observed_reconcile_request="2026-01-01T00:00:00Z",
@@ -109,9 +97,7 @@ def test_status_round_trips_through_the_status_subresource(client: Client, names
                         "commit": "def"},
         project_info={"name": "nginx", "runtime": "nodejs"},
     )
-    body = {"apiVersion": manifest["apiVersion"], "kind": "Stack", "metadata": {"name": "with-status"},
-            "status": status.to_wire()}
-    client.apply(resource.Status(body), namespace=namespace, field_manager="pko-api-tests", force=True)
-    stored = client.get(resource, "with-status", namespace=namespace)
-    assert _plain(stored["status"]) == status.to_wire()
+    apply_status(client, manifest, status.to_wire(), namespace)
+    stored = get(client, manifest, namespace)
+    assert stored["status"] == status.to_wire()
     assert stack.Stack.model_validate(stored).status == status

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from crd_testlib import kubectl, load_manifests, resource_for
+from crd_testlib import apply_status, create, kubectl, load_manifests
 from lightkube import Client
 
 from pko.testing import controlplane
@@ -56,12 +56,9 @@ def objects(client: Client, namespace: str) -> dict[str, dict[str, Any]]:
     """One object of each kind, with a status, in the module's namespace."""
     manifests = {m["kind"]: m for name, m in load_manifests() if name in EXAMPLES.values()}
     for kind, manifest in manifests.items():
-        resource = resource_for(manifest)
-        client.create(resource(manifest), namespace=namespace)
+        create(client, manifest, namespace)
         if STATUS[kind]:
-            body = {"apiVersion": manifest["apiVersion"], "kind": kind,
-                    "metadata": {"name": manifest["metadata"]["name"]}, "status": STATUS[kind]}
-            client.apply(resource.Status(body), namespace=namespace, force=True)
+            apply_status(client, manifest, STATUS[kind], namespace)
     return manifests
 
 

@@ -6,7 +6,7 @@ import uuid
 from typing import Any
 
 import pytest
-from crd_testlib import assert_not_pruned, resource_for
+from crd_testlib import assert_not_pruned, create, resource_for
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lightkube import Client
@@ -45,11 +45,10 @@ def test_generated_bodies_round_trip(client: Client, namespace: str, kind: str) 
         model = model_type.model_validate({"apiVersion": f"{group}/{version}", "kind": kind,
                                            "metadata": {"name": name}, field: body})
         sent = model.to_wire()
-        resource = resource_for(sent)
-        stored = client.create(resource(sent), namespace=namespace)
+        stored = create(client, sent, namespace)
         assert_not_pruned(sent[field], stored[field])
         back = model_type.model_validate(stored)
         assert getattr(back, field) == getattr(model, field)
-        client.delete(resource, name, namespace=namespace)
+        client.delete(resource_for(sent), name, namespace=namespace)
 
     round_trip()
