@@ -17,14 +17,19 @@ from pko.api import crds
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
-    parser = parser or argparse.ArgumentParser(prog="pko crds", description=__doc__.splitlines()[0])
+    """Add the ``crds`` options to `parser` (a sub-command parser of ``pko``), or make a standalone parser."""
+    parser = parser or argparse.ArgumentParser(prog="pko crds", description="Print the pko CRDs.")
     parser.add_argument("--output-dir", type=Path, default=None,
                         help="write one file per CRD into this directory instead of printing them")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    return run(build_parser().parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run with options parsed by :func:`build_parser`."""
     if args.output_dir is None:
         sys.stdout.write(crds.render_all())
         return 0

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from crd_testlib import CRD_DIR, kubectl
 from lightkube import Client
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 
 from pko.api import crds
+from pko.testing import controlplane
 
 EXPECTED = {
     "stacks.pulumi.com": ({"v1": True, "v1alpha1": False}, "Stack"),
@@ -33,3 +37,11 @@ def test_all_four_crds_are_established(client: Client, installed_crds: dict[str,
         assert all(v.served and v.subresources is not None and v.subresources.status is not None
                    for v in crd.spec.versions)
         assert crd.status.acceptedNames.kind == kind
+
+
+def test_classic_client_side_apply_fits_the_annotation_limit(
+        control_plane: controlplane.ControlPlane, installed_crds: dict[str, crds.Manifest], tmp_path: Path) -> None:
+    """``kubectl apply -f deploy/crds/`` (client-side, which stores the whole CRD in an annotation limited to
+    256 KiB) works, not only server-side apply."""
+    result = kubectl(control_plane, "apply", "--dry-run=server", "-f", str(CRD_DIR), cache_dir=tmp_path)
+    assert result.returncode == 0, result.stderr
