@@ -1,10 +1,14 @@
 """Turning ``SetAllConfig`` items into one ``pulumi config set-all`` invocation, as the reference agent does.
 
 Rules (from the reference): an unqualified key belongs to the project (``<project>:<key>``). If any item holds a
-structured value (a non-string ``Value``, or ``valueFrom`` with ``json: true``) every item goes into one JSON
-document for ``config set-all --json`` (``{key: {value, objectValue, secret}}``; ``path`` is refused there);
-otherwise items go to ``config set-all --path`` with each non-path key escaped as ``ns:["key"]`` so it is taken
-verbatim. ``valueFrom`` reads the agent's own environment or a file, with the reference's error messages.
+structured value (a non-string ``Value``, or ``valueFrom`` with ``json: true``) the items go into one JSON
+document for ``config set-all --json`` (``{key: {value, objectValue, secret}}``; a JSON value with ``path`` is
+refused); otherwise items go to ``config set-all --path`` with each non-path key escaped as ``ns:["key"]`` so it is
+taken verbatim. ``valueFrom`` reads the agent's own environment or a file, with the reference's error messages.
+
+One deliberate difference: the reference also puts ``path`` items into the JSON document, where their keys are
+taken literally (``tags.env`` becomes a key with a dot, not ``env`` inside ``tags``). Here, in JSON mode, ``path``
+items are set by a second ``config set-all --path`` call after the JSON document, so they mean what they say.
 
 Pure: the environment and file system are reached only through the callables passed in. It must never log or
 return config values anywhere but in the CLI arguments it builds (they may be secrets).
@@ -42,20 +46,21 @@ class ConfigPlan:
     json_document: dict[str, dict[str, Any]] | None = None
     plain: list[PlainItem] = field(default_factory=list)
 
-    def set_all_args(self) -> list[str]:
-        """The ``config set-all`` arguments (without ``--stack``)."""
+    def set_all_args(self) -> list[list[str]]:
+        """The ``config set-all`` invocations, in order (without ``--stack``)."""
+        calls = []
         if self.json_document is not None:
-            return ["config", "set-all", "--json", gojson.dumps(self.json_document)]
-        args = ["config", "set-all", "--path"]
-        for item in self.plain:
-            args += ["--secret" if item.secret else "--plaintext", f"{item.key}={item.value}"]
-        return args
+            calls.append(["config", "set-all", "--json", gojson.dumps(self.json_document)])
+        if self.plain:
+            args = ["config", "set-all", "--path"]
+            for item in self.plain:
+                args += ["--secret" if item.secret else "--plaintext", f"{item.key}={item.value}"]
+            calls.append(args)
+        return calls
 
     def keys(self) -> list[str]:
         """The qualified keys being set (safe to log)."""
-        if self.json_document is not None:
-            return sorted(self.json_document)
-        return [item.key for item in self.plain]
+        return sorted(self.json_document or {}) + [item.key for item in self.plain]
 
 
 def parse_key(key: str, project: str) -> tuple[str, str]:
@@ -156,11 +161,14 @@ def plan_config(project: str, items: Sequence[agent_pb2.ConfigItem], lookup_env:
                 read_file: FileReader) -> ConfigPlan:
     """The ``config set-all`` plan for the items, or an :class:`AgentError` with the reference's status."""
     if any(is_structured(item) for item in items):
-        document: dict[str, dict[str, Any]] = {}
         for item in items:
             if item.path and is_structured(item):
                 raise AgentError(grpc.StatusCode.INVALID_ARGUMENT,
                                  f"config item {json.dumps(item.key)}: path=true is incompatible with JSON values")
+        document: dict[str, dict[str, Any]] = {}
+        for item in items:
+            if item.path:
+                continue
             namespace, name = parse_key(item.key, project)
             try:
                 document[f"{namespace}:{name}"] = _json_entry(item, lookup_env, read_file)
@@ -168,8 +176,13 @@ def plan_config(project: str, items: Sequence[agent_pb2.ConfigItem], lookup_env:
                 if err.rpc.code == grpc.StatusCode.UNKNOWN:
                     raise
                 raise _wrap("config items", err) from None
-        return ConfigPlan(json_document=document)
+        return ConfigPlan(json_document=document, plain=_plain_items(project, [i for i in items if i.path],
+                                                                        lookup_env, read_file))
+    return ConfigPlan(plain=_plain_items(project, items, lookup_env, read_file))
 
+
+def _plain_items(project: str, items: Sequence[agent_pb2.ConfigItem], lookup_env: EnvLookup,
+                 read_file: FileReader) -> list[PlainItem]:
     plain: list[PlainItem] = []
     for item in items:
         try:
@@ -180,4 +193,4 @@ def plan_config(project: str, items: Sequence[agent_pb2.ConfigItem], lookup_env:
         if not item.path:
             name = _escaped(name)
         plain.append(PlainItem(f"{namespace}:{name}", value, item.secret))
-    return ConfigPlan(plain=plain)
+    return plain

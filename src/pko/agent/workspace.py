@@ -122,8 +122,8 @@ class Workspace:
         return results.stack_summary(entry or {})
 
     async def set_all_config(self, stack: str, plan: ConfigPlan) -> None:
-        await self.cli.run([*plan.set_all_args(), "--stack", stack], description="failed to set config",
-                           log_output=False)
+        for args in plan.set_all_args():
+            await self.cli.run([*args, "--stack", stack], description="failed to set config", log_output=False)
 
     async def add_environments(self, stack: str, environments: Sequence[str]) -> None:
         await self.cli.run(["config", "env", "add", *environments, "--yes", "--stack", stack],

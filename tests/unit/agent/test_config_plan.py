@@ -61,14 +61,14 @@ def test_plain_items_are_scoped_escaped_and_path_aware() -> None:
     result = plan(item("greeting", "hi"), item("aws:region", "eu"), item("tags.env", "dev", path=True),
                   item("token", "s3cr3t", secret=True), item('proj:["already"]', "x"))
     assert result.json_document is None
-    assert result.set_all_args() == [
+    assert result.set_all_args() == [[
         "config", "set-all", "--path",
         "--plaintext", 'proj:["greeting"]=hi',
         "--plaintext", 'aws:["region"]=eu',
         "--plaintext", "proj:tags.env=dev",
         "--secret", 'proj:["token"]=s3cr3t',
         "--plaintext", 'proj:["already"]=x',
-    ]
+    ]]
 
 
 def test_value_from_env_and_file() -> None:
@@ -103,9 +103,18 @@ def test_a_structured_value_switches_every_item_to_the_json_document() -> None:
         "proj:j": {"value": '{"b": [1, 2]}', "objectValue": {"b": [1, 2]}, "secret": False},
         "proj:raw": {"value": "from-env", "secret": False},
     }
-    args = result.set_all_args()
+    (args,) = result.set_all_args()
     assert args[:3] == ["config", "set-all", "--json"]
     assert json.loads(args[3]) == result.json_document
+
+
+def test_path_items_beside_json_values_are_set_as_paths_after_the_document() -> None:
+    result = plan(item("obj", {"a": 1}), item("tags.env", "prod", path=True), item("name", "n"))
+    assert result.json_document == {"proj:obj": {"value": '{"a":1}', "objectValue": {"a": 1}, "secret": False},
+                                    "proj:name": {"value": "n", "secret": False}}
+    calls = result.set_all_args()
+    assert [c[:3] for c in calls] == [["config", "set-all", "--json"], ["config", "set-all", "--path"]]
+    assert calls[1][3:] == ["--plaintext", "proj:tags.env=prod"]
 
 
 def test_path_with_a_json_value_is_refused() -> None:
