@@ -249,3 +249,10 @@ class Stack(Wire):
     metadata: ObjectMeta = pydantic.Field(default_factory=ObjectMeta)
     spec: StackSpec | None = None
     status: StackStatus | None = None
+
+
+def spec_of(stack: Stack) -> StackSpec:
+    """The spec of a Stack: the CRD requires it, so a Stack read from the API server always has one."""
+    if stack.spec is None:
+        raise ValueError(f"Stack {stack.metadata.namespace}/{stack.metadata.name} has no spec")
+    return stack.spec

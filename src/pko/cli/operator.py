@@ -19,7 +19,7 @@ from pathlib import Path
 import lightkube
 
 import pko
-from pko.controllers import auto
+from pko.controllers import auto, wiring
 from pko.kube import client as kclient
 from pko.runtime import leaderelection, manager
 
@@ -101,9 +101,11 @@ async def run(args: argparse.Namespace) -> int:
         workers=args.max_concurrent_reconciles,
         max_operations=args.max_concurrent_updates,
         workspace_localhost=os.environ.get("WORKSPACE_LOCALHOST"),
+        program_fs_addr=args.program_fs_addr,
+        program_fs_adv_addr=args.program_fs_adv_addr,
     )
-    controllers = auto.setup(mgr, client, settings)
-    task = asyncio.create_task(mgr.run(), name="manager")
+    controllers = wiring.setup(mgr, client, settings)
+    task = asyncio.create_task(controllers.run(), name="operator")
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, task.cancel)
@@ -112,7 +114,6 @@ async def run(args: argparse.Namespace) -> int:
         with contextlib.suppress(asyncio.CancelledError):
             await task
     finally:
-        await controllers.close()
         await client.close()
     log.info("pko operator stopped")
     return 0

@@ -25,7 +25,7 @@ Runtime = Literal["pod", "local"]
 
 @dataclass
 class Settings:
-    """Operator settings the auto controllers need (flags and environment of `pko operator`)."""
+    """The operator's settings (flags and environment of `pko operator`) that controllers need."""
 
     version: str
     workspace_runtime: Runtime = "pod"
@@ -39,6 +39,8 @@ class Settings:
     operator_namespace: str | None = None
     operator_service_account: str | None = None
     workspace_localhost: str | None = None
+    program_fs_addr: str | None = None  # the Program file server (see pko.controllers.program)
+    program_fs_adv_addr: str | None = None
 
 
 @dataclass

@@ -18,7 +18,7 @@ from typing import Any
 import lightkube
 
 from pko.api import crds
-from pko.controllers import auto
+from pko.controllers import auto, wiring
 from pko.controllers.connect import DEFAULT_NAMESPACE, DEFAULT_SERVICE_ACCOUNT
 from pko.kube import client as kclient
 from pko.kube import errors
@@ -74,30 +74,34 @@ async def install_identity(client: kclient.Client, namespace: str = DEFAULT_NAME
 
 
 class Operator:
-    """The operator's manager and controllers running in this process (leader election off)."""
+    """The operator's manager and controllers running in this process (leader election off).
+
+    `runtime` is the workspace runtime: `local` (agents as child processes) or `pod` (StatefulSets only; their pods
+    need a kubelet to ever run)."""
 
     def __init__(self, kubeconfig: Path, workspace_root: Path, *, max_operations: int = 200, workers: int = 25,
-                 metrics_address: str = "0") -> None:
+                 metrics_address: str = "0", runtime: auto.Runtime = "local") -> None:
         self.kubeconfig = kubeconfig
         self.client = kclient.Client.connect(lightkube.KubeConfig.from_file(str(kubeconfig)))
         self.manager = manager.Manager(self.client, health_address="0", metrics_address=metrics_address,
                                        registry=_fresh_registry())
         self.settings = auto.Settings(
-            version="v0.0.0-test", workspace_runtime="local", workspace_root=workspace_root,
+            version="v0.0.0-test", workspace_runtime=runtime, workspace_root=workspace_root,
             kubeconfig=str(kubeconfig), workers=workers, max_operations=max_operations,
+            program_fs_addr="127.0.0.1:0",
         )
-        self.controllers = auto.setup(self.manager, self.client, self.settings)
+        self.all = wiring.setup(self.manager, self.client, self.settings)
+        self.controllers = self.all.auto
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        self._task = asyncio.create_task(self.manager.run(), name="pko-operator")
+        self._task = asyncio.create_task(self.all.run(), name="pko-operator")
 
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        await self.controllers.close()
         await self.client.close()
 
 

@@ -1,0 +1,343 @@
+"""The Stack reconciler: the executor around the pure rules in `sync`, `workspace`, `updates` and `source`.
+
+One pass follows pko-v2 §3.1 step by step: record the observed generation and request, keep the finalizer,
+absorb a finished Update, resolve the source, build the Workspace, decide whether an update is due, check
+prerequisites, apply the Workspace, wait for it, then save `currentUpdate` *before* creating the Update (so a
+crash in between never loses track of it). Status is written by server-side apply with the reference's field
+manager; every stall carries the reference's reason and message and, where the reference does, an event.
+
+Must never: put secret values into status, events or logs (outputs are masked), or drop the finalizer while a
+destroy it promised has not succeeded.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pko.api import conditions, names
+from pko.api import stack as stack_api
+from pko.api import update as up_api
+from pko.api.meta import Condition
+from pko.controllers.stack import source as source_mod
+from pko.controllers.stack import sync, updates
+from pko.controllers.stack import workspace as ws_build
+from pko.kube import client as kclient
+from pko.kube import errors, events, objects, resources
+from pko.runtime.controller import Result
+
+log = logging.getLogger(__name__)
+
+NAMESPACE_TERMINATING_RETRY = 30.0
+
+
+@dataclass
+class _Session:
+    """The Stack being reconciled and the status being built for it."""
+
+    obj: objects.Object
+    stack: stack_api.Stack
+    status: stack_api.StackStatus
+    conditions: list[Condition] = field(default_factory=list)
+    finalize_update: str | None = None  # an absorbed Update whose finalizer goes after the next status save
+
+    @property
+    def key(self) -> objects.ObjectKey:
+        return objects.key_of(self.obj)
+
+    @property
+    def deleting(self) -> bool:
+        return objects.is_deleting(self.obj)
+
+
+def _complete(update: dict[str, Any]) -> bool:
+    status = update.get("status") or {}
+    if status.get("observedGeneration") != objects.generation_of(update):
+        return False
+    return any(c.get("type") == conditions.COMPLETE and c.get("status") == "True"
+               for c in status.get("conditions") or [])
+
+
+def _is_true(obj: dict[str, Any], type_: str) -> bool:
+    return any(c.get("type") == type_ and c.get("status") == "True"
+               for c in (obj.get("status") or {}).get("conditions") or [])
+
+
+def workspace_ready(ws: dict[str, Any]) -> bool:
+    status = ws.get("status") or {}
+    return (not objects.is_deleting(ws) and status.get("observedGeneration") == objects.generation_of(ws)
+            and _is_true(ws, conditions.READY))
+
+
+class StackReconciler:
+    def __init__(
+        self,
+        client: kclient.Client,
+        recorder: events.Recorder,
+        resolver: source_mod.Resolver,
+        *,
+        clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
+    ) -> None:
+        self.client = client
+        self.recorder = recorder
+        self.resolver = resolver
+        self.clock = clock
+
+    async def __call__(self, key: objects.ObjectKey) -> Result | None:
+        obj = await self.client.get_or_none(resources.STACK, key.name, key.namespace)
+        if obj is None:
+            return None
+        stack = stack_api.Stack.model_validate(obj)
+        status = (stack.status or stack_api.StackStatus()).model_copy(deep=True)
+        status.observed_generation = stack.metadata.generation
+        status.observed_reconcile_request = sync.reconcile_request(stack)
+        s = _Session(obj, stack, status, list(status.conditions or []))
+        finalizers = list(obj["metadata"].get("finalizers") or [])
+        if s.deleting and names.FINALIZER not in finalizers:
+            return None
+        if not s.deleting and names.FINALIZER not in finalizers:
+            obj["metadata"]["finalizers"] = [*finalizers, names.FINALIZER]
+            s.obj = obj = await self.client.replace(obj)
+
+        if status.current_update is not None:
+            outcome = await self._absorb(s)
+            if outcome is not None:
+                return outcome
+        spec = stack_api.spec_of(stack)
+        if s.deleting and (not spec.destroy_on_finalize or spec.preview):
+            s.conditions = conditions.mark_ready(s.conditions, now=self.clock())
+            await self._save(s)
+            await self._remove_finalizer(s)
+            return None
+
+        # Source, then the Workspace it implies.
+        if (s.deleting and spec.destroy_on_finalize and not spec.preview and not spec.run_program
+                and status.project_info is not None):
+            resolved: source_mod.Resolved | source_mod.Unavailable = source_mod.Resolved(
+                ws_build.Source(project_info=status.project_info.model_dump(mode="json")), "")
+        elif not isinstance(spec.config, dict | None):
+            resolved = source_mod.Unavailable(conditions.STALLED_SPEC_INVALID,
+                                              "spec.config must be an object of config keys", event=True)
+        else:
+            resolved = await self.resolver.resolve(stack)
+        if isinstance(resolved, source_mod.Unavailable):
+            return await self._stall(s, resolved.reason, resolved.message, resolved.event, resolved.requeue_after)
+        try:
+            desired_ws = ws_build.desired(stack, resolved.source)
+        except ws_build.StallError as err:
+            return await self._stall(s, conditions.STALLED_SPEC_INVALID, str(err), True, None)
+
+        synced, message = sync.is_synced(stack.model_copy(update={"status": status}), resolved.commit, self.clock())
+        if not synced:
+            await self.recorder.normal(s.obj, "StackUpdateDetected", message)
+        else:
+            return await self._synced(s, desired_ws)
+
+        if not s.deleting:
+            blocked = await self._prerequisites(s)
+            if blocked is not None:
+                s.conditions = conditions.mark_reconciling(
+                    s.conditions, conditions.RECONCILING_PREREQUISITE_NOT_SATISFIED, blocked, now=self.clock())
+                await self._save(s)
+                return None
+
+        s.conditions = conditions.mark_reconciling(s.conditions, conditions.RECONCILING_PROCESSING,
+                                                   conditions.MESSAGE_WAITING_FOR_WORKSPACE, now=self.clock())
+        await self._save(s)
+        try:
+            ws = await self.client.apply(desired_ws)
+        except errors.ApiError as err:
+            if s.deleting and _namespace_terminating(err):
+                message = (f"namespace {key.namespace} is terminating; the stack cannot be destroyed. To remove the "
+                           f"Stack without destroying its resources: kubectl patch stack {key.name} -n "
+                           f"{key.namespace} --type=merge -p '{{\"metadata\":{{\"finalizers\":[]}}}}'")
+                return await self._stall(s, conditions.STALLED_NAMESPACE_TERMINATING, message, False,
+                                         NAMESPACE_TERMINATING_RETRY)
+            raise
+        if not workspace_ready(ws):
+            stalled = next((c for c in (ws.get("status") or {}).get("conditions") or []
+                            if c.get("type") == conditions.STALLED and c.get("status") == "True"), None)
+            if stalled is not None:
+                if s.deleting and status.last_update is None:
+                    await self._remove_finalizer(s)
+                    return None
+                reason = (conditions.STALLED_PULUMI_VERSION_TOO_LOW
+                          if stalled.get("reason") == "IncompatibleConfiguration"
+                          else conditions.STALLED_WORKSPACE_FAILED)
+                return await self._stall(s, reason, f"{stalled.get('reason')}: {stalled.get('message')}", False, None)
+            return None  # the Workspace watch brings us back when it is ready
+
+        s.conditions = conditions.mark_reconciling(s.conditions, conditions.RECONCILING_PROCESSING,
+                                                   conditions.MESSAGE_STACK_PROCESSING, now=self.clock())
+        now = self.clock()
+        update = updates.build(stack, s.obj, ws, message, int(now.timestamp() * 1000))
+        s.status.current_update = stack_api.CurrentStackUpdate(
+            generation=stack.metadata.generation, reconcile_request=sync.reconcile_request(stack),
+            name=objects.name_of(update), commit=resolved.commit)
+        await self._save(s)
+        try:
+            await self.client.create(update)
+        except errors.ApiError:
+            s.status.current_update = None
+            await self._save(s)
+            raise
+        try:
+            await self.client.apply(
+                {"apiVersion": up_api.API_VERSION, "kind": up_api.KIND,
+                 "metadata": {"name": objects.name_of(update), "namespace": key.namespace,
+                              "finalizers": [names.FINALIZER]}},
+                field_manager=names.FIELD_MANAGER_STACK_FINALIZER)
+        except errors.ApiError:
+            await self.client.delete(resources.UPDATE, objects.name_of(update), key.namespace, missing_ok=True)
+            s.status.current_update = None
+            await self._save(s)
+            raise
+        return None
+
+    # --- steps -------------------------------------------------------------------------------------------------
+
+    async def _absorb(self, s: _Session) -> Result | None:
+        """Fold a finished current Update into `lastUpdate` (or wait for it)."""
+        current = s.status.current_update
+        assert current is not None
+        update_obj = await self.client.get_or_none(resources.UPDATE, current.name or "", s.key.namespace)
+        if update_obj is None or not _complete(update_obj):
+            s.conditions = conditions.mark_reconciling(s.conditions, conditions.RECONCILING_PROCESSING,
+                                                       conditions.MESSAGE_STACK_PROCESSING, now=self.clock())
+            await self._save(s)
+            return None
+        update = up_api.Update.model_validate(update_obj)
+        now = self.clock()
+        if _is_true(update_obj, conditions.FAILED):
+            s.status.last_update = sync.record_failure(current, update, s.status.last_update, now)
+            message = (update.status.message if update.status else None) or ""
+            await self.recorder.warning(s.obj, "StackUpdateFailure", f"Failed to update stack: {message}")
+        else:
+            outputs_name = update.status.outputs if update.status else None
+            if outputs_name:
+                secret = await self.client.get_or_none(resources.SECRET, outputs_name, s.key.namespace)
+                if secret is not None:
+                    data = {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
+                    masked = json.loads(objects.annotations_of(secret).get(names.ANNOTATION_SECRETS, "[]"))
+                    s.status.outputs = sync.masked_outputs(data, masked)
+            s.status.last_update = sync.record_success(current, update, now)
+            if update.status and update.status.project_info:
+                s.status.project_info = update.status.project_info
+            await self.recorder.normal(s.obj, "StackCreated", "Successfully updated stack")
+        s.finalize_update = update.metadata.name
+        s.status.current_update = None
+        return None
+
+    async def _synced(self, s: _Session, desired_ws: dict[str, Any]) -> Result | None:
+        last = s.status.last_update
+        assert last is not None
+        now = self.clock()
+        s.conditions = sync.mark_result(s.conditions, last, now)
+        stack = s.stack.model_copy(update={"status": s.status})
+        if s.deleting:
+            if last.state != stack_api.STATE_SUCCEEDED:
+                await self._save(s)
+                waited = (now - _parse(last.last_resync_time, now)).total_seconds()
+                return Result(requeue_after=max(1.0, sync.cooldown(stack_api.spec_of(s.stack), last) - waited))
+            await self._save(s)
+            await self._remove_finalizer(s)
+            return None
+        after = sync.requeue_after(stack, now)
+        if last.state != stack_api.STATE_FAILED and stack_api.spec_of(s.stack).workspace_reclaim_policy == "Delete":
+            await self._finalize_update(s)
+            try:
+                await self.client.delete(resources.WORKSPACE, objects.name_of(desired_ws), s.key.namespace)
+                await self.recorder.normal(s.obj, "WorkspaceDeleted", "Workspace deleted per reclaim policy")
+            except errors.NotFound:
+                pass
+        await self._save(s)
+        return Result(requeue_after=after) if after else None
+
+    async def _prerequisites(self, s: _Session) -> str | None:
+        failed: list[str] = []
+        problem = ""
+        for prerequisite in stack_api.spec_of(s.stack).prerequisites or ():
+            other_obj = await self.client.get_or_none(resources.STACK, prerequisite.name, s.key.namespace)
+            if other_obj is None:
+                failed.append(prerequisite.name)
+                problem = f'unable to fetch prerequisite "{prerequisite.name}": not found'
+                continue
+            other = stack_api.Stack.model_validate(other_obj)
+            unsatisfied = sync.prerequisite_problem(prerequisite.requirement, other, self.clock())
+            if unsatisfied is None:
+                continue
+            failed.append(prerequisite.name)
+            problem = f'prerequisite not satisfied for "{prerequisite.name}": {unsatisfied.message}'
+            if unsatisfied.request_resync_of is not None:
+                request = f"after-{unsatisfied.request_resync_of}"
+                if objects.annotations_of(other_obj).get(names.ANNOTATION_RECONCILE_REQUEST) != request:
+                    await self.client.apply(
+                        {"apiVersion": stack_api.API_VERSION, "kind": stack_api.KIND,
+                         "metadata": {"name": prerequisite.name, "namespace": s.key.namespace,
+                                      "annotations": {names.ANNOTATION_RECONCILE_REQUEST: request}}},
+                        field_manager=names.FIELD_MANAGER_PREREQUISITE_REQUEST)
+        if len(failed) > 1:
+            return f"multiple prerequisites were not satisfied {', '.join(failed)}"
+        return problem or None
+
+    async def _stall(self, s: _Session, reason: str, message: str, event: bool,
+                     requeue_after: float | None) -> Result | None:
+        if event:
+            await self.recorder.warning(s.obj, "StackConfigInvalid", message)
+        s.conditions = conditions.mark_stalled(s.conditions, reason, message, now=self.clock())
+        await self._save(s)
+        return Result(requeue_after=requeue_after) if requeue_after else None
+
+    # --- writes ------------------------------------------------------------------------------------------------
+
+    async def _save(self, s: _Session) -> None:
+        s.status.conditions = s.conditions
+        body = s.status.model_dump(by_alias=True, exclude_none=True, mode="json")
+        body["observedGeneration"] = s.status.observed_generation or 0
+        body["observedReconcileRequest"] = s.status.observed_reconcile_request or ""
+        await self.client.apply_status(
+            {"apiVersion": stack_api.API_VERSION, "kind": stack_api.KIND,
+             "metadata": {"name": s.key.name, "namespace": s.key.namespace}, "status": body},
+            field_manager=names.FIELD_MANAGER_STACK_STATUS,
+        )
+        await self._finalize_update(s)
+
+    async def _finalize_update(self, s: _Session) -> None:
+        """Release the absorbed Update: an empty apply drops the finalizer our field manager owns."""
+        if s.finalize_update is None:
+            return
+        name, s.finalize_update = s.finalize_update, None
+        try:
+            await self.client.apply(
+                {"apiVersion": up_api.API_VERSION, "kind": up_api.KIND,
+                 "metadata": {"name": name, "namespace": s.key.namespace}},
+                field_manager=names.FIELD_MANAGER_STACK_FINALIZER)
+        except errors.NotFound:
+            pass
+        except errors.ApiError as err:  # best effort, as the reference: TTL or a person can clean up
+            log.warning("stack %s: could not release update %s: %s", s.key, name, err)
+
+    async def _remove_finalizer(self, s: _Session) -> None:
+        current = await self.client.get_or_none(resources.STACK, s.key.name, s.key.namespace)
+        if current is None:
+            return
+        finalizers = list(current["metadata"].get("finalizers") or [])
+        if names.FINALIZER in finalizers:
+            current["metadata"]["finalizers"] = [f for f in finalizers if f != names.FINALIZER]
+            await self.client.replace(current)
+
+
+def _namespace_terminating(err: errors.ApiError) -> bool:
+    causes = (err.details or {}).get("causes") or []
+    return any(c.get("reason") == "NamespaceTerminating" for c in causes) or "being terminated" in err.message
+
+
+def _parse(value: str | None, default: datetime.datetime) -> datetime.datetime:
+    if not value:
+        return default
+    return datetime.datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)

@@ -1,0 +1,225 @@
+"""Wiring of the Stack controller into a manager: its watches, indexes, lazily watched Flux kinds, and metrics.
+
+A Stack is reconciled when its generation changes (not when only our finalizer was added) or its
+reconciliation-request annotation changes; when a prerequisite becomes ready or goes away; when a Program or
+Flux source it uses gets a new artifact; when its Workspace becomes ready or stalled; and when one of its Updates
+completes. Metrics `stacks_active` and `stacks_failing{namespace,name}` follow the Stack cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Gauge
+
+from pko.api import conditions, names
+from pko.api import stack as stack_api
+from pko.controllers.stack import reconciler as stack_reconciler
+from pko.controllers.stack import source as source_mod
+from pko.kube import client as kclient
+from pko.kube import events, objects, resources
+from pko.runtime import controller as ctl
+from pko.runtime import handlers, informer, manager, store
+
+log = logging.getLogger(__name__)
+
+PREREQUISITE_INDEX = "spec.prerequisites.name"
+PROGRAM_INDEX = ".spec.programRef.name"
+FLUX_INDEX = ".spec.fluxSource.sourceRef"
+
+
+def _prerequisites(obj: objects.Object) -> list[str]:
+    return [str(p.get("name")) for p in (obj.get("spec") or {}).get("prerequisites") or [] if p.get("name")]
+
+
+def _program(obj: objects.Object) -> list[str]:
+    ref = (obj.get("spec") or {}).get("programRef") or {}
+    return [str(ref["name"])] if ref.get("name") else []
+
+
+def flux_key(api_version: str, kind: str, name: str) -> str:
+    return f"{objects.group_of(api_version)}/{kind}:{name}"
+
+
+def _flux(obj: objects.Object) -> list[str]:
+    ref = ((obj.get("spec") or {}).get("fluxSource") or {}).get("sourceRef") or {}
+    if not ref.get("kind") or not ref.get("name"):
+        return []
+    return [flux_key(str(ref.get("apiVersion", "")), str(ref["kind"]), str(ref["name"]))]
+
+
+def _annotation(obj: objects.Object) -> str:
+    return objects.annotations_of(obj).get(names.ANNOTATION_RECONCILE_REQUEST, "")
+
+
+def _finalizer_added(event: store.Event) -> bool:
+    if event.type != "MODIFIED" or event.old is None:
+        return False
+    old = event.old["metadata"].get("finalizers") or []
+    new = event.object["metadata"].get("finalizers") or []
+    return names.FINALIZER not in old and names.FINALIZER in new
+
+
+def stack_predicate(event: store.Event) -> bool:
+    if event.type == "MODIFIED" and event.old is not None and _annotation(event.object) != _annotation(event.old):
+        return True
+    return handlers.generation_changed(event) and not _finalizer_added(event)
+
+
+def _true(obj: objects.Object, type_: str) -> bool:
+    return any(c.get("type") == type_ and c.get("status") == "True"
+               for c in (obj.get("status") or {}).get("conditions") or [])
+
+
+def stack_ready(obj: objects.Object) -> bool:
+    status = obj.get("status") or {}
+    return (status.get("observedGeneration") == objects.generation_of(obj)
+            and status.get("observedReconcileRequest", "") == _annotation(obj) and _true(obj, conditions.READY))
+
+
+def _transition(test: Callable[[objects.Object], bool]) -> handlers.Predicate:
+    def predicate(event: store.Event) -> bool:
+        if event.type == "DELETED":
+            return True
+        return test(event.object) and (event.old is None or not test(event.old))
+    return predicate
+
+
+def _revision(obj: objects.Object) -> str | None:
+    artifact = (obj.get("status") or {}).get("artifact") or {}
+    return artifact.get("revision") if isinstance(artifact, dict) else None
+
+
+def revision_changed(event: store.Event) -> bool:
+    if event.type == "DELETED":
+        return False
+    revision = _revision(event.object)
+    return revision is not None and (event.old is None or _revision(event.old) != revision)
+
+
+def _update_complete(obj: objects.Object) -> bool:
+    status = obj.get("status") or {}
+    return status.get("observedGeneration") == objects.generation_of(obj) and _true(obj, conditions.COMPLETE)
+
+
+def _stack_owners(obj: objects.Object) -> list[objects.ObjectKey]:
+    return [objects.ObjectKey(objects.namespace_of(obj), str(ref.get("name")))
+            for ref in obj["metadata"].get("ownerReferences") or []
+            if ref.get("kind") == stack_api.KIND and objects.group_of(str(ref.get("apiVersion", ""))) == "pulumi.com"]
+
+
+class StackMetrics:
+    """`stacks_active` and `stacks_failing{namespace,name}`, as the reference exports them."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.active = Gauge("stacks_active", "Number of stacks currently tracked by the Pulumi Kubernetes Operator",
+                            registry=registry)
+        self.failing = Gauge("stacks_failing", "Number of stacks currently registered where the last reconcile failed",
+                             ["namespace", "name"], registry=registry)
+        self._known: set[objects.ObjectKey] = set()
+
+    def observe(self, event: store.Event) -> None:
+        key = event.key
+        if event.type == "DELETED":
+            self._known.discard(key)
+            with contextlib.suppress(KeyError):
+                self.failing.remove(key.namespace, key.name)
+        else:
+            self._known.add(key)
+            last = (event.object.get("status") or {}).get("lastUpdate") or {}
+            self.failing.labels(key.namespace, key.name).set(1 if last.get("state") == stack_api.STATE_FAILED else 0)
+        self.active.set(len(self._known))
+
+
+@dataclass
+class FluxWatches:
+    """Informers for Flux source kinds, started the first time a Stack names the kind."""
+
+    client: kclient.Client
+    namespace: str | None
+    stacks: informer.Informer
+    enqueue: Callable[[objects.ObjectKey], None]
+    tasks: dict[resources.Kind, asyncio.Task[None]] = field(default_factory=dict)
+
+    def ensure(self, kind: resources.Kind) -> None:
+        if kind in self.tasks:
+            return
+        source = informer.Informer(self.client, kind, namespace=self.namespace)
+
+        def handle(event: store.Event) -> None:
+            if not revision_changed(event):
+                return
+            key = flux_key(kind.api_version, kind.kind, objects.name_of(event.object))
+            for stack in self.stacks.store.by_index(FLUX_INDEX, key):
+                if objects.namespace_of(stack) == objects.namespace_of(event.object):
+                    self.enqueue(objects.key_of(stack))
+
+        source.add_handler(handle)
+        log.info("watching Flux source kind %s", kind)
+        self.tasks[kind] = asyncio.get_running_loop().create_task(source.run(), name=f"informer-{kind.kind}")
+
+    async def close(self) -> None:
+        for task in self.tasks.values():
+            task.cancel()
+        await asyncio.gather(*self.tasks.values(), return_exceptions=True)
+
+
+@dataclass
+class StackController:
+    reconciler: stack_reconciler.StackReconciler
+    controller: ctl.Controller
+    metrics: StackMetrics
+    flux: FluxWatches
+
+    async def close(self) -> None:
+        await self.flux.close()
+
+
+def setup(mgr: manager.Manager, client: kclient.Client, *, workers: int = 25,
+          github_api_url: str | None = None) -> StackController:
+    stacks = mgr.informer(resources.STACK, indexers={
+        PREREQUISITE_INDEX: _prerequisites, PROGRAM_INDEX: _program, FLUX_INDEX: _flux,
+    })
+    recorder = events.Recorder(client, names.STACK_CONTROLLER)
+    flux_watches: FluxWatches | None = None
+
+    def watch_flux(kind: resources.Kind) -> None:
+        if flux_watches is not None:
+            flux_watches.ensure(kind)
+
+    extra: dict[str, Any] = {"github_api_url": github_api_url} if github_api_url else {}
+    resolver = source_mod.Resolver(client, watch_flux_kind=watch_flux, **extra)
+    reconciler = stack_reconciler.StackReconciler(client, recorder, resolver)
+    controller = mgr.controller(names.STACK_CONTROLLER, reconciler, workers=workers)
+    flux_watches = FluxWatches(client, mgr.namespace, stacks, lambda key: controller.queue.add(key))
+
+    controller.watch(stacks, predicate=stack_predicate)
+
+    def dependents(obj: objects.Object) -> list[objects.ObjectKey]:
+        return [objects.key_of(s) for s in stacks.store.by_index(PREREQUISITE_INDEX, objects.name_of(obj))
+                if objects.namespace_of(s) == objects.namespace_of(obj)]
+
+    controller.watch(stacks, handlers.for_mapping(dependents), _transition(stack_ready))
+
+    def program_users(obj: objects.Object) -> list[objects.ObjectKey]:
+        return [objects.key_of(s) for s in stacks.store.by_index(PROGRAM_INDEX, objects.name_of(obj))
+                if objects.namespace_of(s) == objects.namespace_of(obj)]
+
+    controller.watch(mgr.informer(resources.PROGRAM), handlers.for_mapping(program_users), revision_changed)
+
+    def workspace_signal(obj: objects.Object) -> bool:
+        return stack_reconciler.workspace_ready(obj) or _true(obj, conditions.STALLED)
+
+    controller.watch(mgr.informer(resources.WORKSPACE), handlers.for_controller(resources.STACK),
+                     _transition(workspace_signal))
+    controller.watch(mgr.informer(resources.UPDATE), handlers.for_mapping(_stack_owners),
+                     _transition(_update_complete))
+
+    metrics = StackMetrics(mgr.registry)
+    stacks.add_handler(metrics.observe)
+    return StackController(reconciler, controller, metrics, flux_watches)

@@ -1,0 +1,235 @@
+"""Resolving a Stack's program source to a Workspace source and a commit: git, Flux, or a Program.
+
+A branch is resolved the way `git ls-remote` would, with the Stack's own credentials (read from Secrets in the
+Stack's namespace only); a Flux source or a Program contributes its artifact URL, digest and revision. Problems
+come back as :class:`Unavailable` with the reference's reason and message, never as exceptions that would make
+the controller crash-loop.
+
+Must never: read a Secret outside the Stack's namespace, or put a credential into a message or a log line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pko.api import conditions
+from pko.api import stack as stack_api
+from pko.controllers.stack import workspace as ws_build
+from pko.kube import client as kclient
+from pko.kube import errors, resources
+from pko.sources import git as git_source
+from pko.sources import githubapp
+
+SOURCE_UNAVAILABLE_RETRY = 30.0
+_SHA = re.compile(r"^[0-9a-f]{40}$")
+
+
+class RefNotFound(Exception):
+    """The remote has no ref by that name."""
+
+
+@dataclass(frozen=True)
+class Resolved:
+    source: ws_build.Source
+    commit: str
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    reason: str  # SpecInvalid or SourceUnavailable
+    message: str
+    requeue_after: float | None = None
+    event: bool = False  # also record StackConfigInvalid
+
+
+def flux_kind(ref: stack_api.FluxSourceReference) -> resources.Kind:
+    """The kind a Flux `sourceRef` names (registered on first use)."""
+    if "/" not in ref.api_version or not ref.kind:
+        raise ValueError(f'invalid sourceRef apiVersion/kind "{ref.api_version}"/"{ref.kind}"')
+    key = f"{ref.api_version}/{ref.kind}"
+    try:
+        return resources.resource(key)
+    except KeyError:
+        return resources.register(resources.Kind(ref.api_version, ref.kind, ref.kind.lower() + "s"))
+
+
+class Resolver:
+    def __init__(self, client: kclient.Client, *, watch_flux_kind: Callable[[resources.Kind], None] | None = None,
+                 github_api_url: str = githubapp.API_URL) -> None:
+        self.client = client
+        self.watch_flux_kind = watch_flux_kind
+        self.github_api_url = github_api_url
+
+    async def resolve(self, stack: stack_api.Stack) -> Resolved | Unavailable:
+        spec = stack_api.spec_of(stack)
+        if spec.project_repo or spec.commit or spec.branch:
+            return await self._git(stack)
+        if spec.flux_source is not None:
+            return await self._flux(stack, spec.flux_source)
+        if spec.program_ref is not None:
+            return await self._program(stack, spec.program_ref.name)
+        return Resolved(ws_build.Source(), "")
+
+    # --- git ---------------------------------------------------------------------------------------------------
+
+    async def _git(self, stack: stack_api.Stack) -> Resolved | Unavailable:
+        spec = stack_api.spec_of(stack)
+        try:
+            auth = await self._git_auth(stack)
+            ws_build.validate_git(spec)
+        except ws_build.StallError as err:
+            return Unavailable(conditions.STALLED_SPEC_INVALID, str(err), event=True)
+        ref = spec.commit or spec.branch or ""
+        if _SHA.match(ref):
+            commit = ref
+        else:
+            try:
+                commit = await asyncio.to_thread(_ls_remote_commit, spec.project_repo or "", ref, auth)
+            except Exception as err:  # network, auth, protocol: the source is unavailable for now
+                return Unavailable(conditions.STALLED_SOURCE_UNAVAILABLE, _safe(str(err), auth),
+                                   requeue_after=SOURCE_UNAVAILABLE_RETRY)
+        return Resolved(ws_build.Source(git=ws_build.git_source(spec, commit)), commit)
+
+    async def _secret_value(self, stack: stack_api.Stack, ref: stack_api.ResourceRef) -> str:
+        namespace = stack.metadata.namespace or ""
+        if ref.type != stack_api.REF_SECRET:
+            raise ws_build.StallError(
+                f"{ref.type} selectors are no longer supported in v2, please use a secret reference instead")
+        if ref.secret is None:
+            raise ws_build.StallError("missing secret reference in ResourceRef")
+        if ref.secret.namespace not in (None, "", namespace):
+            raise ws_build.StallError(ws_build.NAMESPACE_ISOLATION)
+        data = await self._secret_data(namespace, ref.secret.name)
+        if ref.secret.key not in data:
+            raise ws_build.StallError(f'no key "{ref.secret.key}" found in secret {namespace}/{ref.secret.name}')
+        return data[ref.secret.key]
+
+    async def _secret_data(self, namespace: str, name: str) -> dict[str, str]:
+        try:
+            secret = await self.client.get(resources.SECRET, name, namespace)
+        except errors.NotFound as err:
+            raise ws_build.StallError(f"unable to get secret {namespace}/{name}: not found") from err
+        return {k: base64.b64decode(v).decode(errors="replace") for k, v in (secret.get("data") or {}).items()}
+
+    async def _git_auth(self, stack: stack_api.Stack) -> git_source.GitAuth:
+        spec = stack_api.spec_of(stack)
+        if spec.git_auth_secret:
+            data = await self._secret_data(stack.metadata.namespace or "", spec.git_auth_secret)
+            if "sshPrivateKey" in data:
+                return git_source.GitAuth(ssh_private_key=data["sshPrivateKey"], password=data.get("password", ""))
+            if "accessToken" in data:
+                return git_source.GitAuth(token=data["accessToken"])
+            if "username" in data:
+                if "password" not in data:
+                    raise ws_build.StallError(
+                        f'creating gitAuth: no key "password" found in secret '
+                        f"{stack.metadata.namespace}/{spec.git_auth_secret}")
+                return git_source.GitAuth(username=data["username"], password=data["password"])
+            return git_source.GitAuth()
+        auth = spec.git_auth
+        if auth is None:
+            return git_source.GitAuth()
+        try:
+            if auth.ssh_auth is not None:
+                key = await self._secret_value(stack, auth.ssh_auth.ssh_private_key)
+                password = await self._secret_value(stack, auth.ssh_auth.password) if auth.ssh_auth.password else ""
+                return git_source.GitAuth(ssh_private_key=key, password=password)
+            if auth.access_token is not None:
+                return git_source.GitAuth(token=await self._secret_value(stack, auth.access_token))
+            if auth.github_app is not None:
+                app = auth.github_app
+                app_id = await self._secret_value(stack, app.app_id)
+                installation = await self._secret_value(stack, app.installation_id)
+                key = await self._secret_value(stack, app.private_key)
+                token = await asyncio.to_thread(githubapp.installation_token, app_id, installation, key,
+                                                self.github_api_url)
+                return git_source.GitAuth(username="x-access-token", password=token)
+            if auth.basic_auth is not None:
+                return git_source.GitAuth(username=await self._secret_value(stack, auth.basic_auth.user_name),
+                                          password=await self._secret_value(stack, auth.basic_auth.password))
+        except ws_build.StallError as err:
+            raise ws_build.StallError(f"resolving gitAuth: {err}") from err
+        except githubapp.GitHubAppError as err:
+            raise ws_build.StallError(f"resolving gitAuth GitHub App token: {err}") from err
+        raise ws_build.StallError(
+            "gitAuth config must specify exactly one of 'personalAccessToken', 'sshPrivateKey' or 'basicAuth'")
+
+    # --- Flux and Program --------------------------------------------------------------------------------------
+
+    async def _flux(self, stack: stack_api.Stack, flux: stack_api.FluxSourceRef) -> Resolved | Unavailable:
+        try:
+            kind = flux_kind(flux.source_ref)
+            if self.watch_flux_kind is not None:
+                self.watch_flux_kind(kind)
+        except ValueError as err:
+            return Unavailable(conditions.STALLED_SPEC_INVALID, f"cannot process source reference: {err}")
+        try:
+            obj = await self.client.get(kind, flux.source_ref.name, stack.metadata.namespace)
+        except errors.NotFound as err:
+            return Unavailable(conditions.STALLED_SOURCE_UNAVAILABLE, f"could not resolve sourceRef: {err.message}",
+                               requeue_after=SOURCE_UNAVAILABLE_RETRY)
+        except errors.ApiError as err:
+            if err.code == 404:  # the kind itself is not served (Flux not installed)
+                return Unavailable(conditions.STALLED_SOURCE_UNAVAILABLE,
+                                   f"could not resolve sourceRef: {err.message}",
+                                   requeue_after=SOURCE_UNAVAILABLE_RETRY)
+            raise
+        artifact = _artifact(obj)
+        if artifact is None:
+            return Unavailable(conditions.STALLED_SOURCE_UNAVAILABLE, "Flux source has no artifact",
+                               requeue_after=SOURCE_UNAVAILABLE_RETRY)
+        return Resolved(ws_build.Source(flux=_flux_source(artifact, flux.dir)), str(artifact.get("revision", "")))
+
+    async def _program(self, stack: stack_api.Stack, name: str) -> Resolved | Unavailable:
+        obj = await self.client.get_or_none(resources.PROGRAM, name, stack.metadata.namespace)
+        if obj is None:
+            return Unavailable(conditions.STALLED_SOURCE_UNAVAILABLE, "unable to retrieve program for stack",
+                               requeue_after=SOURCE_UNAVAILABLE_RETRY)
+        artifact = _artifact(obj)
+        if artifact is None:
+            return Unavailable(conditions.STALLED_SOURCE_UNAVAILABLE, "Program has no artifact",
+                               requeue_after=SOURCE_UNAVAILABLE_RETRY)
+        return Resolved(ws_build.Source(flux=_flux_source(artifact, None)), str(artifact.get("revision", "")))
+
+
+def _artifact(obj: dict[str, Any]) -> dict[str, Any] | None:
+    artifact = (obj.get("status") or {}).get("artifact")
+    return artifact if isinstance(artifact, dict) and artifact.get("url") else None
+
+
+def _flux_source(artifact: dict[str, Any], directory: str | None) -> dict[str, Any]:
+    source = {"url": artifact["url"], "digest": artifact.get("digest") or artifact.get("checksum") or ""}
+    if directory:
+        source["dir"] = directory
+    return source
+
+
+def _ls_remote_commit(url: str, ref: str, auth: git_source.GitAuth) -> str:
+    """The commit `ref` (a full ref like refs/heads/main, or a short one like main) points at on the remote."""
+    with git_source._client(url, auth) as (client, path):
+        refs = client.get_refs(path)
+    table = getattr(refs, "refs", refs)
+    for name, sha in table.items():
+        text = name.decode()
+        if sha and not text.endswith("^{}") and (text == ref or _short(text) == ref):
+            return str(sha.decode())
+    raise RefNotFound(f'no commits found for ref "{ref}"')
+
+
+def _short(ref: str) -> str:
+    for prefix in ("refs/heads/", "refs/tags/", "refs/remotes/", "refs/"):
+        if ref.startswith(prefix):
+            return ref[len(prefix):]
+    return ref
+
+
+def _safe(message: str, auth: git_source.GitAuth) -> str:
+    for secret in (auth.password, auth.token):
+        if secret:
+            message = message.replace(secret, "***")
+    return message

@@ -1,0 +1,180 @@
+"""When a Stack needs an update, and what its status says about the last one — pure rules of pko-v2 §3.1.
+
+`is_synced` decides whether to start an update (and with which message); `cooldown` is the failed-update
+backoff (`10s·3ⁿ`, capped); `record_failure` / `record_success` turn a finished Update into `status.lastUpdate`;
+`mark_result` sets the kstatus conditions; `requeue_after` says when to look again; `prerequisite_problem`
+checks another Stack against a requirement.
+
+Must never: read the clock or do I/O (callers pass `now` and the observed objects).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pko.api import conditions, durations, names
+from pko.api import stack as stack_api
+from pko.api import update as up_api
+from pko.api.meta import Condition
+
+MAX_UPDATE_FAILURES = 3
+BASE_BACKOFF = 10.0
+BACKOFF_FACTOR = 3.0
+DEFAULT_BACKOFF_CAP = 24 * 3600.0
+MIN_RESYNC = 60.0
+SECRET_MASK = "[secret]"
+
+
+def _time(value: str | None) -> datetime.datetime | None:
+    if not value:
+        return None
+    return datetime.datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
+
+
+def reconcile_request(stack: stack_api.Stack) -> str:
+    return (stack.metadata.annotations or {}).get(names.ANNOTATION_RECONCILE_REQUEST, "")
+
+
+def resync_frequency(spec: stack_api.StackSpec) -> float:
+    return max(float(spec.resync_frequency_seconds or 0), MIN_RESYNC)
+
+
+def cooldown(spec: stack_api.StackSpec, last: stack_api.StackUpdateState | None) -> float:
+    """Seconds to wait before retrying a failed update: 10s, 30s, 90s, ... capped at 24h or the Stack's cap."""
+    if last is None or last.state != stack_api.STATE_FAILED:
+        return 0.0
+    cap = float(spec.retry_max_backoff_duration_seconds or 0) or DEFAULT_BACKOFF_CAP
+    return min(BASE_BACKOFF * BACKOFF_FACTOR ** (last.failures or 0), cap)
+
+
+def is_synced(stack: stack_api.Stack, commit: str, now: datetime.datetime) -> tuple[bool, str]:
+    """(synced, message): when not synced, the message says why an update is needed (it becomes the event
+    `StackUpdateDetected` and the Update's `spec.message`)."""
+    status = stack.status or stack_api.StackStatus()
+    spec = stack_api.spec_of(stack)
+    last = status.last_update
+    deleting = stack.metadata.deletion_timestamp is not None
+    if last is None:
+        return False, "Initial stack update"
+    if last.generation != stack.metadata.generation:
+        return False, "Stack marked for deletion" if deleting else f"New stack generation: {stack.metadata.generation}"
+    request = reconcile_request(stack)
+    if (last.reconcile_request or "") != request:
+        return False, f"Sync request: {json.dumps(request)}"
+    elapsed = (now - (_time(last.last_resync_time) or now)).total_seconds()
+    if last.state == stack_api.STATE_SUCCEEDED:
+        if deleting:
+            return (True, "") if last.type == up_api.DESTROY else (False, "Stack marked for deletion")
+        if (last.last_successful_commit or "") != commit:
+            return False, f"New commit detected: {json.dumps(commit)}"
+        if not spec.continue_resync_on_commit_match:
+            return True, ""
+        frequency = resync_frequency(spec)
+        if elapsed >= frequency:
+            return False, f"Resync time elapsed: {durations.format_seconds(frequency)}"
+        return True, ""
+    if last.state == stack_api.STATE_FAILED:
+        if (last.last_attempted_commit or "") != commit:
+            return False, f"New commit detected: {json.dumps(commit)}"
+        if (last.failures or 0) >= MAX_UPDATE_FAILURES:
+            return True, ""
+        wait = cooldown(spec, last)
+        if elapsed >= wait:
+            return False, f"Backoff time elapsed: {durations.format_seconds(wait)}"
+        return True, ""
+    return True, ""
+
+
+def mark_result(found: Sequence[Condition] | None, last: stack_api.StackUpdateState,
+                now: datetime.datetime) -> list[Condition]:
+    """The conditions after a synced check: Ready, or retrying, or stalled after too many failures."""
+    if last.state == stack_api.STATE_SUCCEEDED:
+        return conditions.mark_ready(found, now=now)
+    failures = last.failures or 0
+    if failures >= MAX_UPDATE_FAILURES:
+        return conditions.mark_stalled(found, conditions.STALLED_UPDATE_FAILED,
+                                       conditions.update_failed_message(last.type or "", failures), now=now)
+    if last.type == up_api.PREVIEW:
+        return conditions.mark_reconciling(found, conditions.RECONCILING_PREVIEW_FAILED,
+                                           conditions.preview_failed_message(failures), now=now)
+    return conditions.mark_reconciling(found, conditions.RECONCILING_RETRY,
+                                       conditions.retrying_message(failures), now=now)
+
+
+def record_failure(current: stack_api.CurrentStackUpdate, update: up_api.Update,
+                   last: stack_api.StackUpdateState | None, now: datetime.datetime) -> stack_api.StackUpdateState:
+    """`lastUpdate` after a failed Update (failures count up only for the same generation and request)."""
+    status = update.status or up_api.UpdateStatus()
+    same_inputs = (last is not None and last.generation == current.generation
+                   and (last.reconcile_request or "") == (current.reconcile_request or ""))
+    return stack_api.StackUpdateState(
+        generation=current.generation, reconcile_request=current.reconcile_request, name=update.metadata.name,
+        type=update.spec.type if update.spec else None, state=stack_api.STATE_FAILED, message=status.message,
+        last_attempted_commit=current.commit, last_successful_commit=last.last_successful_commit if last else None,
+        permalink=status.permalink, last_resync_time=conditions.format_time(now),
+        failures=((last.failures or 0) + 1) if same_inputs and last is not None else 0,
+    )
+
+
+def record_success(current: stack_api.CurrentStackUpdate, update: up_api.Update,
+                   now: datetime.datetime) -> stack_api.StackUpdateState:
+    status = update.status or up_api.UpdateStatus()
+    return stack_api.StackUpdateState(
+        generation=current.generation, reconcile_request=current.reconcile_request, name=update.metadata.name,
+        type=update.spec.type if update.spec else None, state=stack_api.STATE_SUCCEEDED,
+        last_attempted_commit=current.commit, last_successful_commit=current.commit,
+        permalink=status.permalink, last_resync_time=conditions.format_time(now), failures=0,
+    )
+
+
+def masked_outputs(data: Mapping[str, bytes], secret_keys: Sequence[str]) -> dict[str, Any]:
+    """Stack `status.outputs` from the outputs Secret: JSON values, secret ones replaced by "[secret]"."""
+    result: dict[str, Any] = {}
+    for key in sorted(data):
+        result[key] = SECRET_MASK if key in secret_keys else json.loads(data[key])
+    return result
+
+
+def requeue_after(stack: stack_api.Stack, now: datetime.datetime) -> float | None:
+    """When to look again at a synced Stack: backoff retry, resync, or branch polling (the smallest)."""
+    spec = stack_api.spec_of(stack)
+    last = (stack.status or stack_api.StackStatus()).last_update
+    if last is None:
+        return None
+    since = (now - (_time(last.last_resync_time) or now)).total_seconds()
+    after: float | None = None
+    if last.state == stack_api.STATE_FAILED and (last.failures or 0) < MAX_UPDATE_FAILURES:
+        after = max(1.0, cooldown(spec, last) - since)
+    if last.state == stack_api.STATE_SUCCEEDED and spec.continue_resync_on_commit_match:
+        after = max(1.0, resync_frequency(spec) - since)
+    if spec.project_repo and spec.branch:
+        poll = resync_frequency(spec)
+        after = max(1.0, min(poll, after) if after else poll)
+    return after
+
+
+@dataclass(frozen=True)
+class Unsatisfied:
+    message: str
+    request_resync_of: str | None = None  # the prerequisite's lastUpdate name, when it is merely out of date
+
+
+def prerequisite_problem(requirement: stack_api.RequirementSpec | None, other: stack_api.Stack,
+                         now: datetime.datetime) -> Unsatisfied | None:
+    """Why `other` does not satisfy `requirement` (None when it does)."""
+    last = (other.status or stack_api.StackStatus()).last_update
+    if (last is None or last.generation != other.metadata.generation
+            or (last.reconcile_request or "") != reconcile_request(other)):
+        return Unsatisfied("prerequisite has not run to completion")
+    if last.state != stack_api.STATE_SUCCEEDED:
+        return Unsatisfied("prerequisite failed")
+    if requirement is not None and requirement.succeeded_within_duration:
+        window = durations.parse(requirement.succeeded_within_duration)
+        elapsed = (now - (_time(last.last_resync_time) or now)).total_seconds()
+        if elapsed > window:
+            return Unsatisfied("prerequisite is out of date", last.name)
+    return None
