@@ -1,0 +1,54 @@
+"""Fixtures for controller tests: CRDs and the operator identity on the session control plane, a pko client,
+a loopback git server, and the operator running in-process with the `local` workspace runtime."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import lightkube
+import pytest
+
+from pko.kube import client as kclient
+from pko.kube import resources
+from pko.testing import controlplane, gitserver, operator
+
+
+@pytest.fixture(scope="session")
+async def cluster(control_plane: controlplane.ControlPlane) -> AsyncIterator[controlplane.ControlPlane]:
+    """The session control plane with our CRDs and the operator's service account installed."""
+    async with kclient.Client.connect(lightkube.KubeConfig.from_file(str(control_plane.kubeconfig))) as client:
+        await operator.install_crds(client)
+        await operator.install_identity(client)
+    return control_plane
+
+
+@pytest.fixture
+async def kc(cluster: controlplane.ControlPlane) -> AsyncIterator[kclient.Client]:
+    async with kclient.Client.connect(lightkube.KubeConfig.from_file(str(cluster.kubeconfig))) as client:
+        yield client
+
+
+@pytest.fixture
+async def namespace(kc: kclient.Client) -> AsyncIterator[str]:
+    name = f"ctl-{uuid.uuid4().hex[:8]}"
+    await kc.create(resources.NAMESPACE.new(name))
+    yield name
+    await kc.delete(resources.NAMESPACE, name, missing_ok=True)
+
+
+@pytest.fixture(scope="session")
+def git(tmp_path_factory: pytest.TempPathFactory) -> Iterator[gitserver.GitServer]:
+    with gitserver.running(tmp_path_factory.mktemp("git")) as server:
+        yield server
+
+
+@pytest.fixture
+async def running_operator(cluster: controlplane.ControlPlane, tmp_path: Path, pulumi_env: dict[str, str],
+                           monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[operator.Operator]:
+    """The operator in this process; its local agents inherit the Pulumi test environment."""
+    for key, value in pulumi_env.items():
+        monkeypatch.setenv(key, value)
+    async with operator.running(cluster.kubeconfig, tmp_path / "workspaces") as op:
+        yield op

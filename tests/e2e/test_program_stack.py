@@ -1,0 +1,90 @@
+"""A Program and a Stack that references it, end to end: real API server, the operator in-process with the
+`local` workspace runtime, the real Pulumi CLI and YAML language host, a file backend."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pko.kube import client as kclient
+from pko.kube import resources
+from pko.testing import operator
+
+PASSPHRASE = {"type": "Literal", "literal": {"value": "e2e-passphrase"}}
+
+
+async def wait_for(kc: kclient.Client, kind: resources.Kind, name: str, namespace: str,
+                   test: Callable[[dict[str, Any]], bool], timeout: float = 240.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    obj: dict[str, Any] | None = None
+    while time.monotonic() < deadline:
+        obj = await kc.get_or_none(kind, name, namespace)
+        if obj is not None and test(obj):
+            return obj
+        await asyncio.sleep(0.5)
+    raise AssertionError(f"{kind.kind} {namespace}/{name} not there after {timeout:.0f}s; status: "
+                         f"{json.dumps((obj or {}).get('status'), indent=1)}")
+
+
+def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
+    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == type_), {})
+
+
+def ready_at(generation: int) -> Callable[[dict[str, Any]], bool]:
+    def test(obj: dict[str, Any]) -> bool:
+        last = (obj.get("status") or {}).get("lastUpdate") or {}
+        return condition(obj, "Ready").get("status") == "True" and last.get("generation") == generation
+    return test
+
+
+def program(greeting: str) -> dict[str, Any]:
+    return {"outputs": {"greeting": greeting, "token": {"fn::secret": "s3cr3t"}}}
+
+
+async def test_program_stack_becomes_ready_with_masked_outputs(
+    kc: kclient.Client, namespace: str, running_operator: operator.Operator, tmp_path: Path,
+) -> None:
+    await kc.create(resources.PROGRAM.new("hello", namespace, program=program("hello from a Program")))
+    backend = tmp_path / "state"
+    backend.mkdir()
+    await kc.create(resources.STACK.new("hello", namespace, spec={
+        "stack": "dev", "programRef": {"name": "hello"}, "backend": f"file://{backend}",
+        "envRefs": {"PULUMI_CONFIG_PASSPHRASE": PASSPHRASE},
+    }))
+
+    stack = await wait_for(kc, resources.STACK, "hello", namespace, ready_at(1))
+    status = stack["status"]
+    assert status["outputs"] == {"greeting": "hello from a Program", "token": "[secret]"}
+    last = status["lastUpdate"]
+    assert last["state"] == "succeeded"
+    assert last["type"] == "up"
+    assert last["lastSuccessfulCommit"] == last["lastAttemptedCommit"] == "1"
+    assert last["name"].startswith("hello-")
+    assert last["lastResyncTime"]
+    assert status["projectInfo"] == {"name": "hello", "runtime": "yaml"}
+    assert status["observedGeneration"] == 1
+    assert condition(stack, "Ready")["reason"] == "ProcessingCompleted"
+    assert "currentUpdate" not in status
+    assert stack["metadata"]["finalizers"] == ["finalizer.stack.pulumi.com"]
+    assert any(backend.rglob("*.json")), "the stack's state went to the Stack's own backend"
+
+    # The Update that ran carries the reference's shape, and was released by the Stack.
+    update = await kc.get(resources.UPDATE, last["name"], namespace)
+    assert update["spec"]["type"] == "up"
+    assert update["spec"]["message"] == "Initial stack update"
+    assert update["spec"]["ttlAfterCompleted"] == "24h0m0s"
+    assert "finalizers" not in update["metadata"] or not update["metadata"]["finalizers"]
+
+    # Editing the Program publishes a new artifact revision, and the Stack runs again.
+    current = await kc.get(resources.PROGRAM, "hello", namespace)
+    current["program"] = program("hello again")
+    await kc.replace(current)
+    stack = await wait_for(kc, resources.STACK, "hello", namespace,
+                           lambda o: (o.get("status") or {}).get("outputs", {}).get("greeting") == "hello again"
+                           and condition(o, "Ready").get("status") == "True")
+    assert stack["status"]["lastUpdate"]["lastSuccessfulCommit"] == "2"
+    assert stack["status"]["lastUpdate"]["name"] != last["name"]
