@@ -1,0 +1,240 @@
+"""The `pod` workspace runtime against a real API server *and* kube-controller-manager: the operator applies the
+StatefulSet and headless Service, the real StatefulSet controller creates the pod (which stays Pending: there is
+no kubelet or scheduler), and the real garbage collector removes everything when the Workspace goes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import lightkube
+import pytest
+
+from pko.kube import client as kclient
+from pko.kube import objects, owners, resources
+from pko.testing import controlplane, operator
+
+GIT_URL = "https://git.example.com/infra/stacks.git"  # never fetched: the pod does not run
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+GC_TIMEOUT = 90.0
+
+
+@pytest.fixture(scope="module")
+async def kcm_cluster(control_plane_with_kcm: controlplane.ControlPlane) -> controlplane.ControlPlane:
+    """The control plane with kube-controller-manager, with our CRDs and the operator identity installed."""
+    async with kclient.Client.connect(lightkube.KubeConfig.from_file(str(control_plane_with_kcm.kubeconfig))) as c:
+        await operator.install_crds(c)
+        await operator.install_identity(c)
+    return control_plane_with_kcm
+
+
+@pytest.fixture
+async def kcm(kcm_cluster: controlplane.ControlPlane) -> AsyncIterator[kclient.Client]:
+    async with kclient.Client.connect(lightkube.KubeConfig.from_file(str(kcm_cluster.kubeconfig))) as client:
+        yield client
+
+
+@pytest.fixture
+async def kcm_namespace(kcm: kclient.Client) -> AsyncIterator[str]:
+    name = f"pod-{uuid.uuid4().hex[:8]}"
+    await kcm.create(resources.NAMESPACE.new(name))
+    yield name
+    await kcm.delete(resources.NAMESPACE, name, missing_ok=True)
+
+
+async def _wait(kc: kclient.Client, kind: resources.Kind, name: str, namespace: str,
+                test: Callable[[dict[str, Any] | None], bool], timeout: float = 60.0, what: str = ""
+                ) -> dict[str, Any] | None:
+    deadline = time.monotonic() + timeout
+    obj: dict[str, Any] | None = None
+    while time.monotonic() < deadline:
+        obj = await kc.get_or_none(kind, name, namespace)
+        if test(obj):
+            return obj
+        await asyncio.sleep(0.5)
+    raise AssertionError(f"{kind.kind} {namespace}/{name}: {what or 'condition'} not met in {timeout:.0f}s; last: "
+                         f"{json.dumps(obj, indent=1)[:4000]}")
+
+
+def _ready(obj: dict[str, Any] | None) -> dict[str, Any]:
+    found = [c for c in ((obj or {}).get("status") or {}).get("conditions") or [] if c["type"] == "Ready"]
+    return found[0] if found else {}
+
+
+def _by_name(items: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {item["name"]: item for item in items}
+
+
+RESTRICTED_CONTAINER = {"allowPrivilegeEscalation": False,
+                        "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}}
+
+
+def _workspace(namespace: str) -> dict[str, Any]:
+    return resources.WORKSPACE.new("infra", namespace, spec={
+        "image": "pulumi/pulumi-python:3.259.0",
+        "git": {"url": GIT_URL, "ref": COMMIT, "dir": "stacks/dev"},
+        "env": [{"name": "FROM_SPEC", "value": "spec"}],
+        "stacks": [{"name": "dev", "create": True}],
+        "podTemplate": {
+            "metadata": {"labels": {"team": "platform"}, "annotations": {"example.com/owner": "platform-team"}},
+            "spec": {
+                "nodeSelector": {"pool": "pulumi"},
+                "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "pulumi", "effect": "NoSchedule"}],
+                "initContainers": [{"name": "extra-setup", "image": "busybox:1.36", "command": ["true"]}],
+                "containers": [{
+                    "name": "pulumi",
+                    "env": [{"name": "FROM_TEMPLATE", "value": "template"}],
+                    "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}},
+                }],
+            },
+        },
+    })
+
+
+def _assert_owned_by(obj: dict[str, Any], owner: dict[str, Any]) -> None:
+    controller = owners.controller_of(obj)
+    assert controller is not None, obj["metadata"]
+    assert controller["kind"] == owner["kind"]
+    assert controller["name"] == objects.name_of(owner)
+    assert controller["uid"] == owner["metadata"]["uid"]
+    assert controller.get("blockOwnerDeletion") is True
+
+
+def _assert_pod_spec(pod: dict[str, Any], namespace: str) -> None:
+    meta = pod["metadata"]
+    assert meta["labels"]["auto.pulumi.com/component"] == "workspace"
+    assert meta["labels"]["auto.pulumi.com/workspace-name"] == "infra"
+    assert meta["labels"]["team"] == "platform"  # podTemplate metadata merged
+    assert meta["annotations"]["example.com/owner"] == "platform-team"
+    assert len(meta["annotations"]["auto.pulumi.com/revision-hash"]) == 32
+    assert "auto.pulumi.com/initialized" not in meta["annotations"]
+
+    spec = pod["spec"]
+    assert spec["serviceAccountName"] == "default"
+    assert spec["terminationGracePeriodSeconds"] == 600
+    assert spec["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}, "runAsNonRoot": True,
+                                       "runAsUser": 1000, "runAsGroup": 1000}
+    assert spec["nodeSelector"] == {"pool": "pulumi"}
+    assert {"key": "dedicated", "operator": "Equal", "value": "pulumi", "effect": "NoSchedule"} in spec["tolerations"]
+    assert _by_name(spec["volumes"])["share"]["emptyDir"] == {}
+
+    # System init containers first, the template's appended.
+    assert [c["name"] for c in spec["initContainers"]] == ["bootstrap", "fetch", "extra-setup"]
+    init = _by_name(spec["initContainers"])
+    assert init["bootstrap"]["image"] == "pulumi/pulumi-kubernetes-operator:v0.0.0-test"
+    assert init["bootstrap"]["args"] == ["cp", "/agent", "/tini", "/share/"]
+    assert init["fetch"]["args"][:2] == ["sh", "-c"]
+    assert '/share/agent init -t /share/source --git-url "$GIT_URL" --git-revision "$GIT_REVISION"' \
+        in init["fetch"]["args"][2]
+    fetch_env = {e["name"]: e.get("value") for e in init["fetch"]["env"]}
+    assert fetch_env == {"GIT_URL": GIT_URL, "GIT_REVISION": COMMIT, "GIT_DIR": "stacks/dev",
+                         "PULUMI_ENV": "/share/.env"}
+    for name in ("bootstrap", "fetch"):
+        assert init[name]["securityContext"] == RESTRICTED_CONTAINER, name
+        assert {"name": "share", "mountPath": "/share"} in init[name]["volumeMounts"]
+    assert init["extra-setup"]["image"] == "busybox:1.36"
+    assert init["extra-setup"]["env"] == [{"name": "PULUMI_ENV", "value": "/share/.env"}]
+
+    (pulumi,) = spec["containers"]
+    assert pulumi["name"] == "pulumi"
+    assert pulumi["image"] == "pulumi/pulumi-python:3.259.0"
+    assert pulumi["command"] == [
+        "/share/tini", "/share/agent", "--", "serve", "--workspace", "/share/workspace", "--skip-install",
+        "--env-file", "/share/.env", "--auth-mode", "kube", "--kube-audience", f"infra.{namespace}",
+        "--kube-workspace-namespace", namespace, "--kube-workspace-name", "infra",
+    ]
+    assert pulumi["workingDir"] == "/share/workspace"
+    assert pulumi["ports"] == [{"name": "grpc", "containerPort": 50051, "protocol": "TCP"}]
+    assert pulumi["securityContext"] == RESTRICTED_CONTAINER
+    assert "readinessProbe" not in pulumi
+    assert "livenessProbe" not in pulumi
+    # podTemplate resources replace the default requests; env merges by name; PULUMI_ENV comes last.
+    assert pulumi["resources"] == {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}}
+    env_names = [e["name"] for e in pulumi["env"]]
+    assert set(env_names) == {"FROM_SPEC", "FROM_TEMPLATE", "POD_NAMESPACE", "POD_SA_NAME", "AGENT_MEMLIMIT",
+                              "PULUMI_ENV"}
+    assert env_names[-1] == "PULUMI_ENV"
+    env = _by_name(pulumi["env"])
+    assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+    assert env["AGENT_MEMLIMIT"]["valueFrom"]["resourceFieldRef"]["resource"] == "requests.memory"
+
+
+async def test_pod_runtime_statefulset_pod_and_garbage_collection(
+    kcm: kclient.Client, kcm_namespace: str, kcm_cluster: controlplane.ControlPlane, tmp_path: Path,
+) -> None:
+    ns = kcm_namespace
+    sts_name = svc_name = "infra-workspace"
+    pod_name = "infra-workspace-0"
+
+    async with operator.running(kcm_cluster.kubeconfig, tmp_path / "unused", runtime="pod", workers=2) as op:
+        assert op.controllers.local_runtime is None
+        ws = await kcm.create(_workspace(ns))
+
+        sts = await _wait(kcm, resources.STATEFUL_SET, sts_name, ns, lambda o: o is not None, what="created")
+        svc = await _wait(kcm, resources.SERVICE, svc_name, ns, lambda o: o is not None, what="created")
+        assert sts is not None
+        assert svc is not None
+        _assert_owned_by(sts, ws)
+        _assert_owned_by(svc, ws)
+        assert svc["spec"]["clusterIP"] == "None"
+        assert svc["spec"]["selector"] == {"auto.pulumi.com/component": "workspace",
+                                           "auto.pulumi.com/workspace-name": "infra"}
+        assert [(p["name"], p["port"]) for p in svc["spec"]["ports"]] == [("grpc", 50051)]
+        assert sts["spec"]["serviceName"] == svc_name
+        assert sts["spec"]["replicas"] == 1
+        assert sts["spec"]["podManagementPolicy"] == "Parallel"
+
+        # The real StatefulSet controller creates the pod from our template.
+        pod = await _wait(kcm, resources.POD, pod_name, ns, lambda o: o is not None, what="created by kcm")
+        assert pod is not None
+        _assert_owned_by(pod, sts)
+        _assert_pod_spec(pod, ns)
+
+        # The StatefulSet controller has seen the rollout; with no kubelet the pod never becomes available.
+        sts = await _wait(kcm, resources.STATEFUL_SET, sts_name, ns, lambda o: bool(
+            o and (o.get("status") or {}).get("observedGeneration") == o["metadata"]["generation"]
+            and o["status"].get("currentRevision")
+            and o["status"].get("currentRevision") == o["status"].get("updateRevision")), what="observed")
+        assert sts is not None
+        assert (sts["status"].get("availableReplicas") or 0) == 0
+        assert pod["metadata"]["labels"]["controller-revision-hash"] == sts["status"]["currentRevision"]
+        ready = _ready(await _wait(kcm, resources.WORKSPACE, "infra", ns, lambda o: bool(_ready(o)),
+                                   what="Ready condition"))
+        assert ready["status"] == "False"
+        # The first reconcile saw a StatefulSet not yet observed by its controller; as in the reference, nothing
+        # re-triggers the Workspace until the StatefulSet becomes ready (it never does here).
+        assert ready["reason"] in {"RollingUpdate", "WaitingForReplicas"}
+
+    # An operator (re)starting finds the StatefulSet rolled out but without an available replica.
+    async with operator.running(kcm_cluster.kubeconfig, tmp_path / "unused", runtime="pod", workers=2):
+        workspace = await _wait(kcm, resources.WORKSPACE, "infra", ns,
+                                lambda o: _ready(o).get("reason") == "WaitingForReplicas", what="WaitingForReplicas")
+        assert workspace is not None
+        ready = _ready(workspace)
+        assert ready["status"] == "False"
+        assert ready["message"] == "Waiting for the workspace pod to be available"
+        assert ready["observedGeneration"] == workspace["metadata"]["generation"]
+        assert workspace["status"]["observedGeneration"] == workspace["metadata"]["generation"]
+        assert not workspace["status"].get("address")
+        assert "pulumiVersion" not in workspace["status"]
+
+        pod = await kcm.get(resources.POD, pod_name, ns)
+        assert pod["status"]["phase"] == "Pending"
+        assert not pod["spec"].get("nodeName")
+        assert "auto.pulumi.com/initialized" not in pod["metadata"]["annotations"]
+
+        # Deleting the Workspace: kube-controller-manager's garbage collector removes what it owned.
+        await kcm.delete(resources.WORKSPACE, "infra", ns)
+        await _wait(kcm, resources.WORKSPACE, "infra", ns, lambda o: o is None, what="deleted")
+        for kind, name in ((resources.STATEFUL_SET, sts_name), (resources.SERVICE, svc_name),
+                           (resources.POD, pod_name)):
+            await _wait(kcm, kind, name, ns, lambda o: o is None, timeout=GC_TIMEOUT, what="garbage-collected")
+        # ...and the operator does not bring them back.
+        await asyncio.sleep(2)
+        assert await kcm.get_or_none(resources.STATEFUL_SET, sts_name, ns) is None
+        assert await kcm.get_or_none(resources.SERVICE, svc_name, ns) is None
