@@ -183,6 +183,7 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
                     except asyncio.CancelledError:
                         run.cancel()  # a second cancellation: stop waiting, kill the CLI
                         raise
+                    log.info("%s interrupted: the Pulumi CLI has stopped", op)
                 raise
             log.info("%s completed (%d engine events)", op, count)
             yield outcome

@@ -93,12 +93,13 @@ class Workspace:
         return results.project_info(self.project())
 
     async def whoami(self) -> dict[str, Any]:
-        result = await self.cli.run(["whoami", "--json"], description="failed to get the currently logged-in user")
+        result = await self.cli.run(["whoami", "--json"], description="failed to get the currently logged-in user",
+                                    log_output=False)
         data = json.loads(result.stdout or "{}")
         return data if isinstance(data, dict) else {}
 
     async def current_stack(self) -> dict[str, Any] | None:
-        result = await self.cli.run(["stack", "ls", "--json"], description="could not list stacks")
+        result = await self.cli.run(["stack", "ls", "--json"], description="could not list stacks", log_output=False)
         return results.current_stack(result.stdout)
 
     async def select_stack(self, name: str) -> None:

@@ -6,6 +6,7 @@ dynamic-provider resource and for a Pulumi YAML program; and failures come back 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 from pathlib import Path
@@ -229,10 +230,13 @@ async def test_serve_selects_its_stack_and_loads_the_env_file(tmp_path: Path, st
     assert f"opened a local workspace {workspace}" in agent.log()  # symlinks resolved
     await agent.stub.SetAllConfig(agent_pb2.SetAllConfigRequest(config=[config_item("token", "t", secret=True)]))
     # The stack's secrets were encrypted with the passphrase from the env file, not the test's default one.
-    env = {**agent.env, "PULUMI_CONFIG_PASSPHRASE": "from the env file"}
-    read = subprocess.run(["pulumi", "config", "get", "token", "--stack", "staging"], cwd=workspace, env=env,
-                          capture_output=True, text=True, check=False)
+    env_file_passphrase = {**agent.env, "PULUMI_CONFIG_PASSPHRASE": "from the env file"}
+    read = await asyncio.to_thread(config_get, workspace, env_file_passphrase)
     assert (read.returncode, read.stdout.strip()) == (0, "t"), read.stderr
-    wrong = subprocess.run(["pulumi", "config", "get", "token", "--stack", "staging"], cwd=workspace,
-                           env=agent.env, capture_output=True, text=True, check=False)
+    wrong = await asyncio.to_thread(config_get, workspace, agent.env)
     assert wrong.returncode != 0
+
+
+def config_get(workspace: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["pulumi", "config", "get", "token", "--stack", "staging"], cwd=workspace, env=env,
+                          capture_output=True, text=True, check=False)

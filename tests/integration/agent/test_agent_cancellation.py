@@ -1,0 +1,100 @@
+"""Interrupting an update never leaves the stack locked: a client cancelling the call, or SIGTERM to the agent,
+makes the agent Ctrl-C the Pulumi CLI and let it wind down, and the next `up` succeeds."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from agent_testlib import Agent, AgentFactory, config_item, copy_program, drive
+from google.protobuf import json_format
+
+from pko.agent.proto import agent_pb2
+
+pytestmark = pytest.mark.pulumi
+
+STEPS = 4
+DELAY = 3.0  # seconds per resource: long enough to interrupt the second one, short enough for the test
+
+
+async def prepare(agent: Agent) -> None:
+    await agent.stub.SelectStack(agent_pb2.SelectStackRequest(stack_name="dev", create=True))
+    await agent.stub.SetAllConfig(agent_pb2.SetAllConfigRequest(config=[
+        config_item("delay", str(DELAY)), config_item("count", str(STEPS))]))
+
+
+def started_steps(events: list[dict[str, Any]]) -> int:
+    pre = [e["resourcePreEvent"]["metadata"] for e in events if "resourcePreEvent" in e]
+    return sum(1 for meta in pre if "::step-" in meta["urn"] and meta["op"] == "create")
+
+
+async def created(agent: Agent) -> int:
+    info = await agent.stub.Info(agent_pb2.InfoRequest())
+    return info.summary.resource_count
+
+
+async def test_client_cancel_stops_pulumi_and_the_next_up_succeeds(tmp_path: Path,
+                                                                    start_agent: AgentFactory) -> None:
+    agent = await start_agent(copy_program("slow-python", tmp_path / "ws"))
+    await prepare(agent)
+
+    call = agent.stub.Up(agent_pb2.UpRequest())
+    events: list[dict[str, Any]] = []
+
+    async def read() -> None:
+        async for message in call:
+            if message.HasField("event"):
+                events.append(json_format.MessageToDict(message.event))
+                if started_steps(events) >= 1:
+                    call.cancel()
+                    return
+
+    await asyncio.wait_for(read(), 120)
+    assert await call.code() == grpc.StatusCode.CANCELLED
+
+    # The agent waits for the CLI to wind down; the update is then over and the lock released.
+    for _ in range(1200):
+        if "up interrupted: the Pulumi CLI has stopped" in agent.log():
+            break
+        await asyncio.sleep(0.1)
+    assert "up interrupted: the Pulumi CLI has stopped" in agent.log(), agent.log()[-3000:]
+    assert "update canceled" in agent.log()
+
+    second = await drive(agent.stub.Up(agent_pb2.UpRequest()))
+    assert second.error is None, f"{second.error}\n{agent.log()[-3000:]}"
+    assert second.result.summary.result == "succeeded"
+    assert started_steps(second.events) < STEPS  # the first update had created some steps already
+
+
+async def test_sigterm_during_up_winds_down_and_a_new_agent_can_up(tmp_path: Path,
+                                                                    start_agent: AgentFactory) -> None:
+    workspace = copy_program("slow-python", tmp_path / "ws")
+    agent = await start_agent(workspace)
+    await prepare(agent)
+
+    signalled = False
+
+    def on_event(event: dict[str, Any]) -> None:
+        nonlocal signalled
+        if not signalled and "resourcePreEvent" in event and started_steps([event]):
+            agent.process.send_signal(signal.SIGTERM)
+            signalled = True
+
+    first = await drive(agent.stub.Up(agent_pb2.UpRequest()), on_event)
+    assert signalled
+    assert first.result is None
+    assert first.error is not None
+    assert first.error.code() in (grpc.StatusCode.UNKNOWN, grpc.StatusCode.UNAVAILABLE)
+    assert await agent.wait_exit() == 0, agent.log()[-3000:]
+    assert "shutting down the server (SIGTERM)" in agent.log()
+
+    replacement = await start_agent(workspace)
+    await replacement.stub.SelectStack(agent_pb2.SelectStackRequest(stack_name="dev"))
+    second = await drive(replacement.stub.Up(agent_pb2.UpRequest()))
+    assert second.error is None, f"{second.error}\n{replacement.log()[-3000:]}"
+    assert second.result.summary.result == "succeeded"
+    assert await created(replacement) == STEPS + 2  # the steps, the stack and the dynamic provider
