@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export PKO_BIN_DIR ?= $(HOME)/.cache/pko/bin
 
-.PHONY: venv tools lint test unit integration e2e proto clean
+.PHONY: venv tools lint test unit demo dev clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,14 @@ venv: $(VENV)/.installed
 # Real binaries built from Go modules into $(PKO_BIN_DIR); cached by name and version.
 tools: venv
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash tools/build.sh
+
+# The README's main job: a local control plane, the operator, an example Program + Stack; prints status and
+# outputs, then tears down. `make dev` keeps it running until Ctrl-C.
+demo: tools
+	$(VENV)/bin/pko dev --once
+
+dev: tools
+	$(VENV)/bin/pko dev
 
 lint: venv
 	$(VENV)/bin/ruff check src tests tools/langhost

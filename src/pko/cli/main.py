@@ -17,6 +17,7 @@ commands:
   operator   run the operator (controllers, Program file server)
   agent      the workspace agent: serve | init | version
   crds       print the CustomResourceDefinitions
+  dev        run everything locally: control plane, operator, an example Stack
   version    print the version
 """
 
@@ -39,13 +40,19 @@ def _crds(argv: Sequence[str]) -> int:
     return crds.main(argv)
 
 
+def _dev(argv: Sequence[str]) -> int:
+    from pko.cli import dev
+
+    return dev.main(argv)
+
+
 def _version(argv: Sequence[str]) -> int:
     print(pko.__version__)
     return 0
 
 
 COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
-    "operator": _operator, "agent": _agent, "crds": _crds, "version": _version,
+    "operator": _operator, "agent": _agent, "crds": _crds, "dev": _dev, "version": _version,
 }
 
 
