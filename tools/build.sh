@@ -13,6 +13,7 @@ K8S_VERSION=v1.34.10
 ETCD_VERSION=v3.6.4
 PULUMI_VERSION=v3.259.0
 PULUMI_YAML_VERSION=v1.25.0
+SOURCE_CONTROLLER_VERSION=v1.9.1
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
 # The checksum database behind our module proxy does not know every module version we pin; the committed
@@ -81,15 +82,26 @@ build_pulumi_yaml() {
     "-s -w -X github.com/pulumi/pulumi-yaml/pkg/version.Version=$2"
 }
 
+build_source_controller() {
+  local out=$1 mod
+  gobuild "$here/source-controller" "$out/source-controller" github.com/fluxcd/source-controller "-s -w"
+  # The Flux CRDs ship in the module; the tests apply them by hand (pko.testing.flux reads $PKO_BIN_DIR/flux-crds).
+  mod=$(cd "$here/source-controller" && go list -m -f '{{.Dir}}' github.com/fluxcd/source-controller)
+  mkdir -p "$out/flux-crds"
+  cp "$mod"/config/crd/bases/*.yaml "$out/flux-crds/"
+  chmod -R u+w "$out/flux-crds"
+}
+
 group kubernetes "$K8S_VERSION" build_kubernetes
 group etcd "$ETCD_VERSION" build_etcd
 group pulumi "$PULUMI_VERSION" build_pulumi
 group pulumi-yaml "$PULUMI_YAML_VERSION" build_pulumi_yaml
+group source-controller "$SOURCE_CONTROLLER_VERSION" build_source_controller
 if [ -x "$here/langhost/install.sh" ]; then
   "$here/langhost/install.sh" "$BIN_DIR" "$PULUMI_VERSION"
 fi
 
-for b in kube-apiserver etcd kubectl pulumi pulumi-language-yaml; do
+for b in kube-apiserver etcd kubectl pulumi pulumi-language-yaml source-controller; do
   [ -x "$BIN_DIR/$b" ] || { log "missing $BIN_DIR/$b after the build"; exit 1; }
 done
 log "kube-apiserver: $("$BIN_DIR/kube-apiserver" --version)"
