@@ -85,6 +85,10 @@ def run(options: InitOptions, env: Mapping[str, str]) -> None:
     options.validate()
     target = Path(options.target_dir)
     if options.flux_url:
+        try:
+            target.mkdir(mode=0o750, parents=True, exist_ok=True)
+        except OSError as err:
+            raise InitError(f"unable to make target directory: {err}") from err
         log.info("flux artifact fetching (digest %s)", options.flux_digest)
         try:
             flux.fetch(options.flux_url, options.flux_digest, target, max_size=flux.max_untar_size(env),
