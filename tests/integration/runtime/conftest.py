@@ -1,0 +1,71 @@
+"""Fixtures of the runtime integration tests: a pko client, a fresh namespace per test, and ``eventually``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.request
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
+from lightkube import AsyncClient
+
+from pko.kube import resources
+from pko.kube.client import Client
+from pko.testing import controlplane
+
+LIVENESS = 60.0
+"""How long a test waits for something that must happen before calling it a failure (never a speed target)."""
+
+Eventually = Callable[..., Awaitable[None]]
+
+
+@pytest.fixture
+def client(kube: AsyncClient) -> Client:
+    return Client(kube)
+
+
+@pytest.fixture
+async def namespace(client: Client) -> AsyncIterator[str]:
+    name = f"rt-{uuid.uuid4().hex[:8]}"
+    await client.create(resources.NAMESPACE.new(name))
+    yield name
+    await client.delete(resources.NAMESPACE, name, missing_ok=True)
+
+
+async def _eventually(condition: Callable[[], bool | Awaitable[bool]], what: str, timeout: float = LIVENESS) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        outcome = condition()
+        if not isinstance(outcome, bool):
+            outcome = await outcome
+        if outcome:
+            return
+        if loop.time() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+@pytest.fixture
+def eventually() -> Eventually:
+    """``await eventually(lambda: cond, "what")``: wait until ``cond`` holds, fail after a liveness bound."""
+    return _eventually
+
+
+@pytest.fixture
+def compact_etcd(control_plane: controlplane.ControlPlane) -> Callable[[str], None]:
+    """Compact etcd up to a revision, as the API server does every few minutes, so older watches get 410 Gone.
+
+    The control plane does not publish etcd's address; it is read from the etcd command line."""
+    etcd = next(p for p in control_plane._processes if p.name == "etcd")
+    url = next(str(a) for a in etcd.popen.args if str(a).startswith("http://127.0.0.1:"))  # type: ignore[union-attr]
+
+    def compact(revision: str) -> None:
+        body = json.dumps({"revision": revision, "physical": True}).encode()
+        request = urllib.request.Request(f"{url}/v3/kv/compaction", data=body, method="POST")
+        with urllib.request.urlopen(request, timeout=30) as response:
+            response.read()
+
+    return compact
