@@ -133,9 +133,13 @@ async def test_workers_run_distinct_keys_in_parallel_but_one_key_serially(
         # Changes to a key being reconciled must wait for that reconcile to finish.
         for n in range(3):
             await client.patch("ConfigMap", "k0", {"data": {"n": str(n)}}, namespace)
-        await eventually(lambda: manager.informers[resources.CONFIG_MAP].store.get(ObjectKey(namespace, "k0"))
-                         is not None and manager.informers[resources.CONFIG_MAP].store.get(
-                             ObjectKey(namespace, "k0"))["data"] == {"n": "2"}, "the cache to see the changes")
+        cache = manager.informer("ConfigMap").store
+
+        def k0_changed() -> bool:
+            k0 = cache.get(ObjectKey(namespace, "k0"))
+            return k0 is not None and k0.get("data") == {"n": "2"}
+
+        await eventually(k0_changed, "the cache to see the changes")
         assert calls["k0"] == 1
         release.set()
         await eventually(lambda: calls.get("k0") == 2 and not active, "one more reconcile of k0 for its changes")
