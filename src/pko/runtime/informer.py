@@ -25,6 +25,15 @@ from pko.runtime import store
 log = logging.getLogger(__name__)
 
 Handler = Callable[[store.Event], None]
+Transform = Callable[[kube.Object], kube.Object]
+
+
+def strip_managed_fields(obj: kube.Object) -> kube.Object:
+    """Drop ``metadata.managedFields`` (often most of an object's bytes; controllers never read them)."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict) and "managedFields" in meta:
+        obj = {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+    return obj
 
 
 class Informer:
@@ -37,12 +46,14 @@ class Informer:
         labels: Mapping[str, str] | None = None,
         indexers: Mapping[str, store.Indexer] | None = None,
         resource_version: str | None = None,
+        transform: Transform | None = strip_managed_fields,
         min_watch_timeout: int = 300,
         max_backoff: float = 30.0,
     ) -> None:
         """Watch ``kind`` in ``namespace`` (``None``: all namespaces). With ``resource_version`` the informer
         starts by resuming a watch from that version instead of listing (a version the server no longer keeps
-        makes it list, as after any ``410 Gone``)."""
+        makes it list, as after any ``410 Gone``). ``transform`` is applied to every object before it is
+        cached (by default it drops ``managedFields``; ``None`` caches objects as served)."""
         self.client = client
         self.kind = kind
         self.namespace = namespace
@@ -50,6 +61,7 @@ class Informer:
         self.store = store.Store(indexers)
         self.resource_version = resource_version
         self.relists = 0
+        self._transform = transform or (lambda obj: obj)
         self._min_watch_timeout = min_watch_timeout
         self._max_backoff = max_backoff
         self._handlers: list[Handler] = []
@@ -111,7 +123,7 @@ class Informer:
     async def _list(self) -> None:
         listing = await self.client.list(self.kind, self.namespace, labels=self.labels)
         self.relists += 1
-        changes = self.store.replace(listing.items)
+        changes = self.store.replace([self._transform(obj) for obj in listing.items])
         self.resource_version = listing.resource_version
         self._synced.set()
         for event in changes:
@@ -126,9 +138,9 @@ class Informer:
             if event.type == "BOOKMARK":
                 pass
             elif event.type == "DELETED":
-                self._emit(self.store.delete(event.object))
+                self._emit(self.store.delete(self._transform(event.object)))
             elif event.type in ("ADDED", "MODIFIED"):
-                self._emit(self.store.upsert(event.object))
+                self._emit(self.store.upsert(self._transform(event.object)))
             self.resource_version = event.resource_version or self.resource_version
             # A resumed informer counts as synced once its watch delivers (it never listed).
             self._synced.set()

@@ -65,3 +65,15 @@ def test_relist_diff_adds_updates_and_deletes_what_the_watch_missed() -> None:
     assert deleted.object == cm("gone", "1")  # the last known state
     assert sorted(k.name for k in s.keys())  # noqa: SIM118 (Store.keys, not a dict) == ["changed", "new", "same"]
     assert s.replace([cm("same", "1"), cm("changed", "2"), cm("new", "5")]) == []
+
+
+def test_informer_default_transform_drops_managed_fields_without_mutating() -> None:
+    from pko.runtime import informer
+
+    obj = cm("a", "1")
+    obj["metadata"]["managedFields"] = [{"manager": "x"}]
+    slim = informer.strip_managed_fields(obj)
+    assert "managedFields" not in slim["metadata"]
+    assert slim["metadata"]["name"] == "a"
+    assert obj["metadata"]["managedFields"] == [{"manager": "x"}]
+    assert informer.strip_managed_fields(slim) is slim
