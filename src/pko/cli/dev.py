@@ -23,6 +23,7 @@ from typing import Any
 import lightkube
 import yaml
 
+from pko.cli import logs
 from pko.kube import client as kclient
 from pko.kube import resources
 from pko.testing import binaries, controlplane, operator, pulumi
@@ -173,8 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the Stack")
     parser.add_argument("-v", "--verbose", action="store_true", help="show the operator's logs")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logs.configure(logging.INFO if args.verbose else logging.WARNING)
     with contextlib.suppress(KeyboardInterrupt):
         return asyncio.run(run(args))
     return 130

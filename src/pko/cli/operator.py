@@ -19,6 +19,7 @@ from pathlib import Path
 import lightkube
 
 import pko
+from pko.cli import logs
 from pko.controllers import auto, wiring
 from pko.kube import client as kclient
 from pko.runtime import leaderelection, manager
@@ -121,6 +122,5 @@ async def run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=_log_level(args.zap_log_level),
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logs.configure(_log_level(args.zap_log_level), json_lines=args.zap_encoder == "json")
     return asyncio.run(run(args))

@@ -189,3 +189,15 @@ def outputs_secret(update: up_api.Update, outputs: Mapping[str, tuple[bytes, boo
         "type": "Opaque",
         "data": data,
     }
+
+
+def engine_log_fields(update: up_api.Update, event: Mapping[str, Any]) -> dict[str, Any]:
+    """Structured log fields for one engine event of `update` (keys safe for `logging`'s `extra`)."""
+    spec = update.spec or up_api.UpdateSpec()
+    kind = next((k for k in event if k.endswith("Event")), "event")
+    detail = event.get(kind)
+    text = detail.get("message") if isinstance(detail, Mapping) else None
+    return {
+        "namespace": update.metadata.namespace, "stack_name": spec.stack_name, "update_name": update.metadata.name,
+        "engine_event": kind, "text": str(text or "").rstrip()[:2000],
+    }

@@ -227,14 +227,7 @@ class UpdateReconciler:
                                 result.permalink if result.HasField("permalink") else None, project, secret_name)
 
     def _log_event(self, update: up_api.Update, event: dict[str, Any]) -> None:
-        spec = update.spec or up_api.UpdateSpec()
-        kind = next((k for k in event if k.endswith("Event")), "event")
-        detail = event.get(kind, {})
-        text = detail.get("message") if isinstance(detail, dict) else None
-        events_log.info("engine event", extra={
-            "namespace": update.metadata.namespace, "stack": spec.stack_name, "update": update.metadata.name,
-            "event": kind, "message": (text or "").rstrip()[:2000],
-        })
+        events_log.info("engine event", extra=plan.engine_log_fields(update, event))
 
     # --- status ------------------------------------------------------------------------------------------------
 

@@ -1,0 +1,33 @@
+"""Process-wide log setup for `pko operator` and `pko dev`: structured lines, stdlib loggers underneath.
+
+Library code logs through `logging` and passes context as `extra={...}` (the Update controller logs every
+engine event with its namespace, stack and update); this renders those fields as `key=value` on the console or
+as one JSON object per line (`--zap-encoder json`), like the Go operator's zap logger.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import structlog
+
+
+def configure(level: int, *, json_lines: bool = False) -> None:
+    renderer: structlog.typing.Processor = (
+        structlog.processors.JSONRenderer() if json_lines else structlog.dev.ConsoleRenderer(colors=False)
+    )
+    formatter = structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[
+            structlog.stdlib.add_log_level,
+            structlog.stdlib.add_logger_name,
+            structlog.stdlib.ExtraAdder(),
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+        ],
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(formatter)
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
