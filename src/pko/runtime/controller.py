@@ -73,6 +73,7 @@ class Controller:
         self._new_rate_limiter = rate_limiter
         self._metrics = metrics
         self.queue: workqueue.WorkQueue[objects.ObjectKey] = workqueue.WorkQueue(metrics=metrics)
+        self._attach: Callable[[Watch], None] | None = None
         if metrics is not None:
             metrics.workers(workers)
 
@@ -85,8 +86,12 @@ class Controller:
         mapper: handlers.Mapper = handlers.for_object,
         predicate: handlers.Predicate = handlers.always,
     ) -> Controller:
-        """Reconcile ``mapper(event)`` for every event of ``source`` that passes ``predicate``."""
-        self.watches.append(Watch(source, mapper, predicate))
+        """Reconcile ``mapper(event)`` for every event of ``source`` that passes ``predicate``. A watch added
+        while the controller runs takes effect once ``source`` is synced (e.g. Flux kinds seen lazily)."""
+        watch = Watch(source, mapper, predicate)
+        self.watches.append(watch)
+        if self._attach is not None:
+            self._attach(watch)
         return self
 
     def _handler(self, watch: Watch, queue: workqueue.WorkQueue[objects.ObjectKey]) -> informer.Handler:
@@ -103,20 +108,31 @@ class Controller:
             self._new_rate_limiter(), metrics=self._metrics
         )
         self.queue = queue
-        registered = []
+        registered: list[tuple[informer.Informer, informer.Handler]] = []
+
+        async def attach(watch: Watch) -> None:
+            await watch.informer.wait_synced()
+            handler = self._handler(watch, queue)
+            watch.informer.add_handler(handler)
+            registered.append((watch.informer, handler))
+
         try:
             for watch in self.watches:
                 await watch.informer.wait_synced()
             for watch in self.watches:
-                handler = self._handler(watch, queue)
-                watch.informer.add_handler(handler)
-                registered.append((watch.informer, handler))
+                await attach(watch)
             async with asyncio.TaskGroup() as group:
+
+                def attach_later(watch: Watch) -> None:
+                    group.create_task(attach(watch), name=f"{self.name}-watch-{watch.informer.kind.kind}")
+
+                self._attach = attach_later
                 for index in range(self.workers):
                     group.create_task(self._work(queue), name=f"{self.name}-worker-{index}")
         except workqueue.ShutDown:
             pass
         finally:
+            self._attach = None
             for source, handler in registered:
                 source.remove_handler(handler)
             queue.shutdown()

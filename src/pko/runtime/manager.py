@@ -75,6 +75,7 @@ class Manager:
         self._health_address = health_address
         self._metrics_address = metrics_address
         self._started = False
+        self._group: asyncio.TaskGroup | None = None
 
     @property
     def is_leader(self) -> bool:
@@ -82,12 +83,15 @@ class Manager:
 
     def informer(self, kind: resources.Kind | str, *, indexers: Mapping[str, store.Indexer] | None = None
                  ) -> informer.Informer:
-        """The shared informer of ``kind`` (created on first request); ``indexers`` are added to it."""
+        """The shared informer of ``kind`` (created on first request, and started at once if the manager runs
+        already); ``indexers`` are added to it."""
         k = resources.resource(kind)
         found = self.informers.get(k)
         if found is None:
             found = informer.Informer(self.client, k, namespace=self.namespace)
             self.informers[k] = found
+            if self._group is not None:
+                self._group.create_task(found.run(), name=f"informer-{k.kind}")
         for name, indexer in (indexers or {}).items():
             found.add_indexer(name, indexer)
         return found
@@ -133,10 +137,14 @@ class Manager:
                 if bound is not None:
                     await server.start(*bound)
                     stack.push_async_callback(server.close)
-            async with asyncio.TaskGroup() as group:
-                for source in self.informers.values():
-                    group.create_task(source.run(), name=f"informer-{source.kind.kind}")
-                group.create_task(self._lead(), name="leader")
+            try:
+                async with asyncio.TaskGroup() as group:
+                    self._group = group
+                    for source in list(self.informers.values()):
+                        group.create_task(source.run(), name=f"informer-{source.kind.kind}")
+                    group.create_task(self._lead(), name="leader")
+            finally:
+                self._group = None
 
     async def _lead(self) -> None:
         gauge = self.metrics.leader.labels(self.elector.name if self.elector else "none")

@@ -173,3 +173,26 @@ async def test_probes_and_metrics_endpoints(client: kube.Client, namespace: str,
         'controller_runtime_max_concurrent_reconciles{controller="cm-controller"} 1.0',
     ):
         assert line in text.splitlines(), line
+
+
+async def test_watches_and_informers_added_while_running(
+    client: kube.Client, namespace: str, eventually: Eventually
+) -> None:
+    reconciled: list[ObjectKey] = []
+
+    async def reconcile(key: ObjectKey) -> None:
+        reconciled.append(key)
+
+    manager = new_manager(client, namespace)
+    configmaps = manager.controller("late-watch", reconcile).watch(manager.informer("ConfigMap"))
+    parent_key = ObjectKey(namespace, "parent")
+    async with running(manager):
+        parent = await client.create(resources.CONFIG_MAP.new("parent", namespace))
+        await eventually(lambda: parent_key in reconciled, "the ConfigMap")
+        await eventually(lambda: manager.is_leader, "the manager to run its controllers")
+        # As the Stack controller does for a Flux kind it sees for the first time.
+        configmaps.watch(manager.informer("Secret"), for_controller(resources.CONFIG_MAP))
+        await eventually(lambda: manager.informer("Secret").synced, "the new informer to sync")
+        before = reconciled.count(parent_key)
+        await client.create(owners.set_controller_reference(resources.SECRET.new("late", namespace), parent))
+        await eventually(lambda: reconciled.count(parent_key) > before, "the owner via the late watch")
