@@ -14,6 +14,7 @@ ETCD_VERSION=v3.6.4
 PULUMI_VERSION=v3.259.0
 PULUMI_YAML_VERSION=v1.25.0
 SOURCE_CONTROLLER_VERSION=v1.9.1
+HELM_VERSION=v3.22.0
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
 # The checksum database behind our module proxy does not know every module version we pin; the committed
@@ -92,16 +93,29 @@ build_source_controller() {
   chmod -R u+w "$out/flux-crds"
 }
 
+build_helm() {
+  # helm lints and renders deploy/helm/pko in tests and generates deploy/quickstart/install.yaml; its default
+  # Kubernetes version (for lint and `.Capabilities`) is the one the tests run.
+  local out=$1 v=$2 minor ld p
+  minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
+  ld="-s -w -X helm.sh/helm/v3/internal/version.version=$v -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+  for p in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+    ld="$ld -X $p.k8sVersionMajor=1 -X $p.k8sVersionMinor=$minor"
+  done
+  gobuild "$here/helm" "$out/helm" helm.sh/helm/v3/cmd/helm "$ld"
+}
+
 group kubernetes "$K8S_VERSION" build_kubernetes
 group etcd "$ETCD_VERSION" build_etcd
 group pulumi "$PULUMI_VERSION" build_pulumi
 group pulumi-yaml "$PULUMI_YAML_VERSION" build_pulumi_yaml
 group source-controller "$SOURCE_CONTROLLER_VERSION" build_source_controller
+group helm "$HELM_VERSION" build_helm
 if [ -x "$here/langhost/install.sh" ]; then
   "$here/langhost/install.sh" "$BIN_DIR" "$PULUMI_VERSION"
 fi
 
-for b in kube-apiserver etcd kubectl pulumi pulumi-language-yaml source-controller; do
+for b in kube-apiserver etcd kubectl pulumi pulumi-language-yaml source-controller helm; do
   [ -x "$BIN_DIR/$b" ] || { log "missing $BIN_DIR/$b after the build"; exit 1; }
 done
 log "kube-apiserver: $("$BIN_DIR/kube-apiserver" --version)"
