@@ -90,6 +90,9 @@ EVENT = Kind("v1", "Event", "events")
 NAMESPACE = Kind("v1", "Namespace", "namespaces", namespaced=False)
 STATEFUL_SET = Kind("apps/v1", "StatefulSet", "statefulsets")
 LEASE = Kind("coordination.k8s.io/v1", "Lease", "leases")
+CUSTOM_RESOURCE_DEFINITION = Kind(
+    "apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", namespaced=False
+)
 
 # Flux sources a Stack may reference (the Stack controller watches them lazily, per kind first seen).
 GIT_REPOSITORY = Kind("source.toolkit.fluxcd.io/v1", "GitRepository", "gitrepositories")
@@ -109,7 +112,7 @@ def register(kind: Kind) -> Kind:
 
 for _kind in (
     STACK, PROGRAM, WORKSPACE, UPDATE, CONFIG_MAP, SECRET, SERVICE, SERVICE_ACCOUNT, POD, EVENT, NAMESPACE,
-    STATEFUL_SET, LEASE, GIT_REPOSITORY, OCI_REPOSITORY, BUCKET,
+    STATEFUL_SET, LEASE, CUSTOM_RESOURCE_DEFINITION, GIT_REPOSITORY, OCI_REPOSITORY, BUCKET,
 ):
     register(_kind)
 

@@ -150,7 +150,10 @@ class Manager:
         gauge = self.metrics.leader.labels(self.elector.name if self.elector else "none")
         if self.elector is None:
             self.leading.set()
-            await self._run_controllers()
+            try:
+                await self._run_controllers()
+            finally:
+                self.leading.clear()
             return
         try:
             while True:
