@@ -12,7 +12,7 @@ import pytest
 
 from pko.kube import client as kclient
 from pko.kube import resources
-from pko.testing import controlplane, gitserver, operator
+from pko.testing import controlplane, gitserver, operator, ports
 
 
 @pytest.fixture(scope="session")
@@ -51,4 +51,18 @@ async def running_operator(cluster: controlplane.ControlPlane, tmp_path: Path, p
     for key, value in pulumi_env.items():
         monkeypatch.setenv(key, value)
     async with operator.running(cluster.kubeconfig, tmp_path / "workspaces") as op:
+        yield op
+
+
+@pytest.fixture
+async def stack_operator(cluster: controlplane.ControlPlane, namespace: str, tmp_path: Path,
+                         pulumi_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+                         ) -> AsyncIterator[operator.Operator]:
+    """The operator in this process, watching only the test's namespace, with `/metrics` on a loopback port
+    (`op.metrics_address`)."""
+    for key, value in pulumi_env.items():
+        monkeypatch.setenv(key, value)
+    address = f"127.0.0.1:{ports.free_port()}"
+    async with operator.running(cluster.kubeconfig, tmp_path / "workspaces", namespace=namespace,
+                                metrics_address=address) as op:
         yield op

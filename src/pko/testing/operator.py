@@ -77,14 +77,17 @@ class Operator:
     """The operator's manager and controllers running in this process (leader election off).
 
     `runtime` is the workspace runtime: `local` (agents as child processes) or `pod` (StatefulSets only; their pods
-    need a kubelet to ever run)."""
+    need a kubelet to ever run). `namespace` limits the operator to one namespace (None: cluster-wide), so a test
+    never picks up objects earlier tests left behind (without kube-controller-manager a deleted namespace keeps
+    its contents)."""
 
     def __init__(self, kubeconfig: Path, workspace_root: Path, *, max_operations: int = 200, workers: int = 25,
-                 metrics_address: str = "0", runtime: auto.Runtime = "local") -> None:
+                 metrics_address: str = "0", runtime: auto.Runtime = "local", namespace: str | None = None) -> None:
         self.kubeconfig = kubeconfig
+        self.metrics_address = metrics_address
         self.client = kclient.Client.connect(lightkube.KubeConfig.from_file(str(kubeconfig)))
-        self.manager = manager.Manager(self.client, health_address="0", metrics_address=metrics_address,
-                                       registry=_fresh_registry())
+        self.manager = manager.Manager(self.client, namespace=namespace, health_address="0",
+                                       metrics_address=metrics_address, registry=_fresh_registry())
         self.settings = auto.Settings(
             version="v0.0.0-test", workspace_runtime=runtime, workspace_root=workspace_root,
             kubeconfig=str(kubeconfig), workers=workers, max_operations=max_operations,
