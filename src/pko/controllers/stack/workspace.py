@@ -107,10 +107,7 @@ class _Builder:
             self.config.append({"key": key, "value": (spec.secrets or {})[key], "secret": True})
         for key in sorted(spec.secrets_ref or {}):
             secret_ref = (spec.secrets_ref or {})[key]
-            try:
-                _check_ref(secret_ref, self.namespace)
-            except StallError as err:
-                raise StallError(f'updating secretRef for "{key}": {err}') from err
+            _check_ref(secret_ref, self.namespace)  # the reference shows these stall errors unwrapped
             if secret_ref.type == stack_api.REF_LITERAL and secret_ref.literal is not None:
                 self.config.append({"key": key, "value": secret_ref.literal.value, "secret": True})
             elif secret_ref.type == stack_api.REF_SECRET and secret_ref.secret is not None:
