@@ -9,16 +9,21 @@ It must never print secrets from the env file or the kubeconfig.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import signal
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pko.agent import auth, grpcserver
 from pko.agent.service import AutomationService
 from pko.agent.workspace import StackNotFoundError, Workspace
 
 log = logging.getLogger("pko.agent.serve")
+
+T = TypeVar("T")
 
 AUTH_NONE = "none"
 AUTH_KUBE = "kube"
@@ -87,9 +92,16 @@ async def open_workspace(options: ServeOptions) -> Workspace:
     return workspace
 
 
+def has_prebuilt_binary(project: dict[str, Any]) -> bool:
+    """Whether the project runs a prebuilt binary (``runtime.options.binary``): nothing to install then."""
+    runtime = project.get("runtime")
+    options = runtime.get("options") if isinstance(runtime, dict) else None
+    return isinstance(options, dict) and bool(options.get("binary"))
+
+
 async def prepare(options: ServeOptions, workspace: Workspace) -> None:
     """Install dependencies and select the initial stack, as requested."""
-    if not options.skip_install:
+    if not options.skip_install and not has_prebuilt_binary(workspace.project()):
         log.info("installing project dependencies")
         try:
             await workspace.install()
@@ -113,6 +125,23 @@ async def prepare(options: ServeOptions, workspace: Workspace) -> None:
             raise ServeError(f"unable to make an automation server: failed to select stack: {err}") from err
 
 
+async def _interruptible(step: Coroutine[Any, Any, T]) -> T:
+    """Run a start-up step that SIGTERM/SIGINT cancels (interrupting any CLI command it runs) before serving."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(step)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, task.cancel)
+    try:
+        return await task
+    except asyncio.CancelledError:
+        if task.cancelled():
+            raise ServeError("interrupted before the server started") from None
+        raise
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+
+
 async def run(options: ServeOptions) -> None:
     """Start the agent and serve until shut down by a signal."""
     options.validate()
@@ -128,8 +157,8 @@ async def run(options: ServeOptions) -> None:
                                       options.kube_workspace_namespace, options.kube_workspace_name)
         log.info("activated the Kubernetes authorization mode (audiences %s, workspace %s/%s)",
                  options.kube_audiences, options.kube_workspace_namespace, options.kube_workspace_name)
-    workspace = await open_workspace(options)
-    await prepare(options, workspace)
+    workspace = await _interruptible(open_workspace(options))
+    await _interruptible(prepare(options, workspace))
     service = AutomationService(workspace, options.pulumi_log_level)
     try:
         await grpcserver.serve(service, options.host, options.port, authenticator)

@@ -62,6 +62,9 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
             await _abort(context, err)
         except CommandError as err:
             await _abort(context, AgentError(grpc.StatusCode.UNKNOWN, str(err)))
+        except Exception as err:  # like a Go handler returning a plain error: UNKNOWN with its text
+            log.exception("unexpected error")
+            await _abort(context, AgentError(grpc.StatusCode.UNKNOWN, str(err)))
         raise AssertionError("unreachable: abort raises")
 
     async def ensure_stack(self) -> str:
@@ -206,6 +209,9 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
         except AgentError as err:
             await _abort(context, err)
         except CommandError as err:
+            await _abort(context, AgentError(grpc.StatusCode.UNKNOWN, str(err)))
+        except Exception as err:  # like a Go handler returning a plain error: UNKNOWN with its text
+            log.exception("unexpected error")
             await _abort(context, AgentError(grpc.StatusCode.UNKNOWN, str(err)))
 
     async def _summarize(self, result: agent_pb2.UpResult | agent_pb2.RefreshResult | agent_pb2.DestroyResult,

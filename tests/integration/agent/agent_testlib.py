@@ -17,7 +17,8 @@ from typing import Any
 import grpc
 from google.protobuf import json_format, struct_pb2
 
-from pko.agent.proto import agent_pb2, agent_pb2_grpc
+from pko.agent import client
+from pko.agent.proto import agent_pb2
 
 PROGRAMS = Path(__file__).parent / "programs"
 START_TIMEOUT = 120.0
@@ -43,7 +44,7 @@ class Agent:
     @property
     def stub(self) -> Any:
         assert self.channel is not None
-        return agent_pb2_grpc.AutomationServiceStub(self.channel)
+        return client.stub(self.channel)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

@@ -15,7 +15,7 @@ import grpc
 import pytest
 from agent_testlib import Agent, AgentFactory, config_item, copy_program, drive
 
-from pko.agent import errors
+from pko.agent import client
 from pko.agent.proto import agent_pb2
 
 pytestmark = pytest.mark.pulumi
@@ -168,8 +168,7 @@ async def test_failing_program_streams_events_then_fails(tmp_path: Path, start_a
     assert up.error.code() == grpc.StatusCode.UNKNOWN
     assert up.error.details().startswith("up failed: failed to run update: exit status")
     assert "this program fails on purpose: code 4242" in up.error.details()
-    details = dict(up.error.trailing_metadata() or ()).get(errors.STATUS_DETAILS_KEY)
-    assert details is None  # not a known error: no PulumiErrorInfo
+    assert client.error_info(up.error.trailing_metadata()) is None  # not a known error: no PulumiErrorInfo
 
 
 async def test_stack_selection_and_argument_errors(tmp_path: Path, start_agent: AgentFactory) -> None:

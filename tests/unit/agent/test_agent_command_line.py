@@ -79,3 +79,9 @@ def test_init_usage_error_exits_non_zero(tmp_path: Path) -> None:
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["version"]) == 0
     assert capsys.readouterr().out.strip()
+
+
+def test_prebuilt_binary_projects_skip_install() -> None:
+    assert servecmd.has_prebuilt_binary({"runtime": {"name": "go", "options": {"binary": "./app"}}})
+    assert not servecmd.has_prebuilt_binary({"runtime": "go"})
+    assert not servecmd.has_prebuilt_binary({"runtime": {"name": "python", "options": {"toolchain": "pip"}}})

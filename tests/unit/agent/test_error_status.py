@@ -5,7 +5,7 @@ from __future__ import annotations
 import grpc
 from google.protobuf import any_pb2, descriptor_pb2, descriptor_pool, message_factory
 
-from pko.agent import errors
+from pko.agent import client, errors
 from pko.agent.proto import agent_pb2
 
 
@@ -56,3 +56,11 @@ def test_trailer_key() -> None:
     ((key, value),) = err.rpc.trailing_metadata()
     assert key == "grpc-status-details-bin"
     assert errors.decode_error_info(value)[0].reason == "UpdateConflict"
+
+
+def test_client_reads_the_detail_from_trailing_metadata() -> None:
+    err = errors.operation_failed("destroy", "Conflict: Another update is currently in progress")
+    info = client.error_info((("other", "x"), *err.rpc.trailing_metadata()))
+    assert info is not None
+    assert info.reason == "UpdateConflict"
+    assert client.error_info(None) is None
