@@ -67,7 +67,7 @@ def render(helm: Path, root: Path) -> str:
          "--values", str(root / VALUES)],
         check=True, capture_output=True, text=True,
     ).stdout
-    return HEADER + rendered.lstrip().removeprefix("---\n")
+    return HEADER + rendered.lstrip()
 
 
 def drift(helm: Path, root: Path) -> list[str]:

@@ -133,3 +133,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   resources: [buckets, gitrepositories, ocirepositories]
   verbs: [get, list, watch]
 {{- end }}
+
+{{/* An environment variable's value from a number or a string (YAML numbers arrive as float64: 1e+06 otherwise). */}}
+{{- define "pko.envValue" -}}
+{{- if kindIs "float64" . }}{{ int64 . | toString | quote }}{{ else }}{{ toString . | quote }}{{ end }}
+{{- end }}
