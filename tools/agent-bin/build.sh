@@ -28,7 +28,6 @@ if [[ ! -x "$OUT/pko-agent" ]]; then
     --paths "$ROOT/src" \
     --collect-submodules pko.agent --collect-submodules pko.sources \
     --hidden-import pko.agent.proto.agent_pb2 --hidden-import pko.agent.proto.agent_pb2_grpc \
-    --collect-submodules lightkube.resources --collect-submodules lightkube.models \
     --exclude-module pulumi --exclude-module grpc_tools --exclude-module pytest --exclude-module tkinter \
     --exclude-module pko.controllers --exclude-module pko.testing \
     --distpath "$WORK/dist" --workpath "$WORK/build" --specpath "$WORK" \
