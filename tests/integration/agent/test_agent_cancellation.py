@@ -98,3 +98,22 @@ async def test_sigterm_during_up_winds_down_and_a_new_agent_can_up(tmp_path: Pat
     assert second.error is None, f"{second.error}\n{replacement.log()[-3000:]}"
     assert second.result.summary.result == "succeeded"
     assert await created(replacement) == STEPS + 2  # the steps, the stack and the dynamic provider
+
+
+async def test_a_second_signal_exits_at_once(tmp_path: Path, start_agent: AgentFactory) -> None:
+    agent = await start_agent(copy_program("slow-python", tmp_path / "ws"))
+    await prepare(agent)
+    signalled = 0
+
+    def on_event(event: dict[str, Any]) -> None:
+        nonlocal signalled
+        if not signalled and started_steps([event]):
+            agent.process.send_signal(signal.SIGTERM)
+            agent.process.send_signal(signal.SIGTERM)
+            signalled = 2
+
+    outcome = await drive(agent.stub.Up(agent_pb2.UpRequest()), on_event)
+    assert signalled == 2
+    assert outcome.result is None
+    assert await agent.wait_exit(DELAY) == 1, agent.log()[-3000:]  # well before the in-flight step could finish
+    assert "second signal (SIGTERM): exiting immediately" in agent.log()
