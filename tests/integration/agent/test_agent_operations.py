@@ -209,6 +209,11 @@ async def test_stack_selection_and_argument_errors(tmp_path: Path, start_agent: 
     assert (status, message) == (grpc.StatusCode.INVALID_ARGUMENT,
                                  'config item "settings": path=true is incompatible with JSON values')
 
+    # ESC environments need Pulumi Cloud; with a file backend the CLI's refusal comes back as UNKNOWN.
+    status, message = await code(stub.AddEnvironments(agent_pb2.AddEnvironmentsRequest(environment=["org/env"])))
+    assert status == grpc.StatusCode.UNKNOWN
+    assert "does not support environments" in message
+
     version = await stub.PulumiVersion(agent_pb2.PulumiVersionRequest())
     assert version.version == "3.259.0"
     whoami = await stub.WhoAmI(agent_pb2.WhoAmIRequest())
