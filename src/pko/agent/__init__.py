@@ -1,1 +1,11 @@
-"""The workspace agent: the AutomationService gRPC server, its auth, and `agent init`."""
+"""The workspace agent: the ``agent.AutomationService`` gRPC server, its auth, and ``agent init``.
+
+Wire-compatible with the Go agent of the Pulumi Kubernetes Operator v2.9. Map of the package:
+
+- ``proto/`` — ``agent.proto`` and its generated code (``protogen`` regenerates it); ``client`` types the stub.
+- ``service`` — the RPCs; ``workspace`` — the project directory and the CLI commands run there; ``pulumicmd`` — the
+  async, interruptible CLI runner; ``eventlog`` — engine events from ``--event-log``; ``cliargs``, ``config``,
+  ``results``, ``errors``, ``gojson``, ``envfile`` — pure translation between the protocol and the CLI.
+- ``auth`` — ``--auth-mode kube``; ``grpcserver`` — server, interceptor, graceful shutdown.
+- ``servecmd`` / ``initcmd`` — the two commands (``pko.cli.agent`` parses their flags).
+"""
