@@ -76,6 +76,7 @@ class Controller:
         self._attach: Callable[[Watch], None] | None = None
         if metrics is not None:
             metrics.workers(workers)
+            metrics.watch_progress(lambda: self.queue.unfinished_work())
 
     def __repr__(self) -> str:
         return f"<Controller {self.name}>"

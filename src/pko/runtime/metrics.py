@@ -3,7 +3,8 @@
 ``controller_runtime_reconcile_total{controller,result}``, ``controller_runtime_reconcile_errors_total``,
 ``controller_runtime_reconcile_time_seconds``, ``controller_runtime_max_concurrent_reconciles``,
 ``controller_runtime_active_workers``, ``workqueue_depth``/``adds_total``/``retries_total``/
-``queue_duration_seconds``/``work_duration_seconds`` (labels ``controller`` and ``name``, both the controller
+``queue_duration_seconds``/``work_duration_seconds``/``unfinished_work_seconds``/
+``longest_running_processor_seconds`` (labels ``controller`` and ``name``, both the controller
 name, as controller-runtime ≥ 0.19 writes them) and ``leader_election_master_status{name}``.
 
 Metrics live in a registry passed in (the process-wide ``prometheus_client.REGISTRY`` for the operator, a fresh
@@ -11,6 +12,8 @@ one per manager in tests). This module must never start servers or read the queu
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -62,6 +65,16 @@ class Metrics:
             "workqueue_work_duration_seconds", "How long in seconds processing an item from workqueue takes",
             labels, buckets=QUEUE_BUCKETS, registry=registry,
         )
+        self.unfinished = Gauge(
+            "workqueue_unfinished_work_seconds",
+            "How many seconds of work has been done that is in progress and hasn't been observed by "
+            "work_duration.", labels, registry=registry,
+        )
+        self.longest_running = Gauge(
+            "workqueue_longest_running_processor_seconds",
+            "How many seconds has the longest running processor for workqueue been running.", labels,
+            registry=registry,
+        )
         self.leader = Gauge(
             "leader_election_master_status",
             "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master.",
@@ -86,6 +99,13 @@ class ControllerMetrics:
         self._retries = metrics.queue_retries.labels(name, name)
         self._latency = metrics.queue_latency.labels(name, name)
         self._work = metrics.work_duration.labels(name, name)
+        self._unfinished = metrics.unfinished.labels(name, name)
+        self._longest = metrics.longest_running.labels(name, name)
+
+    def watch_progress(self, progress: Callable[[], tuple[float, float]]) -> None:
+        """Read ``(unfinished seconds, longest running seconds)`` from ``progress`` at every scrape."""
+        self._unfinished.set_function(lambda: progress()[0])
+        self._longest.set_function(lambda: progress()[1])
 
     def workers(self, count: int) -> None:
         self._max_concurrent.set(count)

@@ -86,6 +86,12 @@ class WorkQueue(Generic[K]):
     def is_processing(self, key: K) -> bool:
         return key in self._processing
 
+    def unfinished_work(self, now: float | None = None) -> tuple[float, float]:
+        """Seconds spent so far by the keys being processed: ``(total, longest)``."""
+        now = time.monotonic() if now is None else now
+        spans = [now - started for started in self._processing.values()]
+        return sum(spans), max(spans, default=0.0)
+
     def pending_after(self, key: K) -> float | None:
         """The loop time at which a delayed ``key`` will be added, if it is waiting for one."""
         entry = self._delayed.get(key)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -117,3 +118,19 @@ async def test_concurrent_workers_never_share_a_key() -> None:
     await asyncio.wait_for(asyncio.gather(*workers), LIVENESS)
     assert overlaps == []
     assert set(processed) == {"a", "b", "c"}
+
+
+async def test_unfinished_work_sums_keys_in_progress() -> None:
+    queue: workqueue.WorkQueue[str] = workqueue.WorkQueue()
+    assert queue.unfinished_work() == (0.0, 0.0)
+    queue.add("a")
+    queue.add("b")
+    await get(queue)
+    await get(queue)
+    total, longest = queue.unfinished_work(now=time.monotonic() + 10)
+    assert longest >= 10
+    assert total >= 20
+    assert total >= longest
+    queue.done("a")
+    queue.done("b")
+    assert queue.unfinished_work() == (0.0, 0.0)
