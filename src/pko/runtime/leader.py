@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
+import random
 import socket
 import time
 import uuid
@@ -92,7 +93,8 @@ class LeaderElector:
                     return
             except Exception as err:  # API down, timeouts: keep trying
                 log.warning("%r: cannot acquire the lease: %s", self, err)
-            await asyncio.sleep(self.timing.retry_period)
+            # Jittered like client-go, so candidates started together do not keep colliding.
+            await asyncio.sleep(self.timing.retry_period * random.uniform(1.0, 1.2))
 
     async def hold(self) -> None:
         """Renew every retry period; return when leadership is lost (then ``is_leader`` is False)."""
