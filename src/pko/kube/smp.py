@@ -9,9 +9,10 @@ We do the same on plain dicts, so users' templates mean what they meant to the G
   by item; items of the original keep their order and new items are appended in patch order;
 * a list of scalars with the ``merge`` strategy (``finalizers``) becomes the de-duplicated union;
 * any other list (``tolerations``, ``command``, ``args``, ...) and any value of another type is replaced whole;
-* directives: ``$patch: delete`` (in a list item: remove the item with that key; in a map: the map becomes
-  ``{}``), ``$patch: replace`` (in a map: the patch map replaces the original; in a list: the list becomes the
-  patch's other items), ``$retainKeys``, ``$deleteFromPrimitiveList/<field>``; ``$setElementOrder/<field>`` is
+* directives: ``$patch: delete`` (in a list item: remove the items with that key — or, if the same patch also
+  gives an item with that key, replace the original item with it in place; in a map: the map becomes ``{}``),
+  ``$patch: replace`` (in a map: the patch map replaces the original; in a list: the list becomes the patch's
+  other items), ``$retainKeys``, ``$deleteFromPrimitiveList/<field>``; ``$setElementOrder/<field>`` is
   accepted and ignored (order is always "original first, then new").
 
 Where the Go code copies a patch value verbatim into an absent key, we merge it into an empty value instead, so
@@ -118,6 +119,7 @@ def _merge_keyed(
     original: list[Any], patch: list[Any], merge_key: str, schema: patchmeta.Schema
 ) -> list[Any]:
     items = [copy.deepcopy(item) for item in original]
+    deleted: set[int] = set()
     plain: list[dict[str, Any]] = []
     replace = False
     for item in patch:
@@ -131,20 +133,25 @@ def _merge_keyed(
         elif directive == "delete":
             if merge_key not in item:
                 raise PatchError(f"{DIRECTIVE}: delete item {item!r} has no merge key {merge_key!r}")
-            items = [i for i in items if not (isinstance(i, dict) and _key_equal(i.get(merge_key), item[merge_key]))]
+            deleted.update(i for i, it in enumerate(items)
+                           if isinstance(it, dict) and _key_equal(it.get(merge_key), item[merge_key]))
         elif directive == "replace":
             replace = True
         else:
             raise PatchError(f"unknown {DIRECTIVE} directive {directive!r} in a list")
     if replace:
-        items = []
+        items, deleted = [], set()
     for item in plain:
         index = _find(items, merge_key, item[merge_key])
         if index is None:
             items.append(_merge_map({}, item, schema))
+        elif index in deleted:
+            # Deleted and given again by the same patch: the patch's item replaces it, in its place.
+            deleted.discard(index)
+            items[index] = _merge_map({}, item, schema)
         else:
             items[index] = _merge_map(items[index], item, schema)
-    return items
+    return [item for index, item in enumerate(items) if index not in deleted]
 
 
 def _key_equal(left: Any, right: Any) -> bool:

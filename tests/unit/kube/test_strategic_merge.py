@@ -347,3 +347,12 @@ def test_property_result_holds_no_directives_or_nulls(original: dict[str, Any], 
         return True
 
     assert clean(smp.merge(original, patch, POD))
+
+
+def test_delete_and_readd_in_one_patch_replaces_the_item_in_place() -> None:
+    patch = {"spec": {"initContainers": [{"name": "bootstrap", "$patch": "delete"},
+                                         {"name": "bootstrap", "image": "mine"}]}}
+    merged = smp.merge(BASE, patch, POD)
+    assert merged["spec"]["initContainers"] == [{"name": "bootstrap", "image": "mine"},
+                                                {"name": "fetch", "image": "agent"}]
+    assert smp.merge(merged, patch, POD) == merged
