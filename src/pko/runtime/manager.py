@@ -26,7 +26,7 @@ from prometheus_client import CollectorRegistry
 from pko import kube
 from pko.kube import resources
 from pko.runtime import controller as ctl
-from pko.runtime import httpserver, informer, leader, leaderelection, metrics, store
+from pko.runtime import httpserver, informer, leader, leaderelection, metrics, ratelimit, store
 
 log = logging.getLogger(__name__)
 
@@ -96,11 +96,20 @@ class Manager:
             found.add_indexer(name, indexer)
         return found
 
-    def controller(self, name: str, reconcile: ctl.Reconciler, *, workers: int = 1) -> ctl.Controller:
-        """A new controller run by this manager; give it watches with :meth:`Controller.watch`."""
+    def controller(
+        self,
+        name: str,
+        reconcile: ctl.Reconciler,
+        *,
+        workers: int = 1,
+        rate_limiter: Callable[[], ratelimit.RateLimiter] = ratelimit.RateLimiter,
+    ) -> ctl.Controller:
+        """A new controller run by this manager; give it watches with :meth:`Controller.watch`.
+        ``rate_limiter`` builds the retry policy of each run (controller-runtime's default)."""
         if self._started:
             raise RuntimeError("add controllers before the manager runs")
-        controller = ctl.Controller(name, reconcile, workers=workers, metrics=self.metrics.controller(name))
+        controller = ctl.Controller(name, reconcile, workers=workers, rate_limiter=rate_limiter,
+                                    metrics=self.metrics.controller(name))
         self.controllers.append(controller)
         return controller
 
