@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export PKO_BIN_DIR ?= $(HOME)/.cache/pko/bin
 
-.PHONY: venv tools lint test unit demo dev clean
+.PHONY: venv tools agent-bin lint test unit demo dev clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,10 @@ demo: tools
 
 dev: tools
 	$(VENV)/bin/pko dev
+
+# The standalone agent executable (PyInstaller onefile) the operator image ships; cached by source hash.
+agent-bin: venv
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash tools/agent-bin/build.sh
 
 lint: venv
 	$(VENV)/bin/ruff check src tests tools/langhost

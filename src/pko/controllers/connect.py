@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import grpc
 import grpc.aio
 
-from pko.agent.proto import agent_pb2_grpc
+from pko.agent import client as agent_client
 from pko.kube import client as kclient
 from pko.kube import tokens
 
@@ -36,7 +36,7 @@ class Connection:
 
     address: str
     channel: grpc.aio.Channel
-    stub: agent_pb2_grpc.AutomationServiceStub
+    stub: agent_client.AutomationStub
     metadata: tuple[tuple[str, str], ...]
 
     async def close(self) -> None:
@@ -106,5 +106,5 @@ class Connector:
         except (TimeoutError, grpc.aio.AioRpcError) as err:
             await channel.close(None)
             raise ConnectionFailed(f"unable to connect to the workspace agent at {target}: timed out") from err
-        return Connection(target, channel, agent_pb2_grpc.AutomationServiceStub(channel),  # type: ignore[no-untyped-call]
+        return Connection(target, channel, agent_client.stub(channel),
                           (("authorization", f"Bearer {token}"),))

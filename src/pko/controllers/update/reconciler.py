@@ -17,13 +17,14 @@ import asyncio
 import contextlib
 import datetime
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import grpc
 import grpc.aio
 from google.protobuf import json_format
 
+from pko.agent import client as agent_client
 from pko.agent.proto import agent_pb2
 from pko.api import conditions, names
 from pko.api import update as up_api
@@ -173,33 +174,32 @@ class UpdateReconciler:
             return plan.failed("InvalidSpec", str(err))
         return plan.from_error(f"didn't receive a{'n' if kind == 'up' else ''} {kind} result", None)
 
-    def _call(self, kind: str, spec: up_api.UpdateSpec, conn: connect.Connection) -> AsyncIterator[Any]:
+    def _call(self, kind: str, spec: up_api.UpdateSpec, conn: connect.Connection) -> agent_client.StreamCall:
         common: dict[str, Any] = {}
         if spec.parallel is not None:
             common["parallel"] = spec.parallel
         if spec.message is not None:
             common["message"] = spec.message
         target = list(spec.target or [])
-        options = {"wait_for_ready": True, "metadata": conn.metadata}
         if kind == up_api.UP:
             request = agent_pb2.UpRequest(target=target, replace=list(spec.replace or []), **common)
             _set(request, expect_no_changes=spec.expect_no_changes, target_dependents=spec.target_dependents,
                  refresh=spec.refresh, continue_on_error=spec.continue_on_error)
-            stream: AsyncIterator[Any] = conn.stub.Up(request, **options)
+            stream = conn.stub.Up(request, wait_for_ready=True, metadata=conn.metadata)
         elif kind == up_api.PREVIEW:
             request_p = agent_pb2.PreviewRequest(target=target, replace=list(spec.replace or []), **common)
             _set(request_p, expect_no_changes=spec.expect_no_changes, target_dependents=spec.target_dependents,
                  refresh=spec.refresh)
-            stream = conn.stub.Preview(request_p, **options)
+            stream = conn.stub.Preview(request_p, wait_for_ready=True, metadata=conn.metadata)
         elif kind == up_api.REFRESH:
             request_r = agent_pb2.RefreshRequest(target=target, **common)
             _set(request_r, expect_no_changes=spec.expect_no_changes, run_program=spec.run_program)
-            stream = conn.stub.Refresh(request_r, **options)
+            stream = conn.stub.Refresh(request_r, wait_for_ready=True, metadata=conn.metadata)
         elif kind == up_api.DESTROY:
             request_d = agent_pb2.DestroyRequest(target=target, **common)
             _set(request_d, target_dependents=spec.target_dependents, refresh=spec.refresh,
                  continue_on_error=spec.continue_on_error, remove=spec.remove, run_program=spec.run_program)
-            stream = conn.stub.Destroy(request_d, **options)
+            stream = conn.stub.Destroy(request_d, wait_for_ready=True, metadata=conn.metadata)
         else:
             raise ValueError(f'unsupported update type "{kind}"')
         return stream

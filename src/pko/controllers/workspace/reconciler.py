@@ -19,7 +19,7 @@ from typing import Any, cast
 import grpc
 import grpc.aio
 
-from pko.agent import errors as agent_errors
+from pko.agent import client as agent_client
 from pko.agent.proto import agent_pb2
 from pko.api import conditions, names
 from pko.api import workspace as ws_api
@@ -81,14 +81,8 @@ def grpc_failure(err: grpc.aio.AioRpcError) -> tuple[str, str]:
 
 
 def pulumi_error_info(err: grpc.aio.AioRpcError) -> agent_pb2.PulumiErrorInfo | None:
-    """The `PulumiErrorInfo` detail the agent attaches to an error (in the `grpc-status-details-bin` trailer)."""
-    for item in err.trailing_metadata() or ():
-        key, value = cast(tuple[str, Any], item)
-        if key == agent_errors.STATUS_DETAILS_KEY and isinstance(value, bytes):
-            found = agent_errors.decode_error_info(value)
-            if found:
-                return found[0]
-    return None
+    """The `PulumiErrorInfo` detail the agent attaches to an error (e.g. UpdateConflict), if any."""
+    return agent_client.error_info(cast("list[tuple[str, str | bytes]]", err.trailing_metadata()))
 
 
 class WorkspaceReconciler:
