@@ -6,6 +6,8 @@ import asyncio
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pko.runtime import workqueue
 
@@ -134,3 +136,49 @@ async def test_unfinished_work_sums_keys_in_progress() -> None:
     queue.done("a")
     queue.done("b")
     assert queue.unfinished_work() == (0.0, 0.0)
+
+
+operations = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), st.sampled_from("abcd")),
+        st.tuples(st.just("get"), st.just("")),
+        st.tuples(st.just("done"), st.integers(0, 3)),
+    ),
+    max_size=60,
+)
+
+
+@settings(deadline=None)
+@given(operations)
+def test_property_queue_invariants(ops: list[tuple[str, object]]) -> None:
+    """After any sequence of adds, gets and dones: no key is handed out twice at once, waiting keys are
+    unique, and every key added since it was last handed out is handed out again eventually."""
+
+    async def scenario() -> None:
+        queue: workqueue.WorkQueue[str] = workqueue.WorkQueue()
+        processing: list[str] = []
+        owed: set[str] = set()  # added since last handed out
+        for op, arg in ops:
+            if op == "add":
+                queue.add(str(arg))
+                owed.add(str(arg))
+            elif op == "get" and len(queue):
+                key = await queue.get()
+                assert key not in processing
+                processing.append(key)
+                owed.discard(key)
+            elif op == "done" and processing:
+                queue.done(processing.pop(int(str(arg)) % len(processing)))
+            waiting = list(queue._queue)
+            assert len(waiting) == len(set(waiting))
+            assert not set(waiting) & set(processing)
+        for key in processing:
+            queue.done(key)
+        handed: set[str] = set()
+        while len(queue):
+            key = await queue.get()
+            handed.add(key)
+            queue.done(key)
+        assert owed <= handed
+
+    asyncio.run(scenario())
