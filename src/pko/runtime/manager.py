@@ -156,7 +156,6 @@ class Manager:
                 self._group = None
 
     async def _lead(self) -> None:
-        gauge = self.metrics.leader.labels(self.elector.name if self.elector else "none")
         if self.elector is None:
             self.leading.set()
             try:
@@ -164,6 +163,7 @@ class Manager:
             finally:
                 self.leading.clear()
             return
+        gauge = self.metrics.leader.labels(self.elector.name)
         try:
             while True:
                 gauge.set(0)
