@@ -21,7 +21,7 @@ from pko.api import conditions
 from pko.api import stack as stack_api
 from pko.controllers.stack import workspace as ws_build
 from pko.kube import client as kclient
-from pko.kube import errors, resources
+from pko.kube import errors, objects, resources
 from pko.sources import git as git_source
 from pko.sources import githubapp
 
@@ -55,7 +55,22 @@ def flux_kind(ref: stack_api.FluxSourceReference) -> resources.Kind:
     try:
         return resources.resource(key)
     except KeyError:
-        return resources.register(resources.Kind(ref.api_version, ref.kind, ref.kind.lower() + "s"))
+        pass
+    try:  # the same kind in another version of its group (Flux v2.x serves OCIRepository/Bucket as v1)
+        plural = resources.resource(f"{ref.kind}.{objects.group_of(ref.api_version)}").plural
+    except KeyError:
+        plural = _plural(ref.kind)
+    return resources.register(resources.Kind(ref.api_version, ref.kind, plural))
+
+
+def _plural(kind: str) -> str:
+    """The plural controller-gen gives a kind (GitRepository → gitrepositories, HelmChart → helmcharts)."""
+    lower = kind.lower()
+    if lower.endswith("y") and lower[-2:-1] not in ("a", "e", "i", "o", "u"):
+        return lower[:-1] + "ies"
+    if lower.endswith(("s", "x", "z", "ch", "sh")):
+        return lower + "es"
+    return lower + "s"
 
 
 class Resolver:
