@@ -94,7 +94,9 @@ async def test_cancelled_leader_releases_the_lease(client: kube.Client, namespac
     async with running(manager):
         await asyncio.wait_for(manager.leading.wait(), 60)
         assert await holder(client, namespace, lease) == "only"
+        assert manager.registry.get_sample_value("leader_election_master_status", {"name": lease}) == 1
     assert await holder(client, namespace, lease) == ""
+    assert manager.registry.get_sample_value("leader_election_master_status", {"name": lease}) == 0
     spec = (await client.get(resources.LEASE, lease, namespace))["spec"]
     assert spec["leaseTransitions"] == 0
     assert spec["leaseDurationSeconds"] == 1
