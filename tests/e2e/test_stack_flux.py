@@ -142,6 +142,12 @@ async def test_stack_deploys_a_git_repository_artifact_and_follows_new_commits(
     fetched = tmp_path / "fetched"
     await asyncio.to_thread(flux_source.fetch, art["url"], art["digest"], fetched)
     assert (fetched / "app" / "Pulumi.yaml").read_text() == project("hello from Flux")
+    # In a cluster the URL names source-controller's Service; SOURCE_CONTROLLER_LOCALHOST points the agent here.
+    in_cluster = art["url"].replace(sc.storage_address, "source-controller.flux-system.svc.cluster.local.")
+    overridden = tmp_path / "overridden"
+    await asyncio.to_thread(flux_source.fetch, in_cluster, art["digest"], overridden,
+                            host_override=sc.storage_address)
+    assert (overridden / "app" / "Pulumi.yaml").read_text() == project("hello from Flux")
 
     backend = tmp_path / "state"
     backend.mkdir()
