@@ -64,6 +64,7 @@ class ControlPlane:
     admin_token: str
     ca_file: Path
     kubeconfig: Path
+    etcd_url: str = ""
     _processes: list[_Process] = field(default_factory=list)
 
     @property
@@ -197,7 +198,8 @@ def start(workdir: Path, *, controller_manager: bool = False, timeout: float = 1
             "--unsafe-no-fsync", "--log-level", "warn",
         ], log_dir)
         cp._processes.append(etcd)
-        _wait_http_ok(etcd, f"http://127.0.0.1:{etcd_port}/health", timeout)
+        cp.etcd_url = f"http://127.0.0.1:{etcd_port}"
+        _wait_http_ok(etcd, f"{cp.etcd_url}/health", timeout)
 
         cp.server = f"https://127.0.0.1:{api_port}"
         apiserver = _launch("kube-apiserver", [

@@ -56,11 +56,8 @@ def eventually() -> Eventually:
 
 @pytest.fixture
 def compact_etcd(control_plane: controlplane.ControlPlane) -> Callable[[str], None]:
-    """Compact etcd up to a revision, as the API server does every few minutes, so older watches get 410 Gone.
-
-    The control plane does not publish etcd's address; it is read from the etcd command line."""
-    etcd = next(p for p in control_plane._processes if p.name == "etcd")
-    url = next(str(a) for a in etcd.popen.args if str(a).startswith("http://127.0.0.1:"))  # type: ignore[union-attr]
+    """Compact etcd up to a revision, as the API server does every few minutes, so older watches get 410 Gone."""
+    url = control_plane.etcd_url
 
     def compact(revision: str) -> None:
         body = json.dumps({"revision": revision, "physical": True}).encode()
