@@ -66,6 +66,8 @@ def _translated() -> Iterator[None]:
         yield
     except lightkube.ApiError as err:
         raise errors.translate(err) from err
+    except httpx2.HTTPStatusError as err:  # a non-JSON error body, e.g. "404 page not found" for an unserved kind
+        raise errors.from_status(err.response.status_code, message=err.response.text.strip()) from err
 
 
 class Client:

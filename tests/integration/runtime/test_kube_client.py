@@ -119,3 +119,12 @@ async def test_watch_from_a_compacted_version_is_gone(
     with pytest.raises(kube.Gone):
         async for _ in client.watch("Event", namespace, resource_version=first["metadata"]["resourceVersion"]):
             pass
+
+
+async def test_a_kind_the_server_does_not_serve_is_an_api_error(client: kube.Client, namespace: str) -> None:
+    # The API server answers an unserved group/version with a plain-text 404, not a JSON Status.
+    unserved = resources.Kind("nothing.example.com/v1", "Widget", "widgets")
+    with pytest.raises(kube.NotFound) as raised:
+        await client.get(unserved, "w", namespace)
+    assert raised.value.code == 404
+    assert "not found" in raised.value.message
