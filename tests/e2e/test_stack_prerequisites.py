@@ -35,7 +35,8 @@ async def test_dependent_waits_for_and_refreshes_its_prerequisite(
     # Without its prerequisite the dependent waits, and creates nothing.
     waiting = await e2e.wait_for(kc, resources.STACK, "dependent", namespace,
                                  lambda o: e2e.reason(o, "Reconciling") == "PrerequisiteNotSatisfied", timeout=60)
-    assert '"base"' in e2e.condition(waiting, "Reconciling")["message"]
+    assert e2e.condition(waiting, "Reconciling")["message"] == (
+        'unable to fetch prerequisite "base": stacks.pulumi.com "base" not found')
     assert e2e.condition(waiting, "Ready")["status"] == "False"
     orphan = await e2e.wait_for(kc, resources.STACK, "orphan", namespace,
                                 lambda o: e2e.reason(o, "Reconciling") == "PrerequisiteNotSatisfied", timeout=60)

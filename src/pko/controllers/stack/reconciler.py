@@ -265,7 +265,9 @@ class StackReconciler:
             other_obj = await self.client.get_or_none(resources.STACK, prerequisite.name, s.key.namespace)
             if other_obj is None:
                 failed.append(prerequisite.name)
-                problem = f'unable to fetch prerequisite "{prerequisite.name}": not found'
+                # The reference wraps the API server's NotFound error text.
+                problem = (f'unable to fetch prerequisite "{prerequisite.name}": '
+                           f'{stack_api.PLURAL}.{stack_api.GROUP} "{prerequisite.name}" not found')
                 continue
             other = stack_api.Stack.model_validate(other_obj)
             unsatisfied = sync.prerequisite_problem(prerequisite.requirement, other, self.clock())
