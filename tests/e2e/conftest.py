@@ -3,6 +3,7 @@ a loopback git server, and the operator running in-process with the `local` work
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -11,7 +12,7 @@ import lightkube
 import pytest
 
 from pko.kube import client as kclient
-from pko.kube import resources
+from pko.kube import errors, resources
 from pko.testing import controlplane, gitserver, operator, ports
 
 
@@ -35,7 +36,21 @@ async def namespace(kc: kclient.Client) -> AsyncIterator[str]:
     name = f"ctl-{uuid.uuid4().hex[:8]}"
     await kc.create(resources.NAMESPACE.new(name))
     yield name
+    await _empty(kc, name)
     await kc.delete(resources.NAMESPACE, name, missing_ok=True)
+
+
+async def _empty(kc: kclient.Client, namespace: str) -> None:
+    """Remove the operator's objects from a finished test's namespace (finalizers and all): this control plane has
+    no namespace controller, so without this they would outlive the namespace and every later cluster-wide
+    operator in the session would start working on them."""
+    for kind in (resources.STACK, resources.UPDATE, resources.WORKSPACE, resources.PROGRAM):
+        for obj in (await kc.list(kind, namespace)).items:
+            obj_name = obj["metadata"]["name"]
+            with contextlib.suppress(errors.NotFound):
+                if obj["metadata"].get("finalizers"):
+                    await kc.patch(kind, obj_name, {"metadata": {"finalizers": None}}, namespace)
+                await kc.delete(kind, obj_name, namespace, missing_ok=True)
 
 
 @pytest.fixture(scope="session")
