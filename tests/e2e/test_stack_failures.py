@@ -82,9 +82,11 @@ async def test_failing_stack_retries_stalls_and_recovers_on_a_fix(
     assert "lastSuccessfulCommit" not in last or not last["lastSuccessfulCommit"]
     assert "the program refuses to run: boom" in last["message"]
 
-    # Each failure was first reported as Reconciling/RetryingAfterFailure with the count so far.
-    assert sorted(failures) == [0, 1, 2, 3], sorted(failures)
-    for count in (0, 1, 2):
+    # Each failure was first reported as Reconciling/RetryingAfterFailure with the count so far (polling sees
+    # each one for at least the backoff; a very slow machine may miss one, never all of them).
+    assert 3 in failures
+    assert len(failures) >= 3, sorted(failures)
+    for count in sorted(set(failures) - {3}):
         reconciling = next(c for c in failures[count]["conditions"] if c["type"] == "Reconciling")
         assert reconciling["reason"] == "RetryingAfterFailure"
         assert reconciling["message"] == f"{count} update failure(s)"
@@ -93,7 +95,7 @@ async def test_failing_stack_retries_stalls_and_recovers_on_a_fix(
     assert [u["spec"]["message"] for u in updates] == ["Initial stack update"] + [
         f"Backoff time elapsed: {BACKOFF_CAP}s"] * 3
     # Every retry waited out its cooldown (min(10s·3ⁿ, cap)) after the failure before it.
-    for count in (0, 1, 2):
+    for count in sorted(c for c in failures if c + 1 in failures):
         failed_at = e2e.timestamp(failures[count]["last"]["lastResyncTime"])
         retry = next(u for u in updates if u["metadata"]["name"] == failures[count + 1]["last"]["name"])
         wait = min(10 * 3 ** count, BACKOFF_CAP)

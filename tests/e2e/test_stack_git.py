@@ -45,7 +45,7 @@ async def test_commit_and_branch_stacks_follow_their_source(
 
     tracker = await e2e.wait_for(
         kc, resources.STACK, "tracker", namespace,
-        lambda o: e2e.last_update(o).get("lastSuccessfulCommit") == second and e2e.is_ready(o), timeout=150)
+        lambda o: e2e.last_update(o).get("lastSuccessfulCommit") == second and e2e.is_ready(o), timeout=300)
     assert tracker["status"]["outputs"]["marker"] == "v2"
     assert e2e.last_update(tracker)["lastAttemptedCommit"] == second
     assert e2e.last_update(tracker)["name"] != last["name"]
@@ -58,7 +58,7 @@ async def test_commit_and_branch_stacks_follow_their_source(
     # The pinned Stack resyncs on its own once 60s have passed since its last run, on the same commit.
     pinned = await e2e.wait_for(kc, resources.STACK, "pinned", namespace,
                                 lambda o: e2e.last_update(o).get("name") != pinned_last["name"] and e2e.is_ready(o),
-                                timeout=150)
+                                timeout=300)
     assert e2e.last_update(pinned)["lastSuccessfulCommit"] == pinned_commit
     assert e2e.timestamp(e2e.last_update(pinned)["lastResyncTime"]) > e2e.timestamp(pinned_last["lastResyncTime"])
     pinned_updates = await e2e.updates_of(kc, "pinned", namespace)
