@@ -7,7 +7,9 @@ import json
 import os
 import re
 import subprocess
+import sys
 import tomllib
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -191,3 +193,29 @@ def test_agent_executable_runs_version_without_python(agent_executable: Path, tm
                           cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "TMPDIR": str(tmp_path)})
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == pko.__version__
+
+
+def test_build_context_builds_a_complete_wheel(tmp_path: Path) -> None:
+    """What the Dockerfile copies (filtered by .dockerignore) is enough to build pko: the wheel `pip install /src`
+    makes holds the generated gRPC code, the OpenAPI snapshot and the `pko` entry point."""
+    context = tmp_path / "context"
+    for source in ("pyproject.toml", "README.md", "src", "tools/agent-bin"):
+        origin = ROOT / source
+        files = [origin] if origin.is_file() else [p for p in origin.rglob("*") if p.is_file()]
+        for path in files:
+            relative = str(path.relative_to(ROOT))
+            if not docker_ignored(relative, IGNORE):
+                (context / relative).parent.mkdir(parents=True, exist_ok=True)
+                (context / relative).write_bytes(path.read_bytes())
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                           "-w", str(tmp_path / "dist"), str(context)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    (wheel,) = (tmp_path / "dist").glob("pko-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        entry_points = next(archive.read(n).decode() for n in names if n.endswith("entry_points.txt"))
+    for needed in ("pko/cli/main.py", "pko/cli/operator.py", "pko/agent/proto/agent_pb2.py",
+                   "pko/agent/proto/agent_pb2_grpc.py", "pko/api/core_v1_openapi.json", "pko/py.typed"):
+        assert needed in names, needed
+    assert not any("__pycache__" in n for n in names)
+    assert "pko = pko.cli.main:main" in entry_points
