@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export PKO_BIN_DIR ?= $(HOME)/.cache/pko/bin
 
-.PHONY: venv tools agent-bin lint test unit demo dev clean
+.PHONY: venv tools agent-bin quickstart lint test unit demo dev clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,10 +30,15 @@ dev: tools
 agent-bin: venv
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash tools/agent-bin/build.sh
 
+# deploy/quickstart/install.yaml is rendered from the Helm chart; `make lint` fails when it drifts.
+quickstart: venv
+	$(PY) -m pko.deploy.quickstart
+
 lint: venv
 	$(VENV)/bin/ruff check src tests tools/langhost
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
+	$(PY) -m pko.deploy.quickstart --check
 
 unit: venv
 	$(PY) -m pytest tests/unit -q

@@ -202,9 +202,8 @@ async def test_operator_runs_a_stack_with_only_the_quickstart_permissions(
     operator_config = await kubeconfig_for(admin, rbac_plane, OPERATOR_NS, OPERATOR_SA, tmp_path / "op.kubeconfig")
     agent_config = await kubeconfig_for(admin, rbac_plane, WORKSPACE_NS, WORKSPACE_SA, tmp_path / "ws.kubeconfig")
 
-    op = operator.Operator(operator_config, tmp_path / "workspaces")
-    assert op.controllers.local_runtime is not None
-    op.controllers.local_runtime.kubeconfig = str(agent_config)  # the agents review tokens as default/pulumi
+    # The agents review the operator's tokens as default/pulumi (bound to system:auth-delegator).
+    op = operator.Operator(operator_config, tmp_path / "workspaces", agent_kubeconfig=agent_config)
     await op.start()
     try:
         backend = tmp_path / "state"

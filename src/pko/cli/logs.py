@@ -31,3 +31,6 @@ def configure(level: int, *, json_lines: bool = False) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    # One line per API request is noise at INFO; keep the HTTP clients' warnings and errors only.
+    for noisy in ("httpx", "httpx2", "httpcore", "httpcore2"):
+        logging.getLogger(noisy).setLevel(max(level, logging.WARNING))

@@ -79,9 +79,10 @@ class Operator:
     `runtime` is the workspace runtime: `local` (agents as child processes) or `pod` (StatefulSets only; their pods
     need a kubelet to ever run). `namespace` limits the operator to one namespace (None: cluster-wide), so a test
     never picks up objects earlier tests left behind (without kube-controller-manager a deleted namespace keeps
-    its contents)."""
+    its contents). `agent_kubeconfig` is what local agents use for their TokenReviews (default: `kubeconfig`)."""
 
     def __init__(self, kubeconfig: Path, workspace_root: Path, *, max_operations: int = 200, workers: int = 25,
+                 agent_kubeconfig: Path | None = None,
                  metrics_address: str = "0", runtime: auto.Runtime = "local", namespace: str | None = None) -> None:
         self.kubeconfig = kubeconfig
         self.metrics_address = metrics_address
@@ -90,7 +91,7 @@ class Operator:
                                        metrics_address=metrics_address, registry=_fresh_registry())
         self.settings = auto.Settings(
             version="v0.0.0-test", workspace_runtime=runtime, workspace_root=workspace_root,
-            kubeconfig=str(kubeconfig), workers=workers, max_operations=max_operations,
+            kubeconfig=str(agent_kubeconfig or kubeconfig), workers=workers, max_operations=max_operations,
             program_fs_addr="127.0.0.1:0",
         )
         self.all = wiring.setup(self.manager, self.client, self.settings)

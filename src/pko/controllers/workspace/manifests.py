@@ -46,9 +46,15 @@ _GIT_SECRET_ENV = (
 )
 
 
+DEFAULT_AGENT_REPOSITORY = "docker.io/pko/pko"
+
+
 @dataclass(frozen=True)
 class AgentImage:
-    """The image the `bootstrap` and `fetch` init containers run (operator env `AGENT_IMAGE[_PULL_POLICY]`)."""
+    """The image the `bootstrap` and `fetch` init containers run (operator env `AGENT_IMAGE[_PULL_POLICY]`).
+
+    Unset, it is pko's own image at the operator's version (the reference defaults to its own image the same
+    way): that image carries the standalone agent at `/agent` and tini at `/tini`."""
 
     image: str
     pull_policy: str = "IfNotPresent"
@@ -56,7 +62,7 @@ class AgentImage:
     @classmethod
     def from_settings(cls, image: str | None, pull_policy: str | None, version: str) -> AgentImage:
         policy = PULL_POLICIES.get((pull_policy or "").lower(), "IfNotPresent")
-        return cls(image or f"pulumi/pulumi-kubernetes-operator:{version}", policy)
+        return cls(image or f"{DEFAULT_AGENT_REPOSITORY}:{version}", policy)
 
 
 def with_defaults(workspace: ws_api.Workspace) -> ws_api.WorkspaceSpec:

@@ -193,7 +193,7 @@ def test_service_is_headless_and_system_labels_win() -> None:
 
 
 def test_agent_image_settings() -> None:
-    assert manifests.AgentImage.from_settings(None, None, "v2.9.0") == manifests.AgentImage(
-        "pulumi/pulumi-kubernetes-operator:v2.9.0", "IfNotPresent")
+    assert manifests.AgentImage.from_settings(None, None, "v0.1.0") == manifests.AgentImage(
+        "docker.io/pko/pko:v0.1.0", "IfNotPresent")
     assert manifests.AgentImage.from_settings("x/y:z", "always", "v").pull_policy == "Always"
     assert manifests.AgentImage.from_settings("x/y:z", "bogus", "v").pull_policy == "IfNotPresent"
