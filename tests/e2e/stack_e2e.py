@@ -7,18 +7,16 @@ per-test file backend the operator's environment points at.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import datetime
 import json
-import time
-from collections.abc import Callable
 from typing import Any
 
 from pko.api import names
 from pko.kube import client as kclient
 from pko.kube import objects, resources
 from pko.testing import gitserver
+from pko.testing.waiting import condition, wait_for, wait_gone  # noqa: F401 (re-exported for the tests)
 
 PROJECT = "Pulumi.yaml"
 PROJECT_YAML = "name: stack-e2e\nruntime: python\n"
@@ -117,10 +115,6 @@ def git_stack(name: str, namespace: str, url: str, *, commit: str | None = None,
 
 # --- reading and waiting ---------------------------------------------------------------------------------------
 
-def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
-    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == type_), {})
-
-
 def last_update(obj: dict[str, Any]) -> dict[str, Any]:
     return dict((obj.get("status") or {}).get("lastUpdate") or {})
 
@@ -136,37 +130,6 @@ def is_ready(obj: dict[str, Any]) -> bool:
 def reason(obj: dict[str, Any], type_: str) -> str | None:
     found = condition(obj, type_)
     return found.get("reason") if found.get("status") == "True" else None
-
-
-async def wait_for(kc: kclient.Client, kind: resources.Kind, name: str, namespace: str,
-                   test: Callable[[dict[str, Any]], bool], timeout: float = 300.0,
-                   seen: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
-    """Poll until `test` holds (`seen` gets every observed version, to record what went by)."""
-    deadline = time.monotonic() + timeout
-    obj: dict[str, Any] | None = None
-    while time.monotonic() < deadline:
-        obj = await kc.get_or_none(kind, name, namespace)
-        if obj is not None:
-            if seen is not None:
-                seen(obj)
-            if test(obj):
-                return obj
-        await asyncio.sleep(0.5)
-    raise AssertionError(f"{kind.kind} {namespace}/{name} not there after {timeout:.0f}s; status: "
-                         f"{json.dumps((obj or {}).get('status'), indent=1)}")
-
-
-async def wait_gone(kc: kclient.Client, kind: resources.Kind, name: str, namespace: str,
-                    timeout: float = 300.0) -> None:
-    deadline = time.monotonic() + timeout
-    obj: dict[str, Any] | None = None
-    while time.monotonic() < deadline:
-        obj = await kc.get_or_none(kind, name, namespace)
-        if obj is None:
-            return
-        await asyncio.sleep(0.5)
-    raise AssertionError(f"{kind.kind} {namespace}/{name} still there after {timeout:.0f}s; status: "
-                         f"{json.dumps((obj or {}).get('status'), indent=1)}")
 
 
 async def request_reconcile(kc: kclient.Client, name: str, namespace: str, value: str) -> None:

@@ -3,9 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,25 +10,9 @@ from typing import Any
 from pko.kube import client as kclient
 from pko.kube import resources
 from pko.testing import operator
+from pko.testing.waiting import condition, wait_for
 
 PASSPHRASE = {"type": "Literal", "literal": {"value": "e2e-passphrase"}}
-
-
-async def wait_for(kc: kclient.Client, kind: resources.Kind, name: str, namespace: str,
-                   test: Callable[[dict[str, Any]], bool], timeout: float = 240.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    obj: dict[str, Any] | None = None
-    while time.monotonic() < deadline:
-        obj = await kc.get_or_none(kind, name, namespace)
-        if obj is not None and test(obj):
-            return obj
-        await asyncio.sleep(0.5)
-    raise AssertionError(f"{kind.kind} {namespace}/{name} not there after {timeout:.0f}s; status: "
-                         f"{json.dumps((obj or {}).get('status'), indent=1)}")
-
-
-def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
-    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == type_), {})
 
 
 def ready_at(generation: int) -> Callable[[dict[str, Any]], bool]:

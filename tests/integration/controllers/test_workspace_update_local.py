@@ -7,8 +7,6 @@ import asyncio
 import base64
 import json
 import os
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +14,7 @@ from pko.api import names
 from pko.kube import client as kclient
 from pko.kube import objects, owners, resources
 from pko.testing import gitserver, operator
+from pko.testing.waiting import condition, wait_for
 
 PROGRAMS = Path(__file__).parents[1] / "testbed" / "programs"
 FAILING = """import pulumi
@@ -28,23 +27,6 @@ def _repo(git: gitserver.GitServer, name: str) -> str:
     files["bad/Pulumi.yaml"] = "name: failing\nruntime: python\n"
     files["bad/__main__.py"] = FAILING
     return git.create_repo(name, files)
-
-
-async def _wait(kc: kclient.Client, kind: resources.Kind, name: str, namespace: str,
-                test: Callable[[dict[str, Any]], bool], timeout: float = 240.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    obj: dict[str, Any] | None = None
-    while time.monotonic() < deadline:
-        obj = await kc.get_or_none(kind, name, namespace)
-        if obj is not None and test(obj):
-            return obj
-        await asyncio.sleep(0.5)
-    raise AssertionError(f"{kind.kind} {namespace}/{name} did not get there in {timeout:.0f}s; last: "
-                         f"{json.dumps((obj or {}).get('status'), indent=1)}")
-
-
-def _condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
-    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == type_), {})
 
 
 def _workspace(name: str, namespace: str, url: str, commit: str, directory: str, config: list[dict[str, Any]]
@@ -74,17 +56,17 @@ async def test_git_workspace_runs_an_up_with_outputs(
         {"key": "token", "value": "s3cr3t", "secret": True},
     ]))
 
-    ready = await _wait(kc, resources.WORKSPACE, "files", namespace,
-                        lambda o: _condition(o, "Ready").get("status") == "True")
+    ready = await wait_for(kc, resources.WORKSPACE, "files", namespace,
+                        lambda o: condition(o, "Ready").get("status") == "True")
     assert ready["status"]["pulumiVersion"].lstrip("v") == "3.259.0"
     assert ready["status"]["address"].startswith("127.0.0.1:")
-    assert _condition(ready, "Ready")["reason"] == "Succeeded"
+    assert condition(ready, "Ready")["reason"] == "Succeeded"
 
     await kc.create(_update("files-up", ws))
-    done = await _wait(kc, resources.UPDATE, "files-up", namespace,
-                       lambda o: _condition(o, "Complete").get("status") == "True")
-    assert _condition(done, "Failed")["status"] == "False", done["status"]
-    assert _condition(done, "Failed")["reason"] == "UpdateSucceeded"
+    done = await wait_for(kc, resources.UPDATE, "files-up", namespace,
+                       lambda o: condition(o, "Complete").get("status") == "True")
+    assert condition(done, "Failed")["status"] == "False", done["status"]
+    assert condition(done, "Failed")["reason"] == "UpdateSucceeded"
     assert done["status"]["startTime"]
     assert done["status"]["endTime"]
     assert done["status"]["projectInfo"] == {"name": "files-python", "runtime": "python"}
@@ -112,13 +94,13 @@ async def test_failing_program_marks_the_update_failed(
 ) -> None:
     commit = _repo(git, f"failing-{namespace}")
     ws = await kc.create(_workspace("failing", namespace, git.http_url(f"failing-{namespace}"), commit, "bad", []))
-    await _wait(kc, resources.WORKSPACE, "failing", namespace,
-                lambda o: _condition(o, "Ready").get("status") == "True")
+    await wait_for(kc, resources.WORKSPACE, "failing", namespace,
+                lambda o: condition(o, "Ready").get("status") == "True")
 
     await kc.create(_update("failing-up", ws))
-    done = await _wait(kc, resources.UPDATE, "failing-up", namespace,
-                       lambda o: _condition(o, "Complete").get("status") == "True")
-    failed = _condition(done, "Failed")
+    done = await wait_for(kc, resources.UPDATE, "failing-up", namespace,
+                       lambda o: condition(o, "Complete").get("status") == "True")
+    failed = condition(done, "Failed")
     assert failed["status"] == "True"
     assert "the program refuses to run: boom" in done["status"]["message"]
     assert "outputs" not in done["status"]
