@@ -15,6 +15,7 @@ from typing import Any
 import lightkube
 import pytest
 
+from pko.controllers.workspace import manifests
 from pko.kube import client as kclient
 from pko.kube import objects, owners, resources
 from pko.testing import controlplane, operator
@@ -105,7 +106,7 @@ def _assert_owned_by(obj: dict[str, Any], owner: dict[str, Any]) -> None:
     assert controller.get("blockOwnerDeletion") is True
 
 
-def _assert_pod_spec(pod: dict[str, Any], namespace: str) -> None:
+def _assert_pod_spec(pod: dict[str, Any], namespace: str, agent_image: str) -> None:
     meta = pod["metadata"]
     assert meta["labels"]["auto.pulumi.com/component"] == "workspace"
     assert meta["labels"]["auto.pulumi.com/workspace-name"] == "infra"
@@ -126,7 +127,8 @@ def _assert_pod_spec(pod: dict[str, Any], namespace: str) -> None:
     # System init containers first, the template's appended.
     assert [c["name"] for c in spec["initContainers"]] == ["bootstrap", "fetch", "extra-setup"]
     init = _by_name(spec["initContainers"])
-    assert init["bootstrap"]["image"] == "pulumi/pulumi-kubernetes-operator:v0.0.0-test"
+    assert init["bootstrap"]["image"] == agent_image
+    assert init["fetch"]["image"] == agent_image
     assert init["bootstrap"]["args"] == ["cp", "/agent", "/tini", "/share/"]
     assert init["fetch"]["args"][:2] == ["sh", "-c"]
     assert '/share/agent init -t /share/source --git-url "$GIT_URL" --git-revision "$GIT_REVISION"' \
@@ -171,7 +173,8 @@ async def test_pod_runtime_statefulset_pod_and_garbage_collection(
     sts_name = svc_name = "infra-workspace"
     pod_name = "infra-workspace-0"
 
-    async with operator.running(kcm_cluster.kubeconfig, tmp_path / "unused", runtime="pod", workers=2) as op:
+    async with operator.running(kcm_cluster.kubeconfig, tmp_path / "unused", runtime="pod", workers=2,
+                                namespace=ns) as op:
         assert op.controllers.local_runtime is None
         ws = await kcm.create(_workspace(ns))
 
@@ -193,7 +196,10 @@ async def test_pod_runtime_statefulset_pod_and_garbage_collection(
         pod = await _wait(kcm, resources.POD, pod_name, ns, lambda o: o is not None, what="created by kcm")
         assert pod is not None
         _assert_owned_by(pod, sts)
-        _assert_pod_spec(pod, ns)
+        settings = op.settings
+        agent = manifests.AgentImage.from_settings(settings.agent_image, settings.agent_image_pull_policy,
+                                                   settings.version)
+        _assert_pod_spec(pod, ns, agent.image)
 
         # The StatefulSet controller has seen the rollout; with no kubelet the pod never becomes available.
         sts = await _wait(kcm, resources.STATEFUL_SET, sts_name, ns, lambda o: bool(
@@ -211,7 +217,8 @@ async def test_pod_runtime_statefulset_pod_and_garbage_collection(
         assert ready["reason"] in {"RollingUpdate", "WaitingForReplicas"}
 
     # An operator (re)starting finds the StatefulSet rolled out but without an available replica.
-    async with operator.running(kcm_cluster.kubeconfig, tmp_path / "unused", runtime="pod", workers=2):
+    async with operator.running(kcm_cluster.kubeconfig, tmp_path / "unused", runtime="pod", workers=2,
+                                namespace=ns):
         workspace = await _wait(kcm, resources.WORKSPACE, "infra", ns,
                                 lambda o: _ready(o).get("reason") == "WaitingForReplicas", what="WaitingForReplicas")
         assert workspace is not None

@@ -100,7 +100,8 @@ async def test_updates_overlap_beyond_the_worker_count(
     workspaces = [f"ws-{i:02d}" for i in range(COUNT)]
     updates = [f"{name}-up" for name in workspaces]
 
-    async with operator.running(cluster.kubeconfig, tmp_path / "workspaces", workers=WORKERS) as op:
+    async with operator.running(cluster.kubeconfig, tmp_path / "workspaces", workers=WORKERS,
+                                namespace=namespace) as op:
         created = []
         for i, name in enumerate(workspaces):
             # One backend for all: a stack each, so no operation waits for another's stack lock.

@@ -149,7 +149,7 @@ async def test_update_found_progressing_when_the_operator_starts_is_aborted(
         ]},
     }, field_manager=names.FIELD_MANAGER_UPDATE_STATUS)
 
-    async with operator.running(cluster.kubeconfig, tmp_path / "workspaces", workers=2):
+    async with operator.running(cluster.kubeconfig, tmp_path / "workspaces", workers=2, namespace=namespace):
         done = await _wait(kc, resources.UPDATE, "interrupted", namespace, _complete, timeout=60, what="Complete")
         assert _summary(done) == {"Progressing": ("False", "Failed"), "Failed": ("True", "Aborted"),
                                   "Complete": ("True", "Failed")}
