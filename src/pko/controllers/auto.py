@@ -1,7 +1,8 @@
 """Wiring of the `auto.pulumi.com` controllers (Workspace, Update) into a manager: watches, predicates, indexes.
 
 Mirrors the Go operator's `SetupWithManager`: a Workspace is reconciled when its generation changes or its
-StatefulSet becomes ready; an Update when it changes, and when its Workspace becomes ready or goes away.
+StatefulSet's rollout moves (the reference: only when it becomes ready); an Update when it changes, and when its
+Workspace becomes ready or goes away.
 """
 
 from __future__ import annotations
@@ -62,10 +63,20 @@ def _statefulset_ready(obj: objects.Object) -> bool:
             and (status.get("availableReplicas") or 0) >= 1)
 
 
-def _became_ready(event: store.Event) -> bool:
+def _rollout(obj: objects.Object) -> tuple[object, ...]:
+    status = obj.get("status") or {}
+    return (status.get("observedGeneration"), status.get("updateRevision"), status.get("currentRevision"),
+            status.get("availableReplicas"))
+
+
+def _rollout_changed(event: store.Event) -> bool:
+    """The reference reconciles only when the StatefulSet becomes ready; we also follow the rollout's progress,
+    so the Workspace's Ready reason moves from RollingUpdate to WaitingForReplicas instead of going stale."""
     if event.type == "DELETED":
         return False
-    return _statefulset_ready(event.object) and (event.old is None or not _statefulset_ready(event.old))
+    if _statefulset_ready(event.object) and (event.old is None or not _statefulset_ready(event.old)):
+        return True
+    return event.old is not None and _rollout(event.old) != _rollout(event.object)
 
 
 def _workspace_ready(obj: objects.Object) -> bool:
@@ -103,7 +114,7 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings) -> A
     workspace_controller.watch(workspace_informer, predicate=handlers.generation_changed)
     if local_runtime is None:
         workspace_controller.watch(mgr.informer(resources.STATEFUL_SET),
-                                   handlers.for_controller(resources.WORKSPACE), _became_ready)
+                                   handlers.for_controller(resources.WORKSPACE), _rollout_changed)
     else:
         local_runtime.on_exit = lambda key: workspace_controller.queue.add(key)
 
