@@ -115,3 +115,33 @@ def test_operator_help_lists_its_flags() -> None:
     assert result.returncode == 0
     for flag in ("--workspace-runtime", "--program-fs-addr", "--leader-elect", "--max-concurrent-updates"):
         assert flag in result.stdout
+
+
+async def test_agents_do_not_outlive_a_killed_operator(
+    cluster: controlplane.ControlPlane, kc: kclient.Client, namespace: str, tmp_path: Path,
+    pulumi_env: dict[str, str],
+) -> None:
+    health = ports.free_port()
+    process = subprocess.Popen(  # noqa: ASYNC220 (spawning does not block)
+        [sys.executable, "-m", "pko", "operator", "--kubeconfig", str(cluster.kubeconfig),
+         "--workspace-runtime", "local", "--workspace-root", str(tmp_path / "workspaces"),
+         "--health-probe-bind-address", f"127.0.0.1:{health}", "--program-fs-addr", f"127.0.0.1:{ports.free_port()}"],
+        env=dict(pulumi_env), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+    )
+    try:
+        await _eventually_ok(f"http://127.0.0.1:{health}/readyz", process)
+        await kc.create(resources.WORKSPACE.new("killed", namespace, spec={
+            "projectInfo": {"name": "killed", "runtime": "yaml"}, "stacks": [{"name": "dev", "create": True}]}))
+        await wait_for(kc, resources.WORKSPACE, "killed", namespace,
+                       lambda o: condition(o, "Ready").get("status") == "True")
+        agents = _children(process.pid)
+        assert agents
+    finally:
+        process.kill()
+        await asyncio.to_thread(process.wait, 30)
+    for _ in range(300):  # up to a minute for SIGTERM to land and the agents to stop gracefully
+        alive = [pid for pid in agents if _state(pid) == "alive"]
+        if not alive:
+            break
+        await asyncio.sleep(0.2)
+    assert alive == [], "agents outlived their SIGKILLed operator"

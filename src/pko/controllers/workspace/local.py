@@ -7,7 +7,8 @@ references against the API server, materialises configMap/secret volumes as file
 source and `pko agent serve` on a free loopback port with kube auth, and restarts both when the Workspace
 revision changes. Processes stop when the Workspace is deleted or the operator exits; nothing is left running.
 
-Must never: log resolved env values or file contents (they hold secrets), or leave a child process behind.
+Must never: log resolved env values or file contents (they hold secrets), or leave a child process behind (the
+agents also get a parent-death signal, so even a SIGKILLed operator leaves none).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import ctypes
 import logging
 import os
 import shutil
@@ -71,6 +73,18 @@ class Agent:
             if path == mount or path.startswith(mount.rstrip("/") + "/"):
                 return str(self.mounts[mount]) + path[len(mount.rstrip("/")):]
         return path
+
+
+def _die_with_parent() -> None:
+    """Run in the child before exec: SIGTERM it if the operator dies, even by SIGKILL (Linux prctl)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):  # not Linux: stop() and close() still end the agents
+        pass
+
+
+PR_SET_PDEATHSIG = 1
 
 
 def _free_port() -> int:
@@ -276,6 +290,7 @@ class LocalRuntime:
             process = await asyncio.create_subprocess_exec(
                 *argv, cwd=str(workspace_dir), env=env, stdin=asyncio.subprocess.DEVNULL,
                 stdout=log_file, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
+                preexec_fn=_die_with_parent,
             )
         finally:
             log_file.close()
@@ -315,6 +330,7 @@ class LocalRuntime:
             process = await asyncio.create_subprocess_exec(
                 *self.agent_command, "init", *args, env=self._base_env() | env, stdin=asyncio.subprocess.DEVNULL,
                 stdout=log_file, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
+                preexec_fn=_die_with_parent,
             )
             try:
                 code = await process.wait()
