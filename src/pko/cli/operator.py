@@ -62,6 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where the local runtime keeps workspaces")
     p.add_argument("--max-concurrent-reconciles", type=int,
                    default=int(os.environ.get("MAX_CONCURRENT_RECONCILES", "25")))
+    p.add_argument("--retry-max-backoff", type=_go_duration,
+                   default=os.environ.get("RETRY_MAX_BACKOFF_DURATION", "24h"),
+                   help="operator-wide cap of the failed-update backoff (10s·3ⁿ); a Stack's "
+                        "retryMaxBackoffDurationSeconds overrides it")
     p.add_argument("--max-concurrent-updates", type=int,
                    default=int(os.environ.get("MAX_CONCURRENT_UPDATES", "200")),
                    help="Pulumi operations in flight at once (they do not hold reconcile workers)")
@@ -104,6 +108,7 @@ async def run(args: argparse.Namespace) -> int:
         workspace_localhost=os.environ.get("WORKSPACE_LOCALHOST"),
         program_fs_addr=args.program_fs_addr,
         program_fs_adv_addr=args.program_fs_adv_addr,
+        retry_max_backoff=args.retry_max_backoff,
     )
     controllers = wiring.setup(mgr, client, settings)
     task = asyncio.create_task(controllers.run(), name="operator")

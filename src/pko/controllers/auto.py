@@ -42,6 +42,7 @@ class Settings:
     workspace_localhost: str | None = None
     program_fs_addr: str | None = None  # the Program file server (see pko.controllers.program)
     program_fs_adv_addr: str | None = None
+    retry_max_backoff: float | None = None  # seconds; operator-wide cap of the failed-update backoff (default 24h)
 
 
 @dataclass

@@ -38,7 +38,7 @@ class Controllers:
 
 def setup(mgr: manager.Manager, client: kclient.Client, settings: auto.Settings) -> Controllers:
     automation = auto.setup(mgr, client, settings)
-    stacks = stack_setup.setup(mgr, client, workers=settings.workers)
+    stacks = stack_setup.setup(mgr, client, workers=settings.workers, retry_max_backoff=settings.retry_max_backoff)
     programs = program_controller.setup(mgr, client, listen=settings.program_fs_addr,
                                         advertised=settings.program_fs_adv_addr, workers=settings.workers)
     return Controllers(mgr, automation, stacks, programs)

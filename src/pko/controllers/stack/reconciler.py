@@ -82,11 +82,13 @@ class StackReconciler:
         resolver: source_mod.Resolver,
         *,
         clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
+        retry_max_backoff: float = sync.DEFAULT_BACKOFF_CAP,
     ) -> None:
         self.client = client
         self.recorder = recorder
         self.resolver = resolver
         self.clock = clock
+        self.retry_max_backoff = retry_max_backoff
 
     async def __call__(self, key: objects.ObjectKey) -> Result | None:
         obj = await self.client.get_or_none(resources.STACK, key.name, key.namespace)
@@ -132,7 +134,8 @@ class StackReconciler:
         except ws_build.StallError as err:
             return await self._stall(s, conditions.STALLED_SPEC_INVALID, str(err), True, None)
 
-        synced, message = sync.is_synced(stack.model_copy(update={"status": status}), resolved.commit, self.clock())
+        synced, message = sync.is_synced(stack.model_copy(update={"status": status}), resolved.commit, self.clock(),
+                                         self.retry_max_backoff)
         if not synced:
             await self.recorder.normal(s.obj, "StackUpdateDetected", message)
         else:
@@ -243,11 +246,12 @@ class StackReconciler:
             if last.state != stack_api.STATE_SUCCEEDED:
                 await self._save(s)
                 waited = (now - _parse(last.last_resync_time, now)).total_seconds()
-                return Result(requeue_after=max(1.0, sync.cooldown(stack_api.spec_of(s.stack), last) - waited))
+                wait = sync.cooldown(stack_api.spec_of(s.stack), last, self.retry_max_backoff)
+                return Result(requeue_after=max(1.0, wait - waited))
             await self._save(s)
             await self._remove_finalizer(s)
             return None
-        after = sync.requeue_after(stack, now)
+        after = sync.requeue_after(stack, now, self.retry_max_backoff)
         if last.state != stack_api.STATE_FAILED and stack_api.spec_of(s.stack).workspace_reclaim_policy == "Delete":
             await self._finalize_update(s)
             try:

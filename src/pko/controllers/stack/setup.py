@@ -181,7 +181,7 @@ class StackController:
 
 
 def setup(mgr: manager.Manager, client: kclient.Client, *, workers: int = 25,
-          github_api_url: str | None = None) -> StackController:
+          github_api_url: str | None = None, retry_max_backoff: float | None = None) -> StackController:
     stacks = mgr.informer(resources.STACK, indexers={
         PREREQUISITE_INDEX: _prerequisites, PROGRAM_INDEX: _program, FLUX_INDEX: _flux,
     })
@@ -195,6 +195,8 @@ def setup(mgr: manager.Manager, client: kclient.Client, *, workers: int = 25,
     extra: dict[str, Any] = {"github_api_url": github_api_url} if github_api_url else {}
     resolver = source_mod.Resolver(client, watch_flux_kind=watch_flux, **extra)
     reconciler = stack_reconciler.StackReconciler(client, recorder, resolver)
+    if retry_max_backoff:
+        reconciler.retry_max_backoff = retry_max_backoff
     controller = mgr.controller(names.STACK_CONTROLLER, reconciler, workers=workers)
     flux_watches = FluxWatches(client, mgr.namespace, stacks, lambda key: controller.queue.add(key))
 

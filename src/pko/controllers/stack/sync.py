@@ -43,15 +43,18 @@ def resync_frequency(spec: stack_api.StackSpec) -> float:
     return max(float(spec.resync_frequency_seconds or 0), MIN_RESYNC)
 
 
-def cooldown(spec: stack_api.StackSpec, last: stack_api.StackUpdateState | None) -> float:
-    """Seconds to wait before retrying a failed update: 10s, 30s, 90s, ... capped at 24h or the Stack's cap."""
+def cooldown(spec: stack_api.StackSpec, last: stack_api.StackUpdateState | None,
+             default_cap: float = DEFAULT_BACKOFF_CAP) -> float:
+    """Seconds to wait before retrying a failed update: 10s, 30s, 90s, ... capped by the Stack's
+    `retryMaxBackoffDurationSeconds`, else by the operator-wide cap (`--retry-max-backoff`, default 24h)."""
     if last is None or last.state != stack_api.STATE_FAILED:
         return 0.0
-    cap = float(spec.retry_max_backoff_duration_seconds or 0) or DEFAULT_BACKOFF_CAP
+    cap = float(spec.retry_max_backoff_duration_seconds or 0) or default_cap
     return min(BASE_BACKOFF * BACKOFF_FACTOR ** (last.failures or 0), cap)
 
 
-def is_synced(stack: stack_api.Stack, commit: str, now: datetime.datetime) -> tuple[bool, str]:
+def is_synced(stack: stack_api.Stack, commit: str, now: datetime.datetime,
+              default_cap: float = DEFAULT_BACKOFF_CAP) -> tuple[bool, str]:
     """(synced, message): when not synced, the message says why an update is needed (it becomes the event
     `StackUpdateDetected` and the Update's `spec.message`)."""
     status = stack.status or stack_api.StackStatus()
@@ -82,7 +85,7 @@ def is_synced(stack: stack_api.Stack, commit: str, now: datetime.datetime) -> tu
             return False, f"New commit detected: {json.dumps(commit)}"
         if (last.failures or 0) >= MAX_UPDATE_FAILURES:
             return True, ""
-        wait = cooldown(spec, last)
+        wait = cooldown(spec, last, default_cap)
         if elapsed >= wait:
             return False, f"Backoff time elapsed: {durations.format_seconds(wait)}"
         return True, ""
@@ -139,7 +142,8 @@ def masked_outputs(data: Mapping[str, bytes], secret_keys: Sequence[str]) -> dic
     return result
 
 
-def requeue_after(stack: stack_api.Stack, now: datetime.datetime) -> float | None:
+def requeue_after(stack: stack_api.Stack, now: datetime.datetime,
+                  default_cap: float = DEFAULT_BACKOFF_CAP) -> float | None:
     """When to look again at a synced Stack: backoff retry, resync, or branch polling (the smallest)."""
     spec = stack_api.spec_of(stack)
     last = (stack.status or stack_api.StackStatus()).last_update
@@ -148,7 +152,7 @@ def requeue_after(stack: stack_api.Stack, now: datetime.datetime) -> float | Non
     since = (now - (_time(last.last_resync_time) or now)).total_seconds()
     after: float | None = None
     if last.state == stack_api.STATE_FAILED and (last.failures or 0) < MAX_UPDATE_FAILURES:
-        after = max(1.0, cooldown(spec, last) - since)
+        after = max(1.0, cooldown(spec, last, default_cap) - since)
     if last.state == stack_api.STATE_SUCCEEDED and spec.continue_resync_on_commit_match:
         after = max(1.0, resync_frequency(spec) - since)
     if spec.project_repo and spec.branch:
