@@ -107,9 +107,8 @@ class StackReconciler:
             s.obj = obj = await self.client.replace(obj)
 
         if status.current_update is not None:
-            outcome = await self._absorb(s)
-            if outcome is not None:
-                return outcome
+            if not await self._absorb(s):
+                return None  # the Update is still running; its completion brings us back
         spec = stack_api.spec_of(stack)
         if s.deleting and (not spec.destroy_on_finalize or spec.preview):
             s.conditions = conditions.mark_ready(s.conditions, now=self.clock())
@@ -204,8 +203,8 @@ class StackReconciler:
 
     # --- steps -------------------------------------------------------------------------------------------------
 
-    async def _absorb(self, s: _Session) -> Result | None:
-        """Fold a finished current Update into `lastUpdate` (or wait for it)."""
+    async def _absorb(self, s: _Session) -> bool:
+        """Fold a finished current Update into `lastUpdate`; False (status saved) while it is still running."""
         current = s.status.current_update
         assert current is not None
         update_obj = await self.client.get_or_none(resources.UPDATE, current.name or "", s.key.namespace)
@@ -213,7 +212,7 @@ class StackReconciler:
             s.conditions = conditions.mark_reconciling(s.conditions, conditions.RECONCILING_PROCESSING,
                                                        conditions.MESSAGE_STACK_PROCESSING, now=self.clock())
             await self._save(s)
-            return None
+            return False
         update = up_api.Update.model_validate(update_obj)
         now = self.clock()
         if _is_true(update_obj, conditions.FAILED):
@@ -234,7 +233,7 @@ class StackReconciler:
             await self.recorder.normal(s.obj, "StackCreated", "Successfully updated stack")
         s.finalize_update = update.metadata.name
         s.status.current_update = None
-        return None
+        return True
 
     async def _synced(self, s: _Session, desired_ws: dict[str, Any]) -> Result | None:
         last = s.status.last_update
