@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 import pko
 from pko.agent import initcmd, servecmd
+from pko.cli import lifeline
 
 
 def _root_flags(parser: argparse.ArgumentParser, suppress: bool) -> None:
@@ -85,6 +86,7 @@ def _setup_logging(verbose: bool) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(_normalize(sys.argv[1:] if argv is None else argv))
+    lifeline.hold()
     _setup_logging(bool(args.verbose))
     log = logging.getLogger("pko.agent")
     if args.command == "version":

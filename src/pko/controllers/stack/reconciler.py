@@ -106,9 +106,8 @@ class StackReconciler:
             obj["metadata"]["finalizers"] = [*finalizers, names.FINALIZER]
             s.obj = obj = await self.client.replace(obj)
 
-        if status.current_update is not None:
-            if not await self._absorb(s):
-                return None  # the Update is still running; its completion brings us back
+        if status.current_update is not None and not await self._absorb(s):
+            return None  # the Update is still running; its completion brings us back
         spec = stack_api.spec_of(stack)
         if s.deleting and (not spec.destroy_on_finalize or spec.preview):
             s.conditions = conditions.mark_ready(s.conditions, now=self.clock())

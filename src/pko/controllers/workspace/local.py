@@ -8,7 +8,7 @@ source and `pko agent serve` on a free loopback port with kube auth, and restart
 revision changes. Processes stop when the Workspace is deleted or the operator exits; nothing is left running.
 
 Must never: log resolved env values or file contents (they hold secrets), or leave a child process behind (the
-agents also get a parent-death signal, so even a SIGKILLed operator leaves none).
+agents are told to exit with their operator, so even a SIGKILLed operator leaves none: pko.cli.lifeline).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import ctypes
 import logging
 import os
 import shutil
@@ -36,6 +35,7 @@ from pko.kube import objects, resources
 log = logging.getLogger(__name__)
 
 START_TIMEOUT = 60.0
+LIFELINE_ENV = "PKO_AGENT_PARENT_PID"  # read by `pko agent` (see pko.cli.lifeline)
 STOP_GRACE = 30.0
 
 
@@ -73,18 +73,6 @@ class Agent:
             if path == mount or path.startswith(mount.rstrip("/") + "/"):
                 return str(self.mounts[mount]) + path[len(mount.rstrip("/")):]
         return path
-
-
-def _die_with_parent() -> None:
-    """Run in the child before exec: SIGTERM it if the operator dies, even by SIGKILL (Linux prctl)."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):  # not Linux: stop() and close() still end the agents
-        pass
-
-
-PR_SET_PDEATHSIG = 1
 
 
 def _free_port() -> int:
@@ -242,6 +230,7 @@ class LocalRuntime:
 
     def _base_env(self) -> dict[str, str]:
         env = dict(os.environ)
+        env[LIFELINE_ENV] = str(os.getpid())  # the agent exits when this operator process dies
         if self.kubeconfig:
             env["KUBECONFIG"] = self.kubeconfig
         return env
@@ -290,7 +279,6 @@ class LocalRuntime:
             process = await asyncio.create_subprocess_exec(
                 *argv, cwd=str(workspace_dir), env=env, stdin=asyncio.subprocess.DEVNULL,
                 stdout=log_file, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
-                preexec_fn=_die_with_parent,
             )
         finally:
             log_file.close()
@@ -330,7 +318,6 @@ class LocalRuntime:
             process = await asyncio.create_subprocess_exec(
                 *self.agent_command, "init", *args, env=self._base_env() | env, stdin=asyncio.subprocess.DEVNULL,
                 stdout=log_file, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
-                preexec_fn=_die_with_parent,
             )
             try:
                 code = await process.wait()
