@@ -68,6 +68,13 @@ def format_time(moment: datetime.datetime) -> str:
     return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def parse_time(value: str | None) -> datetime.datetime | None:
+    """A metav1.Time from the wire (the inverse of :func:`format_time`); None when empty."""
+    if not value:
+        return None
+    return datetime.datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
+
+
 def find(conditions: Sequence[Condition] | None, type_: str) -> Condition | None:
     return next((c for c in conditions or () if c.type == type_), None)
 

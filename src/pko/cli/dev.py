@@ -26,7 +26,7 @@ import yaml
 from pko.cli import logs
 from pko.kube import client as kclient
 from pko.kube import resources
-from pko.testing import binaries, controlplane, operator, pulumi
+from pko.testing import binaries, controlplane, operator, pulumi, waiting
 
 DEMO_NAMESPACE = "pko-demo"
 DEMO_PASSPHRASE = "pko-demo-passphrase"
@@ -158,13 +158,12 @@ async def run(args: argparse.Namespace) -> int:
 
 
 async def _wait_gone(client: kclient.Client, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if await client.get_or_none(resources.STACK, "hello-pko", DEMO_NAMESPACE) is None:
-            _say("the Stack was destroyed and removed.")
-            return
-        await asyncio.sleep(0.5)
-    _say("warning: the Stack was not removed in time")
+    try:
+        await waiting.wait_gone(client, resources.STACK, "hello-pko", DEMO_NAMESPACE, timeout)
+    except AssertionError:
+        _say("warning: the Stack was not removed in time")
+        return
+    _say("the Stack was destroyed and removed.")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

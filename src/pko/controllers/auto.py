@@ -80,15 +80,11 @@ def _rollout_changed(event: store.Event) -> bool:
     return event.old is not None and _rollout(event.old) != _rollout(event.object)
 
 
-def _workspace_ready(obj: objects.Object) -> bool:
-    found = [c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == conditions.READY]
-    return bool(found) and found[0].get("status") == "True"
-
-
 def _workspace_ready_or_gone(event: store.Event) -> bool:
     if event.type == "DELETED":
         return True
-    return _workspace_ready(event.object) and (event.old is None or not _workspace_ready(event.old))
+    ready = objects.condition_true(event.object, conditions.READY)
+    return ready and (event.old is None or not objects.condition_true(event.old, conditions.READY))
 
 
 def _update_workspace(obj: objects.Object) -> list[str]:
@@ -130,12 +126,8 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings) -> A
 
     def updates_of_workspace(obj: objects.Object) -> list[objects.ObjectKey]:
         found = update_informer.store.by_index(UPDATE_WORKSPACE_INDEX, str(objects.key_of(obj)))
-        return [objects.key_of(u) for u in found if not _complete(u) and objects.key_of(u) not in updates.active]
+        return [objects.key_of(u) for u in found
+                if not objects.condition_true(u, conditions.COMPLETE) and objects.key_of(u) not in updates.active]
 
     update_controller.watch(workspace_informer, handlers.for_mapping(updates_of_workspace), _workspace_ready_or_gone)
     return AutoControllers(workspaces, updates, local_runtime)
-
-
-def _complete(obj: objects.Object) -> bool:
-    return any(c.get("type") == conditions.COMPLETE and c.get("status") == "True"
-               for c in (obj.get("status") or {}).get("conditions") or [])

@@ -74,6 +74,16 @@ def is_deleting(obj: Object) -> bool:
     return bool(metadata(obj).get("deletionTimestamp"))
 
 
+def condition(obj: Object, type_: str) -> dict[str, Any]:
+    """The ``status.conditions`` entry of ``type_`` ({} when there is none)."""
+    found = ((obj or {}).get("status") or {}).get("conditions") or []
+    return next((dict(c) for c in found if c.get("type") == type_), {})
+
+
+def condition_true(obj: Object, type_: str) -> bool:
+    return condition(obj, type_).get("status") == "True"
+
+
 def group_of(api_version: str) -> str:
     """``"apps/v1"`` → ``"apps"``; ``"v1"`` → ``""`` (the core group)."""
     group, _, _ = api_version.rpartition("/")

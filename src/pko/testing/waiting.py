@@ -13,14 +13,14 @@ from collections.abc import Callable
 from typing import Any
 
 from pko.kube import client as kclient
-from pko.kube import resources
+from pko.kube import objects, resources
 
 Object = dict[str, Any]
 
 
 def condition(obj: Object | None, type_: str) -> Object:
-    """The condition of `type_` on `obj` ({} when absent)."""
-    return next((c for c in ((obj or {}).get("status") or {}).get("conditions") or [] if c.get("type") == type_), {})
+    """The condition of `type_` on `obj` ({} when absent, or when there is no object)."""
+    return objects.condition(obj or {}, type_)
 
 
 async def wait_for(client: kclient.Client, kind: resources.Kind, name: str, namespace: str,

@@ -55,23 +55,17 @@ class _Session:
         return objects.is_deleting(self.obj)
 
 
-def _complete(update: dict[str, Any]) -> bool:
-    status = update.get("status") or {}
-    if status.get("observedGeneration") != objects.generation_of(update):
-        return False
-    return any(c.get("type") == conditions.COMPLETE and c.get("status") == "True"
-               for c in status.get("conditions") or [])
+def _observed(obj: dict[str, Any]) -> bool:
+    return bool((obj.get("status") or {}).get("observedGeneration") == objects.generation_of(obj))
 
 
-def _is_true(obj: dict[str, Any], type_: str) -> bool:
-    return any(c.get("type") == type_ and c.get("status") == "True"
-               for c in (obj.get("status") or {}).get("conditions") or [])
+def update_complete(update: dict[str, Any]) -> bool:
+    """The Update finished, and its status speaks of its current generation."""
+    return _observed(update) and objects.condition_true(update, conditions.COMPLETE)
 
 
 def workspace_ready(ws: dict[str, Any]) -> bool:
-    status = ws.get("status") or {}
-    return (not objects.is_deleting(ws) and status.get("observedGeneration") == objects.generation_of(ws)
-            and _is_true(ws, conditions.READY))
+    return (not objects.is_deleting(ws) and _observed(ws) and objects.condition_true(ws, conditions.READY))
 
 
 class StackReconciler:
@@ -161,9 +155,8 @@ class StackReconciler:
                                          NAMESPACE_TERMINATING_RETRY)
             raise
         if not workspace_ready(ws):
-            stalled = next((c for c in (ws.get("status") or {}).get("conditions") or []
-                            if c.get("type") == conditions.STALLED and c.get("status") == "True"), None)
-            if stalled is not None:
+            stalled = objects.condition(ws, conditions.STALLED)
+            if stalled.get("status") == "True":
                 if s.deleting and status.last_update is None:
                     await self._remove_finalizer(s)
                     return None
@@ -207,14 +200,14 @@ class StackReconciler:
         current = s.status.current_update
         assert current is not None
         update_obj = await self.client.get_or_none(resources.UPDATE, current.name or "", s.key.namespace)
-        if update_obj is None or not _complete(update_obj):
+        if update_obj is None or not update_complete(update_obj):
             s.conditions = conditions.mark_reconciling(s.conditions, conditions.RECONCILING_PROCESSING,
                                                        conditions.MESSAGE_STACK_PROCESSING, now=self.clock())
             await self._save(s)
             return False
         update = up_api.Update.model_validate(update_obj)
         now = self.clock()
-        if _is_true(update_obj, conditions.FAILED):
+        if objects.condition_true(update_obj, conditions.FAILED):
             s.status.last_update = sync.record_failure(current, update, s.status.last_update, now)
             message = (update.status.message if update.status else None) or ""
             await self.recorder.warning(s.obj, "StackUpdateFailure", f"Failed to update stack: {message}")
@@ -243,7 +236,7 @@ class StackReconciler:
         if s.deleting:
             if last.state != stack_api.STATE_SUCCEEDED:
                 await self._save(s)
-                waited = (now - _parse(last.last_resync_time, now)).total_seconds()
+                waited = (now - (conditions.parse_time(last.last_resync_time) or now)).total_seconds()
                 wait = sync.cooldown(stack_api.spec_of(s.stack), last, self.retry_max_backoff)
                 return Result(requeue_after=max(1.0, wait - waited))
             await self._save(s)
@@ -339,9 +332,3 @@ class StackReconciler:
 def _namespace_terminating(err: errors.ApiError) -> bool:
     causes = (err.details or {}).get("causes") or []
     return any(c.get("reason") == "NamespaceTerminating" for c in causes) or "being terminated" in err.message
-
-
-def _parse(value: str | None, default: datetime.datetime) -> datetime.datetime:
-    if not value:
-        return default
-    return datetime.datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)

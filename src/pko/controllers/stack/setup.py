@@ -71,15 +71,11 @@ def stack_predicate(event: store.Event) -> bool:
     return handlers.generation_changed(event) and not _finalizer_added(event)
 
 
-def _true(obj: objects.Object, type_: str) -> bool:
-    return any(c.get("type") == type_ and c.get("status") == "True"
-               for c in (obj.get("status") or {}).get("conditions") or [])
-
-
 def stack_ready(obj: objects.Object) -> bool:
     status = obj.get("status") or {}
     return (status.get("observedGeneration") == objects.generation_of(obj)
-            and status.get("observedReconcileRequest", "") == _annotation(obj) and _true(obj, conditions.READY))
+            and status.get("observedReconcileRequest", "") == _annotation(obj)
+            and objects.condition_true(obj, conditions.READY))
 
 
 def _transition(test: Callable[[objects.Object], bool]) -> handlers.Predicate:
@@ -102,9 +98,6 @@ def revision_changed(event: store.Event) -> bool:
     return revision is not None and (event.old is None or _revision(event.old) != revision)
 
 
-def _update_complete(obj: objects.Object) -> bool:
-    status = obj.get("status") or {}
-    return status.get("observedGeneration") == objects.generation_of(obj) and _true(obj, conditions.COMPLETE)
 
 
 def _stack_owners(obj: objects.Object) -> list[objects.ObjectKey]:
@@ -215,12 +208,12 @@ def setup(mgr: manager.Manager, client: kclient.Client, *, workers: int = 25,
     controller.watch(mgr.informer(resources.PROGRAM), handlers.for_mapping(program_users), revision_changed)
 
     def workspace_signal(obj: objects.Object) -> bool:
-        return stack_reconciler.workspace_ready(obj) or _true(obj, conditions.STALLED)
+        return stack_reconciler.workspace_ready(obj) or objects.condition_true(obj, conditions.STALLED)
 
     controller.watch(mgr.informer(resources.WORKSPACE), handlers.for_controller(resources.STACK),
                      _transition(workspace_signal))
     controller.watch(mgr.informer(resources.UPDATE), handlers.for_mapping(_stack_owners),
-                     _transition(_update_complete))
+                     _transition(stack_reconciler.update_complete))
 
     metrics = StackMetrics(mgr.registry)
     stacks.add_handler(metrics.observe)

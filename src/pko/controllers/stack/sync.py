@@ -29,12 +29,6 @@ MIN_RESYNC = 60.0
 SECRET_MASK = "[secret]"
 
 
-def _time(value: str | None) -> datetime.datetime | None:
-    if not value:
-        return None
-    return datetime.datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
-
-
 def reconcile_request(stack: stack_api.Stack) -> str:
     return (stack.metadata.annotations or {}).get(names.ANNOTATION_RECONCILE_REQUEST, "")
 
@@ -68,7 +62,7 @@ def is_synced(stack: stack_api.Stack, commit: str, now: datetime.datetime,
     request = reconcile_request(stack)
     if (last.reconcile_request or "") != request:
         return False, f"Sync request: {json.dumps(request)}"
-    elapsed = (now - (_time(last.last_resync_time) or now)).total_seconds()
+    elapsed = (now - (conditions.parse_time(last.last_resync_time) or now)).total_seconds()
     if last.state == stack_api.STATE_SUCCEEDED:
         if deleting:
             return (True, "") if last.type == up_api.DESTROY else (False, "Stack marked for deletion")
@@ -149,7 +143,7 @@ def requeue_after(stack: stack_api.Stack, now: datetime.datetime,
     last = (stack.status or stack_api.StackStatus()).last_update
     if last is None:
         return None
-    since = (now - (_time(last.last_resync_time) or now)).total_seconds()
+    since = (now - (conditions.parse_time(last.last_resync_time) or now)).total_seconds()
     after: float | None = None
     if last.state == stack_api.STATE_FAILED and (last.failures or 0) < MAX_UPDATE_FAILURES:
         after = max(1.0, cooldown(spec, last, default_cap) - since)
@@ -178,7 +172,7 @@ def prerequisite_problem(requirement: stack_api.RequirementSpec | None, other: s
         return Unsatisfied("prerequisite failed")
     if requirement is not None and requirement.succeeded_within_duration:
         window = durations.parse(requirement.succeeded_within_duration)
-        elapsed = (now - (_time(last.last_resync_time) or now)).total_seconds()
+        elapsed = (now - (conditions.parse_time(last.last_resync_time) or now)).total_seconds()
         if elapsed > window:
             return Unsatisfied("prerequisite is out of date", last.name)
     return None

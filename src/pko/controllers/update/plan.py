@@ -52,12 +52,6 @@ class Decision:
     requeue_after: float | None = None
 
 
-def _time(value: str | None) -> datetime.datetime | None:
-    if not value:
-        return None
-    return datetime.datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
-
-
 def decide(update: up_api.Update, *, running: bool, deleting: bool, has_controller: bool,
            now: datetime.datetime) -> Decision:
     """The next step for `update` (`running`: an operation of this process is in flight for it)."""
@@ -71,7 +65,7 @@ def decide(update: up_api.Update, *, running: bool, deleting: bool, has_controll
             ttl = durations.parse(ttl_text)
         except ValueError:
             return Decision(Action.IGNORE)
-        completed_at = _time(complete.last_transition_time) or now
+        completed_at = conditions.parse_time(complete.last_transition_time) or now
         remaining = (completed_at + datetime.timedelta(seconds=ttl) - now).total_seconds()
         return Decision(Action.EXPIRE) if remaining <= 0 else Decision(Action.WAIT_TTL, remaining)
     if running:
