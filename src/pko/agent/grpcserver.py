@@ -89,6 +89,9 @@ def build_server(service: AutomationService, auth: KubeAuth | None = None) -> gr
         options=[
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            # gRPC turns SO_REUSEPORT on by default: a second agent could then bind a busy port and take half of
+            # its connections (with the local runtime, another workspace's agent). One port, one agent.
+            ("grpc.so_reuseport", 0),
         ],
     )
     agent_pb2_grpc.add_AutomationServiceServicer_to_server(service, server)  # type: ignore[no-untyped-call]

@@ -49,9 +49,15 @@ def installed_crds(control_plane: controlplane.ControlPlane, client: Client,
 
 
 @pytest.fixture(scope="module")
-def namespace(client: Client, installed_crds: dict[str, crds.Manifest]) -> Iterator[str]:
-    """A namespace of its own for each test module (the CRDs are installed first)."""
+def namespace(client: Client, control_plane: controlplane.ControlPlane,
+              installed_crds: dict[str, crds.Manifest]) -> Iterator[str]:
+    """A namespace of its own for each test module (the CRDs are installed first). Its pko objects are deleted
+    at the end: this control plane has no namespace controller, and an operator started by a later test would
+    otherwise pick up these examples (and fetch their sources from the internet)."""
     name = f"api-{uuid.uuid4().hex[:8]}"
     client.create(Namespace(metadata={"name": name}))  # type: ignore[arg-type]
     yield name
+    deleted = kubectl(control_plane, "delete", "stacks,programs,workspaces,updates", "--all", "-n", name,
+                      "--wait=false")
+    assert deleted.returncode == 0, deleted.stderr
     client.delete(Namespace, name)
