@@ -28,6 +28,8 @@ export GONOSUMDB=${GONOSUMDB:-github.com/pulumi}
 
 log() { printf '[tools %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
+# The Debian packages the test bed needs come first: a missing one stops here (or, as root, gets installed).
+bash "$here/debian-packages.sh"
 command -v go >/dev/null || { log "go is not on PATH: install Go >= 1.25 first"; exit 1; }
 mkdir -p "$BIN_DIR"
 
