@@ -27,6 +27,7 @@ Usage (also ``python -m pko.testing.cluster up|down|status``)::
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import fcntl
 import json
@@ -580,30 +581,37 @@ def _wait_deployment(cluster: Cluster, namespace: str, name: str, timeout: float
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m pko.testing.cluster up DIR`` (runs until Ctrl-C) | ``down`` | ``status DIR`` | ``reap FD``."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    command = args[0] if args else "help"
-    if command == "reap":
-        reap(int(args[1]))
-        return 0
-    if command == "down":
+    """``up DIR [--images a,b]`` (runs until SIGINT/SIGTERM) | ``down`` | ``status DIR`` | ``reap FD`` (internal)."""
+    parser = argparse.ArgumentParser(prog="python -m pko.testing.cluster", description=main.__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    up = commands.add_parser("up", help="start the cluster and keep it until SIGINT/SIGTERM")
+    up.add_argument("dir", type=Path)
+    up.add_argument("--images", default="", help="comma-separated image names to import (default: all built)")
+    commands.add_parser("down", help="tear down whatever cluster the state file names")
+    status = commands.add_parser("status", help="list what a cluster in DIR left on the machine")
+    status.add_argument("dir", type=Path)
+    reaper = commands.add_parser("reap")
+    reaper.add_argument("fd", type=int)
+    args = parser.parse_args(argv)
+    if args.command == "reap":
+        reap(args.fd)
+    elif args.command == "down":
         sweep()
-        return 0
-    if command == "status" and len(args) == 2:
-        left = leftovers(Path(args[1]).resolve())
+    elif args.command == "status":
+        left = leftovers(args.dir.resolve())
         print("\n".join(left) or "clean")
         return 1 if left else 0
-    if command == "up" and len(args) == 2:
+    else:
         from pko.testing import images  # the image cache is only needed to start
 
-        built = images.build()
-        with start(Path(args[1]), images=built.values()) as running:
-            print(f"KUBECONFIG={running.kubeconfig}", flush=True)
+        names = [n for n in args.images.split(",") if n]
+        chosen = [images.built(n) for n in names] if names else list(images.build().values())
+        with start(args.dir, images=chosen) as running:
+            # blocked only now: the node's processes must not inherit a blocked SIGTERM
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+            print(f"KUBECONFIG={running.kubeconfig}", flush=True)
             signal.sigwait({signal.SIGINT, signal.SIGTERM})
-        return 0
-    print(main.__doc__)
-    return 2
+    return 0
 
 
 if __name__ == "__main__":
