@@ -30,6 +30,13 @@ dev: tools
 agent-bin: venv
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash tools/agent-bin/build.sh
 
+# The test cluster's container images (no registry: mmdebstrap, buildah, our own OCI archives; needs root and the
+# binaries of `make tools`) into $(PKO_IMAGE_DIR); cached by content hash. `IMAGES=pko` builds only the named ones.
+.PHONY: images
+export PKO_IMAGE_DIR ?= $(HOME)/.cache/pko/images
+images: venv
+	$(PY) -m pko.testing.images build $(IMAGES)
+
 # deploy/quickstart/install.yaml is rendered from the Helm chart; `make lint` fails when it drifts.
 quickstart: venv
 	$(PY) -m pko.deploy.quickstart
