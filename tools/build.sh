@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the real binaries pko's tests run (kube-apiserver, etcd, kube-controller-manager, kubectl,
-# the Pulumi CLI and its language hosts) from the Go module proxy, into a cache outside the repository.
+# Builds the real binaries pko's tests run (kube-apiserver, etcd, kube-controller-manager, kubectl; kubelet,
+# kube-proxy and kube-scheduler for the single-node cluster; the Pulumi CLI and its language
+# hosts; Flux source-controller; Helm) from the Go module proxy, into a cache outside the repository.
 # Two sources are not on the proxy and are built from the shared directory beside the repository
 # (../shared/third_party, or $PKO_SHARED_DIR): the official Python language host.
 #
@@ -79,16 +80,29 @@ gobuild() {  # gobuild MODULE_DIR OUT PKG LDFLAGS [TAGS]
   (cd "$mod" && go build -trimpath ${tags:+-tags "$tags"} -ldflags "$ld" -o "$out" "$pkg")
 }
 
-build_kubernetes() {
-  local out=$1 v=$2 minor ld p
+k8s_ldflags() {  # k8s_ldflags VERSION: the version stamps a release build sets (`--version`, `/version`)
+  local v=$1 minor ld p
   minor=${v#v1.}; minor=${minor%%.*}
   ld="-s -w"
   for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ld="$ld -X $p.gitVersion=$v -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
     ld="$ld -X $p.gitCommit=0000000000000000000000000000000000000000 -X $p.buildDate=2026-01-01T00:00:00Z"
   done
+  echo "$ld"
+}
+
+build_kubernetes() {
+  local out=$1 v=$2 p
   for p in kube-apiserver kube-controller-manager kubectl; do
-    gobuild "$here/k8s" "$out/$p" "k8s.io/kubernetes/cmd/$p" "$ld"
+    gobuild "$here/k8s" "$out/$p" "k8s.io/kubernetes/cmd/$p" "$(k8s_ldflags "$v")"
+  done
+}
+
+build_kube_node() {
+  # The node side of the single-node cluster, from the same module graph as the control plane.
+  local out=$1 v=$2 p
+  for p in kubelet kube-proxy kube-scheduler; do
+    gobuild "$here/k8s" "$out/$p" "k8s.io/kubernetes/cmd/$p" "$(k8s_ldflags "$v")"
   done
 }
 
@@ -152,6 +166,7 @@ build_helm() {
 }
 
 group kubernetes "$K8S_VERSION" build_kubernetes
+group kube-node "$K8S_VERSION" build_kube_node
 group etcd "$ETCD_VERSION" build_etcd
 group pulumi "$PULUMI_VERSION" build_pulumi
 # pko once shipped its own Python host as the group python-host-<version>; the official host replaced it (the
@@ -163,11 +178,12 @@ group source-controller "$SOURCE_CONTROLLER_VERSION" build_source_controller
 group helm "$HELM_VERSION" build_helm
 
 [ ${#only[@]} -eq 0 ] || { echo "$BIN_DIR"; exit 0; }
-for b in kube-apiserver etcd kubectl pulumi pulumi-language-python pulumi-language-python-exec pulumi-language-yaml \
-  source-controller helm; do
+for b in kube-apiserver kube-controller-manager kubectl etcd kubelet kube-proxy kube-scheduler \
+  pulumi pulumi-language-python pulumi-language-python-exec pulumi-language-yaml source-controller helm; do
   [ -x "$BIN_DIR/$b" ] || { log "missing $BIN_DIR/$b after the build"; exit 1; }
 done
 log "kube-apiserver: $("$BIN_DIR/kube-apiserver" --version)"
 log "etcd: $("$BIN_DIR/etcd" --version | head -1)"
+log "kubelet: $("$BIN_DIR/kubelet" --version)"
 log "pulumi: $("$BIN_DIR/pulumi" version)"
 echo "$BIN_DIR"
