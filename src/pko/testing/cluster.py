@@ -500,7 +500,7 @@ def start(workdir: Path, *, images: Iterable[Any] = (), timeout: float = 180.0) 
             reaper.wait(30)
             os.close(lock_fd)
             report = ""
-        if isinstance(err, Exception) and not isinstance(err, ClusterError):
+        if isinstance(err, Exception):
             raise ClusterError(f"the cluster did not start: {err}\n{report}") from err
         raise
     return cluster
@@ -574,7 +574,12 @@ def _wait_deployment(cluster: Cluster, namespace: str, name: str, timeout: float
         deployment = cluster.api_get(f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}") or {}
         return int((deployment.get("status") or {}).get("availableReplicas") or 0) >= 1
 
-    _poll(available, timeout, f"deployment {namespace}/{name}")
+    try:
+        _poll(available, timeout, f"deployment {namespace}/{name}")
+    except ClusterError as err:
+        pods = cluster.kubectl("get", "pods", "-n", namespace, "-o", "wide", check=False).stdout
+        events = cluster.kubectl("get", "events", "-n", namespace, check=False).stdout[-3000:]
+        raise ClusterError(f"{err}\n{pods}\n{events}") from None
 
 
 # --- command line --------------------------------------------------------------------------------------------------
