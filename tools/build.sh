@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the real binaries pko's tests run (kube-apiserver, etcd, kube-controller-manager, kubectl; kubelet,
-# kube-proxy, kube-scheduler and crictl for the single-node cluster; the Pulumi CLI and its language
+# kube-proxy, kube-scheduler, crictl and CoreDNS for the single-node cluster; the Pulumi CLI and its language
 # hosts; Flux source-controller; Helm) from the Go module proxy, into a cache outside the repository.
 # Two sources are not on the proxy and are built from the shared directory beside the repository
 # (../shared/third_party, or $PKO_SHARED_DIR): the official Python language host.
@@ -22,6 +22,7 @@ PULUMI_YAML_VERSION=v1.25.0
 SOURCE_CONTROLLER_VERSION=v1.9.1
 HELM_VERSION=v3.22.0
 CRICTL_VERSION=v1.34.0
+COREDNS_VERSION=v1.13.1
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
 # The checksum database behind our module proxy does not know every module version we pin; the committed
@@ -112,6 +113,10 @@ build_crictl() {
     "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=$2"
 }
 
+build_coredns() {
+  gobuild "$here/coredns" "$1/coredns" github.com/coredns/coredns "-s -w"
+}
+
 build_etcd() {
   gobuild "$here/k8s" "$1/etcd" go.etcd.io/etcd/server/v3 "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=$2"
 }
@@ -174,6 +179,7 @@ build_helm() {
 group kubernetes "$K8S_VERSION" build_kubernetes
 group kube-node "$K8S_VERSION" build_kube_node
 group crictl "$CRICTL_VERSION" build_crictl
+group coredns "$COREDNS_VERSION" build_coredns
 group etcd "$ETCD_VERSION" build_etcd
 group pulumi "$PULUMI_VERSION" build_pulumi
 # pko once shipped its own Python host as the group python-host-<version>; the official host replaced it (the
@@ -185,7 +191,7 @@ group source-controller "$SOURCE_CONTROLLER_VERSION" build_source_controller
 group helm "$HELM_VERSION" build_helm
 
 [ ${#only[@]} -eq 0 ] || { echo "$BIN_DIR"; exit 0; }
-for b in kube-apiserver kube-controller-manager kubectl etcd kubelet kube-proxy kube-scheduler crictl \
+for b in kube-apiserver kube-controller-manager kubectl etcd kubelet kube-proxy kube-scheduler crictl coredns \
   pulumi pulumi-language-python pulumi-language-python-exec pulumi-language-yaml source-controller helm; do
   [ -x "$BIN_DIR/$b" ] || { log "missing $BIN_DIR/$b after the build"; exit 1; }
 done
