@@ -4,9 +4,8 @@ The test cluster's containerd imports images from OCI image-layout tarballs (`ct
 names an image only by the ``io.containerd.image.name`` annotation of its index entry. This module writes such
 archives for the images that are a few files or a root filesystem tarball (pause, coredns, the Python base), and
 re-packs the OCI layout directory buildah pushes (pko, workspace, pko-go) so every archive carries one annotated
-index entry per image ref. Layers stay uncompressed: the archives never leave this machine, and containerd and
-buildah unpack an uncompressed layer faster than a gzipped one. Everything written is deterministic: the same
-inputs give the same bytes, and so the same digests.
+index entry per image ref. The layers written here stay uncompressed (the archives never leave this machine; buildah
+gzips its own). Everything written is deterministic: the same inputs give the same bytes, and so the same digests.
 """
 
 from __future__ import annotations
