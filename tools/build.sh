@@ -3,7 +3,7 @@
 # kube-proxy, kube-scheduler, crictl and CoreDNS for the single-node cluster; the Pulumi CLI and its language
 # hosts; Flux source-controller; Helm) from the Go module proxy, into a cache outside the repository.
 # Two sources are not on the proxy and are built from the shared directory beside the repository
-# (../shared/third_party, or $PKO_SHARED_DIR): the official Python language host.
+# (../shared/third_party, or $PKO_SHARED_DIR): the official Python language host and the Go reference operator.
 #
 # Each group lands in "$PKO_BIN_DIR/<group>-<version>/" and is built only when that directory is missing,
 # so a warm machine skips the Go builds. The top of "$PKO_BIN_DIR" holds symlinks to the current versions:
@@ -23,8 +23,12 @@ SOURCE_CONTROLLER_VERSION=v1.9.1
 HELM_VERSION=v3.22.0
 CRICTL_VERSION=v1.34.0
 COREDNS_VERSION=v1.13.1
+# The Go reference operator in ../shared/third_party/pulumi-kubernetes-operator (see its README): v2.9.0 at
+# upstream commit 475dbc6c. Its binaries report v2.9.0.
+PKO_GO_VERSION=v2.9.0
+PKO_GO_COMMIT=475dbc6c
 
-export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
+export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-mod=mod -buildvcs=false"
 # The checksum database behind our module proxy does not know every module version we pin; the committed
 # go.sum files in tools/*/ are what verifies the downloads.
 export GONOSUMDB=${GONOSUMDB:-github.com/pulumi,sigs.k8s.io/cri-tools}
@@ -149,6 +153,22 @@ build_python_host() {
   install -m 755 "$sdk/python/cmd/pulumi-language-python-exec" "$out/pulumi-language-python-exec"
 }
 
+build_pko_go() {
+  # The Go reference operator (github.com/pulumi/pulumi-kubernetes-operator/v2): its manager and its agent, for
+  # the cross-runs and the side-by-side benchmarks. The proxy refuses the module, so it is built from ../shared.
+  local out=$1 v=${2%-*} src m
+  copy_shared pulumi-kubernetes-operator
+  src=$copied
+  if ! grep -q "at commit $PKO_GO_COMMIT" "$src/README.md"; then
+    log "ERROR: the Go operator in ../shared is not upstream commit $PKO_GO_COMMIT (see its README.md);"
+    log "update PKO_GO_VERSION and PKO_GO_COMMIT in tools/build.sh"
+    exit 1
+  fi
+  m=github.com/pulumi/pulumi-kubernetes-operator/v2
+  gobuild "$src" "$out/pko-go-manager" ./operator/cmd "-s -w -X $m/operator/version.Version=$v"
+  gobuild "$src" "$out/pko-go-agent" ./agent "-s -w -X $m/agent/version.Version=$v"
+}
+
 build_pulumi_yaml() {
   gobuild "$here/pulumi-yaml" "$1/pulumi-language-yaml" github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml \
     "-s -w -X github.com/pulumi/pulumi-yaml/pkg/version.Version=$2"
@@ -189,10 +209,12 @@ group pulumi-language-python "$PULUMI_VERSION" build_python_host
 group pulumi-yaml "$PULUMI_YAML_VERSION" build_pulumi_yaml
 group source-controller "$SOURCE_CONTROLLER_VERSION" build_source_controller
 group helm "$HELM_VERSION" build_helm
+group pko-go "$PKO_GO_VERSION-$PKO_GO_COMMIT" build_pko_go
 
 [ ${#only[@]} -eq 0 ] || { echo "$BIN_DIR"; exit 0; }
 for b in kube-apiserver kube-controller-manager kubectl etcd kubelet kube-proxy kube-scheduler crictl coredns \
-  pulumi pulumi-language-python pulumi-language-python-exec pulumi-language-yaml source-controller helm; do
+  pulumi pulumi-language-python pulumi-language-python-exec pulumi-language-yaml source-controller helm \
+  pko-go-manager pko-go-agent; do
   [ -x "$BIN_DIR/$b" ] || { log "missing $BIN_DIR/$b after the build"; exit 1; }
 done
 log "kube-apiserver: $("$BIN_DIR/kube-apiserver" --version)"
