@@ -312,14 +312,16 @@ def sweep() -> None:
 # --- teardown ------------------------------------------------------------------------------------------------------
 
 
-def _pids_with(marker: str) -> list[int]:
-    """Processes whose command line mentions `marker` (every daemon of ours names the work directory)."""
+def _pids_with(*markers: str) -> list[int]:
+    """Processes whose command line mentions one of `markers` (every daemon of ours names the work directory or,
+    for containerd's shims, its state directory)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         with contextlib.suppress(OSError):
-            if marker in (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            if any(marker in command for marker in markers):
                 found.append(int(entry.name))
     return found
 
@@ -376,17 +378,17 @@ def _paths_for(workdir: Path) -> nodeconfig.NodePaths:
 def teardown(workdir: Path, net: hostnet.Network) -> None:
     """Remove the cluster that ran in `workdir`: pods, daemons, mounts, network, cgroups, sysctls. Idempotent."""
     paths = _paths_for(workdir)
-    marker = str(workdir)
+    markers = (str(workdir), str(paths.containerd_state))
     # kubelet first, or it recreates what we remove; then the pods through the CRI so CNI DEL runs (with a long
     # timeout: crictl's default 2 s kills the bridge plugin mid-DEL and leaks its nat chains).
-    _kill([p for p in _pids_with(marker) if _is(p, ("kubelet", "kube-proxy"))])
+    _kill([p for p in _pids_with(*markers) if _is(p, ("kubelet", "kube-proxy"))])
     if paths.containerd_socket.exists() and _pids_with(str(paths.containerd_config)):
         with contextlib.suppress(ClusterError, subprocess.TimeoutExpired, OSError):
             _run([str(binaries.bin_dir() / "crictl"), "-r", f"unix://{paths.containerd_socket}", "-t", "60s",
                   "rmp", "-fa"], check=False, timeout=90)
     _kill(_cgroup_pids(), grace=2.0)
-    _kill(_pids_with(marker))
-    for point in _mounts_under([workdir, paths.containerd_root]):
+    _kill(_pids_with(*markers))  # the control plane, containerd and its shims
+    for point in _mounts_under([workdir, paths.containerd_root, paths.containerd_state]):
         _run(["umount", "-l", point], check=False)
     hostnet.sweep(net)
     state = _read_state()
@@ -440,9 +442,13 @@ def _remove_tree(path: Path) -> None:
 def leftovers(workdir: Path, net: hostnet.Network | None = None) -> list[str]:
     """Everything of a cluster in `workdir` still on the machine (empty when the teardown was complete)."""
     net = net or hostnet.discover()
-    found = [f"process {pid}: {_command(pid)}" for pid in _pids_with(str(workdir)) if _alive(pid)]
+    paths = _paths_for(workdir)
+    found = [f"process {pid}: {_command(pid)}" for pid in _pids_with(str(workdir), str(paths.containerd_state))
+             if _alive(pid)]
     found += [f"pod process {pid}" for pid in _cgroup_pids() if _alive(pid)]
-    found += [f"mount {point}" for point in _mounts_under([workdir, _paths_for(workdir).containerd_root])]
+    found += [f"mount {point}" for point in _mounts_under([workdir, paths.containerd_root, paths.containerd_state])]
+    if paths.containerd_state.exists():
+        found.append(f"directory {paths.containerd_state}")
     found += hostnet.leftovers(net)
     found += [f"cgroup {c / r}" for c in Path("/sys/fs/cgroup").iterdir() for r in CGROUP_ROOTS if (c / r).exists()]
     if STATE_FILE.exists():
