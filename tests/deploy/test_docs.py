@@ -49,3 +49,18 @@ def test_relative_links_resolve() -> None:
             if "://" not in target and not (page.parent / target).exists():
                 broken.append(f"{page.relative_to(ROOT)} → {target}")
     assert not broken, broken
+
+
+def test_compatibility_page_names_real_tests() -> None:
+    """Every entry of docs/compatibility.md names a test (`tests/....py::test_name`) that exists."""
+    text = (DOCS / "compatibility.md").read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| What")]
+    assert rows
+    unbacked = [row for row in rows if "::test_" not in row]
+    assert not unbacked, f"entries without a test: {unbacked}"
+    missing = []
+    for path, name in re.findall(r"`(tests/[\w/]+\.py)::(test_\w+)`", text):
+        source = ROOT / path
+        if not source.is_file() or not re.search(rf"^(async )?def {name}\(", source.read_text(), re.MULTILINE):
+            missing.append(f"{path}::{name}")
+    assert not missing, f"docs/compatibility.md names tests that do not exist: {missing}"

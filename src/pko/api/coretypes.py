@@ -8,9 +8,12 @@ committed next to this module (``core_v1_openapi.json``, refreshed by
 
 This module turns snapshot entries into the form controller-gen gives the same Go types in a CRD:
 ``$ref`` inlined (CRDs must be structural), descriptions, enums and patch directives dropped, Quantity and
-IntOrString as ``x-kubernetes-int-or-string``, embedded ObjectMeta as a bare object, and only the defaults that
-come from ``+default`` markers (not the zero-value defaults the OpenAPI publisher adds for required fields or
-non-pointer structs).
+IntOrString as ``x-kubernetes-int-or-string``, embedded ObjectMeta as controller-gen's
+``generateEmbeddedObjectMeta`` shape (name, namespace, labels, annotations, finalizers), ``required`` sorted, the
+``x-kubernetes-map-type: atomic`` that controller-gen inherits from an inline-embedded ``LocalObjectReference``,
+and only the defaults that controller-gen understands: literal ``+default=`` markers (not ``+default=ref(...)``,
+not the zero-value defaults the OpenAPI publisher adds for required fields or non-pointer structs). The CRD
+parity test (``tests/unit/api/test_crd_parity.py``) holds the result to the Go operator's CRDs.
 
 Must never: fetch anything (the snapshot is read-only package data, loaded once), or mutate the cached snapshot.
 """
@@ -55,9 +58,36 @@ _SPECIAL: dict[str, Schema] = {
     },
     "io.k8s.apimachinery.pkg.apis.meta.v1.Time": {"format": "date-time", "type": "string"},
     "io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime": {"format": "date-time", "type": "string"},
-    # controller-gen renders an embedded (non-root) ObjectMeta as a bare object.
-    "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta": {"type": "object"},
+    # An embedded (non-root) ObjectMeta, as controller-gen renders it with `crd:generateEmbeddedObjectMeta=true`
+    # (the Go operator's setting): only the fields an embedded template may set.
+    "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta": {
+        "properties": {
+            "annotations": {"additionalProperties": {"type": "string"}, "type": "object"},
+            "finalizers": {"items": {"type": "string"}, "type": "array"},
+            "labels": {"additionalProperties": {"type": "string"}, "type": "object"},
+            "name": {"type": "string"},
+            "namespace": {"type": "string"},
+        },
+        "type": "object",
+    },
 }
+
+# Types that embed LocalObjectReference inline (`json:",inline"`). controller-gen flattens the embedded struct into
+# them together with its `+structType=atomic` marker; the OpenAPI publisher does not, so the snapshot lacks it.
+_INLINE_ATOMIC = frozenset({
+    "io.k8s.api.core.v1.ConfigMapEnvSource",
+    "io.k8s.api.core.v1.SecretEnvSource",
+    "io.k8s.api.core.v1.ConfigMapVolumeSource",
+    "io.k8s.api.core.v1.ConfigMapProjection",
+    "io.k8s.api.core.v1.SecretProjection",
+})
+
+# Defaults given by `+default=ref(GoConstant)` markers: the OpenAPI publisher resolves them, controller-gen ignores
+# them, so the CRD has no default there.
+_REF_DEFAULTS = frozenset({
+    ("io.k8s.api.core.v1.AzureDiskVolumeSource", "cachingMode"),
+    ("io.k8s.api.core.v1.AzureDiskVolumeSource", "kind"),
+})
 
 # Published keys that a CRD schema keeps; everything else (description, enum, patch directives ...) is dropped.
 _KEPT = frozenset({
@@ -149,7 +179,13 @@ def _convert_named(schemas: Mapping[str, Schema], name: str, stack: tuple[str, .
         raise SnapshotError(f"recursive type cannot be inlined: {' -> '.join((*stack, name))}")
     if name not in schemas:
         raise SnapshotError(f"type {name} is not in the snapshot")
-    return _convert(schemas, schemas[name], (*stack, name))
+    converted = _convert(schemas, schemas[name], (*stack, name))
+    if name in _INLINE_ATOMIC:
+        converted = dict(sorted({**converted, "x-kubernetes-map-type": "atomic"}.items()))
+    for owner, prop in _REF_DEFAULTS:
+        if owner == name:
+            converted["properties"][prop].pop("default", None)
+    return converted
 
 
 def _convert(schemas: Mapping[str, Schema], node: Schema, stack: tuple[str, ...]) -> Schema:
@@ -163,6 +199,8 @@ def _convert(schemas: Mapping[str, Schema], node: Schema, stack: tuple[str, ...]
             out[key] = {
                 prop: _property(schemas, sub, stack, prop in required) for prop, sub in sorted(value.items())
             }
+        elif key == "required":
+            out[key] = sorted(value)
         elif key in ("items", "additionalProperties") and isinstance(value, dict):
             out[key] = _without_zero_default(_convert(schemas, value, stack))
         elif key == "default" and value == {}:

@@ -53,7 +53,7 @@ STACK_COLUMNS = (
     PrinterColumn("Last Commit", ".status.lastUpdate.lastAttemptedCommit", priority=10),
     PrinterColumn("Ready", _condition("Ready")),
     PrinterColumn("Reconciling", _condition("Reconciling", "reason")),
-    PrinterColumn("Stalled", _condition("Stalled")),
+    PrinterColumn("Stalled", _condition("Stalled", "reason")),
     PrinterColumn("Permalink", ".status.lastUpdate.permalink"),
 )
 PROGRAM_COLUMNS = (
@@ -134,10 +134,13 @@ def stacks() -> Manifest:
         {"spec": stack.StackSpec, "status": stack.StackStatus},
         [{"message": stack.NAME_RULE_MESSAGE, "rule": stack.NAME_RULE}],
     )
+    # v1alpha1 (deprecated, served, no conversion) keeps the Go operator's older schema: the same spec, a status of
+    # outputs and lastUpdate only, no name rule and no printer columns.
+    alpha = _root_schema("Stack is a Pulumi stack managed by the operator.",
+                         {"spec": stack.StackSpec, "status": stack.StackStatusV1Alpha1})
     return _crd(stack.GROUP, stack.KIND, stack.PLURAL, [
         _version("v1", root, STACK_COLUMNS),
-        # v1alpha1 is served with the same schema and no conversion (deprecated in favour of v1).
-        _version("v1alpha1", root, (), storage=False),
+        _version("v1alpha1", alpha, (), storage=False),
     ])
 
 

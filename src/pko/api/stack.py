@@ -241,6 +241,14 @@ class StackStatus(Wire):
     project_info: workspace.ProjectInfo | None = None
 
 
+class StackStatusV1Alpha1(Wire):
+    """The observed state of a Stack as the deprecated v1alpha1 version serves it (the Go operator's older status:
+    no conditions, no observed generation)."""
+
+    outputs: dict[str, Any] | None = None
+    last_update: StackUpdateState | None = None
+
+
 class Stack(Wire):
     """A Stack object."""
 

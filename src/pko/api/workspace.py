@@ -11,7 +11,7 @@ Must never: interpret pod fields, or add a Python default that the API server wo
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import pydantic
 
@@ -30,7 +30,10 @@ EnvFromSource = Annotated[dict[str, Any], CoreType("io.k8s.api.core.v1.EnvFromSo
 ResourceRequirements = Annotated[dict[str, Any], CoreType("io.k8s.api.core.v1.ResourceRequirements")]
 PodSpec = Annotated[dict[str, Any], CoreType("io.k8s.api.core.v1.PodSpec")]
 
-SecurityProfile = Literal["baseline", "restricted"]
+# Any string, as in the Go operator's CRD (its `+enum` marker is not a CRD enum): "restricted" runs the pod under the
+# Restricted Pod Security Standard, any other value (normally "baseline") as Baseline. A CRD enum here would refuse
+# manifests the Go operator accepts.
+SecurityProfile = str
 SECURITY_PROFILE_BASELINE: SecurityProfile = "baseline"
 SECURITY_PROFILE_RESTRICTED: SecurityProfile = "restricted"
 DEFAULT_IMAGE_BASELINE = "pulumi/pulumi:latest"

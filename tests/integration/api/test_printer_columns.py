@@ -29,6 +29,9 @@ STATUS: dict[str, dict[str, Any]] = {
              "message": "reconciliation is in progress", "lastTransitionTime": NOW},
             {"type": "Reconciling", "status": "True", "reason": "StackProcessing",
              "message": "stack is being processed", "lastTransitionTime": NOW},
+            # Not a state the operator writes together with Reconciling: here only to show the STALLED column.
+            {"type": "Stalled", "status": "True", "reason": "SourceUnavailable",
+             "message": "the source is unavailable", "lastTransitionTime": NOW},
         ],
     },
     "Workspace": {
@@ -99,7 +102,7 @@ def test_kubectl_values(control_plane: controlplane.ControlPlane, tmp_path: Path
     assert row["LAST COMMIT"] == "abc123"
     assert row["READY"] == "False"
     assert row["RECONCILING"] == "StackProcessing"
-    assert row["STALLED"] == ""
+    assert row["STALLED"] == "SourceUnavailable"  # the condition's reason, as in the Go operator's CRD
     assert row["PERMALINK"] == "https://app.pulumi.com/acme/nginx/prod/updates/7"
 
     workspaces = _table(control_plane, tmp_path, namespace, "workspaces")

@@ -14,7 +14,7 @@ MINI: dict[str, dict[str, Any]] = {
     "t.Outer": {
         "description": "outer",
         "type": "object",
-        "required": ["name", "port"],
+        "required": ["port", "name"],
         "properties": {
             "name": {"type": "string", "default": "", "description": "required zero default: dropped"},
             "port": {"type": "integer", "format": "int32", "default": 0},
@@ -69,9 +69,14 @@ def test_convert_rules() -> None:
                                  "pattern": coretypes.QUANTITY_PATTERN, "x-kubernetes-int-or-string": True}
     assert props["port2"] == {"anyOf": [{"type": "integer"}, {"type": "string"}],
                               "x-kubernetes-int-or-string": True}
-    assert props["meta"] == {"type": "object"}
+    assert props["meta"] == {"properties": {
+        "annotations": {"additionalProperties": {"type": "string"}, "type": "object"},
+        "finalizers": {"items": {"type": "string"}, "type": "array"},
+        "labels": {"additionalProperties": {"type": "string"}, "type": "object"},
+        "name": {"type": "string"}, "namespace": {"type": "string"},
+    }, "type": "object"}  # controller-gen's generateEmbeddedObjectMeta shape
     assert props["when"] == {"format": "date-time", "type": "string"}
-    assert out["required"] == ["name", "port"]
+    assert out["required"] == ["name", "port"]  # sorted, like controller-gen
 
 
 def test_convert_refuses_what_cannot_be_structural() -> None:
@@ -124,10 +129,27 @@ def test_real_podspec_is_structural_and_controller_gen_shaped() -> None:
     limits = container["properties"]["resources"]["properties"]["limits"]
     assert limits["additionalProperties"]["x-kubernetes-int-or-string"] is True
     # Every default left is a `+default` marker value of the Kubernetes types.
+    # Every default left is a literal `+default` marker value of the Kubernetes types; `+default=ref(...)` ones
+    # (azureDisk cachingMode/kind) are gone, as controller-gen ignores them.
     defaults = sorted({json.dumps(n["default"]) for n in nodes if "default" in n})
     assert defaults == sorted(json.dumps(v) for v in [
-        "", "TCP", "ReadWrite", "ext4", "Shared", False, "default", "/etc/ceph/keyring", "rbd", "admin", "xfs",
-        "ThinProvisioned"])
+        "", "TCP", "ext4", False, "default", "/etc/ceph/keyring", "rbd", "admin", "xfs", "ThinProvisioned"])
+    azure_disk = pod["properties"]["volumes"]["items"]["properties"]["azureDisk"]["properties"]
+    assert "default" not in azure_disk["cachingMode"]
+    assert "default" not in azure_disk["kind"]
+    assert azure_disk["fsType"]["default"] == "ext4"
+
+
+def test_inline_local_object_references_are_atomic() -> None:
+    """controller-gen carries LocalObjectReference's atomic marker into the types that embed it inline."""
+    pod = coretypes.schema("io.k8s.api.core.v1.PodSpec")["properties"]
+    env_from = pod["containers"]["items"]["properties"]["envFrom"]["items"]["properties"]
+    volume = pod["volumes"]["items"]["properties"]
+    projection = volume["projected"]["properties"]["sources"]["items"]["properties"]
+    for node in (env_from["configMapRef"], env_from["secretRef"], volume["configMap"], projection["configMap"],
+                 projection["secret"]):
+        assert node["x-kubernetes-map-type"] == "atomic"
+    assert "x-kubernetes-map-type" not in volume["secret"]  # SecretVolumeSource has secretName, no embedding
 
 
 def test_schema_returns_a_fresh_copy() -> None:

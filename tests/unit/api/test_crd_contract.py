@@ -69,11 +69,15 @@ def test_structural_everywhere() -> None:
     assert "x-pko" not in text
 
 
-def test_stack_versions_share_one_schema() -> None:
+def test_stack_v1alpha1_has_the_older_schema() -> None:
+    """Same spec as v1; the status has outputs and lastUpdate only; no name rule, no printer columns."""
     stacks = crds.stacks()
     v1, alpha = stacks["spec"]["versions"]
     assert (v1["name"], v1["storage"], alpha["name"], alpha["storage"]) == ("v1", True, "v1alpha1", False)
-    assert v1["schema"] == alpha["schema"]
+    assert _at(_root(stacks, 1), "spec") == _at(_root(stacks), "spec")
+    assert sorted(_at(_root(stacks, 1), "status")["properties"]) == ["lastUpdate", "outputs"]
+    assert "x-kubernetes-validations" not in _root(stacks, 1)
+    assert "additionalPrinterColumns" not in alpha
 
 
 def test_stack_columns_rule_and_required() -> None:
@@ -85,7 +89,7 @@ def test_stack_columns_rule_and_required() -> None:
         ("Last Commit", ".status.lastUpdate.lastAttemptedCommit", "string", 10),
         ("Ready", '.status.conditions[?(@.type=="Ready")].status', "string", 0),
         ("Reconciling", '.status.conditions[?(@.type=="Reconciling")].reason', "string", 0),
-        ("Stalled", '.status.conditions[?(@.type=="Stalled")].status', "string", 0),
+        ("Stalled", '.status.conditions[?(@.type=="Stalled")].reason', "string", 0),
         ("Permalink", ".status.lastUpdate.permalink", "string", 0),
     ]
     root = _root(stacks)
@@ -175,8 +179,7 @@ def test_workspace_schema() -> None:
         ("Address", ".status.address", "string", 0),
     ]
     spec = _at(_root(workspaces), "spec")["properties"]
-    assert spec["securityProfile"] == {"default": "restricted", "enum": ["baseline", "restricted"],
-                                       "type": "string"}
+    assert spec["securityProfile"] == {"default": "restricted", "type": "string"}  # no enum, as in the Go CRD
     assert spec["env"]["x-kubernetes-list-type"] == "map"
     assert spec["env"]["x-kubernetes-list-map-keys"] == ["name"]
     assert spec["env"]["items"]["required"] == ["name"]

@@ -65,12 +65,18 @@ class AgentImage:
         return cls(image or f"{DEFAULT_AGENT_REPOSITORY}:{version}", policy)
 
 
+DEFAULT_IMAGES = {
+    ws_api.SECURITY_PROFILE_RESTRICTED: ws_api.DEFAULT_IMAGE_RESTRICTED,
+    ws_api.SECURITY_PROFILE_BASELINE: ws_api.DEFAULT_IMAGE_BASELINE,
+}
+
+
 def with_defaults(workspace: ws_api.Workspace) -> ws_api.WorkspaceSpec:
-    """The spec with the Go defaulter's values filled in: image by security profile, default resource requests."""
+    """The spec with the Go defaulter's values filled in: image by security profile (none for a profile other than
+    restricted or baseline: the StatefulSet is then refused, as with the Go operator), default resource requests."""
     spec = (workspace.spec or ws_api.WorkspaceSpec()).model_copy(deep=True)
     if not spec.image:
-        restricted = spec.security_profile == ws_api.SECURITY_PROFILE_RESTRICTED
-        spec.image = ws_api.DEFAULT_IMAGE_RESTRICTED if restricted else ws_api.DEFAULT_IMAGE_BASELINE
+        spec.image = DEFAULT_IMAGES.get(spec.security_profile)
     resources = dict(spec.resources or {})
     if not resources.get("requests") and not resources.get("limits"):
         resources["requests"] = dict(DEFAULT_REQUESTS)

@@ -119,6 +119,16 @@ def test_baseline_profile_only_sets_seccomp() -> None:
     assert pod["containers"][0]["image"] == "pulumi/pulumi:latest"
 
 
+def test_other_profiles_run_as_baseline_without_a_default_image() -> None:
+    """The Go operator's CRD takes any profile string: only "restricted" restricts the pod, and the Go defaulter
+    picks an image for "restricted" and "baseline" only (so the user must name one)."""
+    pod = manifests.statefulset(_workspace({"securityProfile": "Restricted", "image": "my/pulumi:3"}),
+                                AGENT)["spec"]["template"]["spec"]
+    assert pod["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+    assert pod["containers"][0]["image"] == "my/pulumi:3"
+    assert manifests.with_defaults(_workspace({"securityProfile": "privileged"})).image is None
+
+
 def test_user_settings_reach_the_pulumi_container() -> None:
     ws = _workspace({
         "image": "my/pulumi:3", "imagePullPolicy": "Never", "serviceAccountName": "deployer",
