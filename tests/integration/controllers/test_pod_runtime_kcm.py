@@ -15,10 +15,11 @@ from typing import Any
 import lightkube
 import pytest
 
+from pko.api import names
 from pko.controllers.workspace import manifests
 from pko.kube import client as kclient
 from pko.kube import objects, owners, resources
-from pko.testing import controlplane, operator
+from pko.testing import controlplane, operator, waiting
 
 GIT_URL = "https://git.example.com/infra/stacks.git"  # never fetched: the pod does not run
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -218,7 +219,7 @@ async def test_pod_runtime_statefulset_pod_and_garbage_collection(
 
     # An operator (re)starting finds the StatefulSet rolled out but without an available replica.
     async with operator.running(kcm_cluster.kubeconfig, tmp_path / "unused", runtime="pod", workers=2,
-                                namespace=ns):
+                                namespace=ns) as op:
         workspace = await _wait(kcm, resources.WORKSPACE, "infra", ns,
                                 lambda o: _ready(o).get("reason") == "WaitingForReplicas", what="WaitingForReplicas")
         assert workspace is not None
@@ -236,12 +237,17 @@ async def test_pod_runtime_statefulset_pod_and_garbage_collection(
         assert "auto.pulumi.com/initialized" not in pod["metadata"]["annotations"]
 
         # Deleting the Workspace: kube-controller-manager's garbage collector removes what it owned.
+        before = waiting.reconciles(op.manager.registry, names.WORKSPACE_CONTROLLER)
         await kcm.delete(resources.WORKSPACE, "infra", ns)
         await _wait(kcm, resources.WORKSPACE, "infra", ns, lambda o: o is None, what="deleted")
         for kind, name in ((resources.STATEFUL_SET, sts_name), (resources.SERVICE, svc_name),
                            (resources.POD, pod_name)):
             await _wait(kcm, kind, name, ns, lambda o: o is None, timeout=GC_TIMEOUT, what="garbage-collected")
-        # ...and the operator does not bring them back.
-        await asyncio.sleep(2)
+        # ...and the operator does not bring them back: its caches saw them go, its Workspace controller is done.
+        for kind, name in ((resources.STATEFUL_SET, sts_name), (resources.SERVICE, svc_name)):
+            cache, key = op.manager.informers[resources.resource(kind)].store, objects.ObjectKey(ns, name)
+            await waiting.eventually(lambda cache=cache, key=key: cache.get(key) is None,
+                                     f"the operator's cache to drop {kind.kind} {name}")
+        await waiting.settled(op.manager.registry, names.WORKSPACE_CONTROLLER, after=before)
         assert await kcm.get_or_none(resources.STATEFUL_SET, sts_name, ns) is None
         assert await kcm.get_or_none(resources.SERVICE, svc_name, ns) is None

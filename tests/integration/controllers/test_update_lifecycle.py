@@ -16,7 +16,7 @@ import pytest
 from pko.api import names
 from pko.kube import client as kclient
 from pko.kube import objects, owners, resources
-from pko.testing import controlplane, gitserver, operator
+from pko.testing import controlplane, gitserver, operator, waiting
 
 PROGRAM = Path(__file__).parents[1] / "testbed" / "programs" / "files-python"
 
@@ -149,12 +149,12 @@ async def test_update_found_progressing_when_the_operator_starts_is_aborted(
         ]},
     }, field_manager=names.FIELD_MANAGER_UPDATE_STATUS)
 
-    async with operator.running(cluster.kubeconfig, tmp_path / "workspaces", workers=2, namespace=namespace):
+    async with operator.running(cluster.kubeconfig, tmp_path / "workspaces", workers=2, namespace=namespace) as op:
         done = await _wait(kc, resources.UPDATE, "interrupted", namespace, _complete, timeout=60, what="Complete")
         assert _summary(done) == {"Progressing": ("False", "Failed"), "Failed": ("True", "Aborted"),
                                   "Complete": ("True", "Failed")}
-        # It was not run again: no operation times, no outputs, and it stays that way.
-        await asyncio.sleep(2)
+        # It was not run again: no operation times, no outputs, once the Update controller is done with it.
+        await waiting.settled(op.manager.registry, names.UPDATE_CONTROLLER, after=0)
         again = await kc.get(resources.UPDATE, "interrupted", namespace)
         assert again["status"]["conditions"] == done["status"]["conditions"]
         for key in ("startTime", "endTime", "outputs"):

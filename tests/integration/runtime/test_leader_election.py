@@ -211,7 +211,7 @@ async def test_reconciling_stops_when_the_lease_is_lost(
         client, namespace=namespace, health_address="0", metrics_address="0", registry=CollectorRegistry(),
         leader_election=runtime.LeaderElection(namespace=namespace, name=lease, identity="victim", timing=TIMING),
     )
-    manager.controller("leader-test", reconcile).watch(manager.informer("ConfigMap"))
+    controller = manager.controller("leader-test", reconcile).watch(manager.informer("ConfigMap"))
     await client.create(resources.CONFIG_MAP.new("busy", namespace))
     async with running(manager):
         await eventually(lambda: len(calls) >= 2, "the leader to reconcile repeatedly")
@@ -222,7 +222,8 @@ async def test_reconciling_stops_when_the_lease_is_lost(
         await eventually(lambda: not manager.is_leader, "the victim to notice it lost the lease")
         assert not in_flight  # in-flight reconciles were cancelled with the controllers
         count = len(calls)
-        await asyncio.sleep(TIMING.retry_period * 2)
+        # The controller stopped with its leadership (its queue shut down): nothing more is reconciled.
+        await eventually(lambda: controller.queue.shutting_down, "the controller's queue to shut down")
         assert len(calls) == count
         assert await holder(client, namespace, lease) == "thief"
     assert await holder(client, namespace, lease) == "thief"  # never release a lease held by someone else
