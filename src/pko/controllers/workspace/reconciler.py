@@ -25,7 +25,7 @@ from pko.api import conditions, names
 from pko.api import workspace as ws_api
 from pko.api.meta import Condition
 from pko.controllers import connect
-from pko.controllers.workspace import initialize, local, manifests
+from pko.controllers.workspace import initialize, local, manifests, podproblems
 from pko.kube import client as kclient
 from pko.kube import errors, events, objects, owners, resources
 from pko.runtime.controller import Result
@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT = 5.0
 RETRY_AFTER = 5.0
+
+#: How often a Workspace whose pod is not available yet looks at the pod for a kubelet error.
+POD_CHECK_AFTER = 10.0
 
 # Workspace Ready reasons (the Go operator's).
 DELETING = "Deleting"
@@ -176,9 +179,14 @@ class WorkspaceReconciler:
             status.address = None
             return None
         if (sts_status.get("availableReplicas") or 0) < 1:
-            status.ready("False", WAITING_FOR_REPLICAS, "Waiting for the workspace pod to be available", now)
+            stuck = podproblems.problem(await self.client.get_or_none(resources.POD, _pod_name(key), key.namespace))
+            message = "Waiting for the workspace pod to be available" + (f": {stuck}" if stuck else "")
+            if stuck and objects.condition(obj, conditions.READY).get("message") != message:
+                await self.recorder.warning(obj, "PodFailure", message)
+            status.ready("False", WAITING_FOR_REPLICAS, message, now)
             status.address = None
-            return None
+            # a pod that cannot start changes no StatefulSet field we watch: look again for what the kubelet says
+            return Result(requeue_after=POD_CHECK_AFTER)
         pod = await self.client.get(resources.POD, _pod_name(key), key.namespace)
         if objects.labels_of(pod).get("controller-revision-hash") != sts_status.get("currentRevision"):
             return Result(requeue=True)
