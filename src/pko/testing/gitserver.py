@@ -105,7 +105,7 @@ class SSHServer:
 
 @dataclass
 class GitServer:
-    """Bare repositories under ``root``, served over HTTP, git:// and (optionally) SSH on loopback."""
+    """Bare repositories under ``root``, served over HTTP, git:// and (optionally) SSH on ``host``."""
 
     root: Path
     host: str = LOOPBACK
