@@ -84,8 +84,15 @@ def idle(registry: CollectorRegistry, controller: str) -> bool:
 async def settled(registry: CollectorRegistry, controller: str, *, after: float, timeout: float = 60.0) -> None:
     """Wait until `controller` has finished more than `after` reconciles and is :func:`idle`: whatever a reconcile
     started before this call was going to do, it has done."""
-    await eventually(lambda: reconciles(registry, controller) > after and idle(registry, controller),
-                     f"{controller} to finish a reconcile and go idle", timeout)
+    labels = {"controller": controller}
+    try:
+        await eventually(lambda: reconciles(registry, controller) > after and idle(registry, controller),
+                         f"{controller} to finish a reconcile and go idle", timeout)
+    except AssertionError as err:
+        active = registry.get_sample_value("controller_runtime_active_workers", labels)
+        depth = registry.get_sample_value("workqueue_depth", {**labels, "name": controller})
+        raise AssertionError(f"{err} (reconciles {reconciles(registry, controller)} after {after}, "
+                             f"active {active}, queued {depth})") from None
 
 
 async def wait_gone(client: kclient.Client, kind: resources.Kind, name: str, namespace: str,

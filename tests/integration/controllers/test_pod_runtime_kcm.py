@@ -219,17 +219,18 @@ async def test_pod_runtime_statefulset_pod_and_garbage_collection(
         assert "auto.pulumi.com/initialized" not in pod["metadata"]["annotations"]
 
         # Deleting the Workspace: kube-controller-manager's garbage collector removes what it owned.
-        before = waiting.reconciles(op.manager.registry, names.WORKSPACE_CONTROLLER)
         await kcm.delete(resources.WORKSPACE, "infra", ns)
         await waiting.wait_gone(kcm, resources.WORKSPACE, "infra", ns, timeout=60)
         for kind, name in ((resources.STATEFUL_SET, sts_name), (resources.SERVICE, svc_name),
                            (resources.POD, pod_name)):
             await waiting.wait_gone(kcm, kind, name, ns, timeout=GC_TIMEOUT)
-        # ...and the operator does not bring them back: its caches saw them go, its Workspace controller is done.
-        for kind, name in ((resources.STATEFUL_SET, sts_name), (resources.SERVICE, svc_name)):
-            cache, key = op.manager.informers[resources.resource(kind)].store, objects.ObjectKey(ns, name)
+        # ...and the operator does not bring them back: its caches saw the Workspace and the StatefulSet go (the
+        # events that would have queued a reconcile) and its Workspace controller has nothing left to do.
+        for kind, name in ((resources.WORKSPACE, "infra"), (resources.STATEFUL_SET, sts_name)):
+            cache, key = op.manager.informers[kind].store, objects.ObjectKey(ns, name)
             await waiting.eventually(lambda cache=cache, key=key: cache.get(key) is None,
                                      f"the operator's cache to drop {kind.kind} {name}")
-        await waiting.settled(op.manager.registry, names.WORKSPACE_CONTROLLER, after=before)
+        await waiting.eventually(lambda: waiting.idle(op.manager.registry, names.WORKSPACE_CONTROLLER),
+                                 "the Workspace controller to go idle")
         assert await kcm.get_or_none(resources.STATEFUL_SET, sts_name, ns) is None
         assert await kcm.get_or_none(resources.SERVICE, svc_name, ns) is None
