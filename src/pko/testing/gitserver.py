@@ -18,7 +18,6 @@ import base64
 import contextlib
 import getpass
 import ipaddress
-import json
 import os
 import shutil
 import signal
@@ -37,7 +36,7 @@ from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 from dulwich import server as git_server
 from dulwich import web as git_web
 
-from pko.testing import ports
+from pko.testing import hostnet, ports
 
 LOOPBACK = "127.0.0.1"
 
@@ -63,18 +62,6 @@ def _git(*args: str, cwd: Path | None = None) -> str:
     return result.stdout.strip()
 
 
-def local_addresses() -> set[str]:
-    """The addresses of this machine's interfaces (``ip -json address``)."""
-    ip = shutil.which("ip")
-    if ip is None:
-        raise GitServerError("ip (iproute2) is not installed: it is needed to check the git server's address")
-    result = subprocess.run([ip, "-json", "address", "show"], capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        raise GitServerError(f"ip address show failed: {result.stderr.strip()}")
-    return {info["local"] for link in json.loads(result.stdout) for info in link.get("addr_info", ())
-            if "local" in info}
-
-
 def check_host(host: str) -> str:
     """`host` if it is a loopback address or one of this machine's; GitServerError for anything else."""
     try:
@@ -83,9 +70,10 @@ def check_host(host: str) -> str:
         raise GitServerError(f"the git server listens on an IP address, not {host!r}") from None
     if address.is_loopback:
         return host
-    if address.is_unspecified or str(address) not in local_addresses():
+    own = hostnet.local_addresses()
+    if address.is_unspecified or str(address) not in own:
         raise GitServerError(f"refusing to serve git on {host}: only loopback or an address of this machine "
-                             f"({', '.join(sorted(local_addresses()))}) is allowed")
+                             f"({', '.join(sorted(own))}) is allowed")
     return host
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pko.sources import git
-from pko.testing import gitserver
+from pko.testing import gitserver, hostnet
 
 CLEAN_ENV = {"PATH": "/usr/bin:/bin", "GIT_TERMINAL_PROMPT": "0", "HOME": "/nonexistent", "GIT_CONFIG_NOSYSTEM": "1"}
 
@@ -58,7 +58,7 @@ def test_other_addresses_are_refused(host: str, tmp_path: Path) -> None:
 
 
 def test_serves_on_an_address_of_this_machine(tmp_path: Path) -> None:
-    own = sorted(a for a in gitserver.local_addresses()
+    own = sorted(a for a in hostnet.local_addresses()
                  if ipaddress.ip_address(a).version == 4 and not ipaddress.ip_address(a).is_loopback)
     host = own[0] if own else "127.0.0.1"
     with gitserver.running(tmp_path / "srv", host=host) as server:
