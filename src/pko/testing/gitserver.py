@@ -227,11 +227,24 @@ class _Repositories(git_server.FileSystemBackend):
         return super().open_repository(os.fsdecode(path).lstrip("/"))
 
 
+class _UploadPack(git_server.UploadPackHandler):
+    """upload-pack that, like git's, requires no capability of the client: go-git (Flux's source-controller, the
+    reference agent) does not offer ``thin-pack``, which dulwich would otherwise insist on. dulwich sends whole
+    objects, so a client without thin packs, side-band or ofs-delta gets a pack it can read."""
+
+    @classmethod
+    def required_capabilities(cls) -> tuple[bytes, ...]:
+        return ()
+
+
 def _http_app(server: GitServer) -> WSGIApplication:
     """dulwich's smart HTTP git server (upload-pack only) behind per-repository basic auth."""
     backend = _Repositories(str(server.repos))
-    refused: dict[bytes, Any] = {b"git-receive-pack": None, b"git-upload-archive": None}  # "Unsupported service"
-    git = git_web.make_wsgi_chain(backend, handlers=refused)
+    handlers: dict[bytes, Any] = {
+        b"git-upload-pack": _UploadPack,
+        b"git-receive-pack": None, b"git-upload-archive": None,  # refused: "Unsupported service"
+    }
+    git = git_web.make_wsgi_chain(backend, handlers=handlers)
 
     def app(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         repo = environ.get("PATH_INFO", "").lstrip("/").split("/", 1)[0].removesuffix(".git")
