@@ -86,10 +86,16 @@ def diagnose(real_cluster: cluster.Cluster, namespace: str) -> str:
                                   check=False).stdout,
              real_cluster.kubectl("get", "events", "-n", namespace, "--sort-by=.lastTimestamp",
                                   check=False).stdout[-4000:]]
-    pods = real_cluster.kubectl("get", "pods", "-n", namespace, "-o", "name", check=False).stdout.split()
+    pods = (real_cluster.api_get(f"/api/v1/namespaces/{namespace}/pods") or {}).get("items", [])
     for pod in pods[:6]:
-        parts.append(f"--- logs of {pod}\n" + real_cluster.kubectl(
-            "logs", "-n", namespace, pod, "--all-containers", "--tail=40", check=False).stdout[-4000:])
+        name = pod["metadata"]["name"]
+        statuses = pod["status"].get("initContainerStatuses", []) + pod["status"].get("containerStatuses", [])
+        for status in statuses:
+            for previous in ("false", "true") if status.get("restartCount") else ("false",):
+                logs = real_cluster.kubectl("logs", "-n", namespace, name, "-c", status["name"],
+                                            f"--previous={previous}", "--tail=40", check=False)
+                parts.append(f"--- logs of {name}/{status['name']} (previous={previous})\n"
+                             f"{(logs.stdout + logs.stderr)[-3000:]}")
     return "\n".join(parts)
 
 

@@ -31,10 +31,12 @@ def run_logged(
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
     tail: int = 40,
+    pass_fds: Sequence[int] = (),
 ) -> str:
     """Run `argv`, passing every output line (stdout and stderr) to `log`; return the output.
 
-    Raises CommandError with the last `tail` lines when the command fails.
+    `pass_fds` stay open in the command (the image cache's lock: a command that outlives a killed caller keeps the
+    cache locked until it ends). Raises CommandError with the last `tail` lines when the command fails.
     """
     full_env = {**os.environ, **env} if env is not None else None
     lines: collections.deque[str] = collections.deque(maxlen=tail)
@@ -48,6 +50,7 @@ def run_logged(
         stderr=subprocess.STDOUT,
         text=True,
         errors="replace",
+        pass_fds=tuple(pass_fds),
     ) as proc:
         assert proc.stdout is not None
         for raw in proc.stdout:
@@ -74,9 +77,10 @@ short-name-mode = "permissive"
 class Buildah:
     """buildah with its own storage root and registry configuration under `state`."""
 
-    def __init__(self, state: Path, log: Log, storage_driver: str = "overlay") -> None:
+    def __init__(self, state: Path, log: Log, pass_fds: Sequence[int] = (), storage_driver: str = "overlay") -> None:
         self.state = state
         self.log = log
+        self.pass_fds = tuple(pass_fds)
         self.storage_driver = storage_driver
         self._registries_conf = state / "registries.conf"
         self._registries_dir = state / "registries.conf.d"
@@ -100,7 +104,9 @@ class Buildah:
 
     def run(self, *args: str, cwd: Path | None = None) -> str:
         self._prepare()
-        return run_logged(self._argv(*args), self.log, cwd=cwd, env={"BUILDAH_ISOLATION": "chroot"})
+        return run_logged(
+            self._argv(*args), self.log, cwd=cwd, env={"BUILDAH_ISOLATION": "chroot"}, pass_fds=self.pass_fds
+        )
 
     def reset(self) -> None:
         """Remove every working container and image (a previous build's, even a killed one's)."""
@@ -123,9 +129,11 @@ class Buildah:
     ) -> None:
         """``buildah bud`` of `containerfile` in `context` with chroot isolation, pulls forbidden, into `tag`.
 
-        `volumes` (``HOST:CONTAINER[:OPTIONS]``) are mounted into every ``RUN`` step only, never into the image.
+        Timestamps (the image's, and its files' in the new layers) are the epoch, so the same inputs give the same
+        image where the build steps themselves are deterministic. `volumes` (``HOST:CONTAINER[:OPTIONS]``) are
+        mounted into every ``RUN`` step only, never into the image.
         """
-        args = ["bud", "--isolation", "chroot", "--pull=never", "--layers=false", "--format", "oci"]
+        args = ["bud", "--isolation", "chroot", "--pull=never", "--layers=false", "--format", "oci", "--timestamp", "0"]
         for key, value in (build_args or {}).items():
             args += ["--build-arg", f"{key}={value}"]
         for volume in volumes:

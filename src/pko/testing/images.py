@@ -28,6 +28,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -194,9 +195,13 @@ class _Job:
     base: BuiltImage | None
     log: Log
     state: Path
+    lock_fd: int
+
+    def run(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:
+        return run_logged(argv, self.log, env=env, pass_fds=[self.lock_fd])
 
     def buildah(self) -> Buildah:
-        return Buildah(self.state / "buildah", self.log)
+        return Buildah(self.state / "buildah", self.log, pass_fds=[self.lock_fd])
 
 
 @dataclass(frozen=True)
@@ -239,8 +244,8 @@ def _pause_inputs(_: BuiltImage | None) -> dict[str, str]:
 
 def _pause_make(job: _Job) -> None:
     binary = job.work / "pause"
-    run_logged(["gcc", "-O2", "-static", "-s", "-o", str(binary), str(repo_root() / "tools/images/pause.c")], job.log)
-    run_logged([str(binary), "-v"], job.log)
+    job.run(["gcc", "-O2", "-static", "-s", "-o", str(binary), str(repo_root() / "tools/images/pause.c")])
+    job.run([str(binary), "-v"])
     # The user of registry.k8s.io/pause: nobody's uid, never root.
     _files_image(job, [oci.ImageFile("/pause", source=binary)], entrypoint=["/pause"], user="65535:65535")
 
@@ -267,9 +272,13 @@ def _mmdebstrap_argv(hook: str) -> list[str]:
     ]  # fmt: skip
 
 
+_SOURCE_DATE_EPOCH = "0"
+
+
 def _python_base_inputs(_: BuiltImage | None) -> dict[str, str]:
     return {
         "recipe": "python-base/1",
+        "SOURCE_DATE_EPOCH": _SOURCE_DATE_EPOCH,
         "mmdebstrap": " ".join(_mmdebstrap_argv(_PYTHON_BASE_HOOK)),
         "suite": DEBIAN_SUITE,
         "sources": debian_sources(),
@@ -285,7 +294,12 @@ def _python_base_make(job: _Job) -> None:
     hook.write_text(_PYTHON_BASE_HOOK)
     rootfs = job.work / "rootfs.tar"
     argv = _mmdebstrap_argv(f'sh {hook} "$1"')
-    run_logged(["nice", "-n", "10", *argv, DEBIAN_SUITE, str(rootfs), str(sources)], job.log)
+    # Its chroot is built in our scratch directory (so a killed build's leftovers are ours to clean up), with file
+    # times clamped to the epoch: the same mirror content gives the same image.
+    tmp = job.work / "tmp"
+    tmp.mkdir()
+    env = {"TMPDIR": str(tmp), "SOURCE_DATE_EPOCH": _SOURCE_DATE_EPOCH}
+    job.run(["nice", "-n", "10", *argv, DEBIAN_SUITE, str(rootfs), str(sources)], env=env)
     layer = job.work / "layer.tar"
     oci.write_rootfs_layer(layer, rootfs)
     rootfs.unlink()
@@ -455,6 +469,30 @@ NAMES = tuple(RECIPES)
 # --- the cache ---------------------------------------------------------------------------------------------------
 
 
+def _mount_points_below(path: Path) -> list[str]:
+    """Mount points inside `path`, deepest first (from /proc/self/mountinfo, octal escapes decoded)."""
+    prefix = str(path.resolve()) + "/"
+    found = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split()[4])
+        if point.startswith(prefix):
+            found.append(point)
+    return sorted(found, key=lambda p: p.count("/"), reverse=True)
+
+
+def _remove_tree(path: Path) -> None:
+    """Delete a scratch tree, first detaching whatever a killed build left mounted in it (mmdebstrap mounts /proc,
+    /sys and device nodes into its chroot): never delete through a mount into the host's own files."""
+    if not path.exists():
+        return
+    for point in _mount_points_below(path):
+        subprocess.run(["umount", "--lazy", point], check=False, capture_output=True)
+    if _mount_points_below(path):
+        raise ImageError(f"cannot clean {path}: something is still mounted below it")
+    shutil.rmtree(path, ignore_errors=True)
+
+
+
 def _entry_dir(name: str, key: str) -> Path:
     return image_dir() / name / key[:16]
 
@@ -511,17 +549,23 @@ def _closure(names: Iterable[str]) -> list[str]:
 
 
 @contextlib.contextmanager
-def _locked(directory: Path) -> Iterator[None]:
+def _locked(directory: Path, log: Log) -> Iterator[int]:
+    """One builder at a time per image directory (a test session and `make images` may overlap); yields the lock's
+    file descriptor, which build commands inherit."""
     directory.mkdir(parents=True, exist_ok=True)
     with (directory / ".lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            yield
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log(f"waiting for another image build in {directory} to finish")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield lock.fileno()
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _build_one(recipe: _Recipe, base: BuiltImage | None, log: Log) -> BuiltImage:
+def _build_one(recipe: _Recipe, base: BuiltImage | None, log: Log, lock_fd: int) -> BuiltImage:
     inputs = recipe.inputs(base)
     key = cache_key(recipe.name, recipe.refs, inputs)
     cached = _read_entry(recipe.name, key)
@@ -533,7 +577,7 @@ def _build_one(recipe: _Recipe, base: BuiltImage | None, log: Log) -> BuiltImage
     parent = image_dir() / recipe.name
     parent.mkdir(parents=True, exist_ok=True)
     for stale in parent.glob(".*.partial-*"):  # left by a killed build
-        shutil.rmtree(stale, ignore_errors=True)
+        _remove_tree(stale)
     refs = recipe.all_refs(key)
     log(f"{recipe.name}: building {', '.join(refs)} (key {key[:16]})")
     start = time.monotonic()
@@ -542,11 +586,11 @@ def _build_one(recipe: _Recipe, base: BuiltImage | None, log: Log) -> BuiltImage
     try:
         partial.mkdir()
         work = Path(tempfile.mkdtemp(prefix=f".work-{recipe.name}-", dir=image_dir()))
-        job = _Job(recipe.name, key, refs, work, partial / "image.tar", base, log, image_dir())
+        job = _Job(recipe.name, key, refs, work, partial / "image.tar", base, log, image_dir(), lock_fd)
         try:
             recipe.make(job)
         finally:
-            shutil.rmtree(work, ignore_errors=True)
+            _remove_tree(work)
         info = oci.read_archive(job.archive)
         if info.refs != refs:
             raise ImageError(f"{recipe.name}: the archive names {info.refs}, expected {refs}")
@@ -590,16 +634,17 @@ def build(names: Iterable[str] | None = None, *, log: Log = _stderr) -> dict[str
     wanted = _closure(NAMES if names is None else list(names))
     results: dict[str, BuiltImage] = {}
     failures: dict[str, str] = {}
-    with _locked(image_dir()):
+    with _locked(image_dir(), log) as lock_fd:
         for stale in image_dir().glob(".work-*"):  # scratch of a killed build (nobody else builds: we hold the lock)
-            shutil.rmtree(stale, ignore_errors=True)
+            _remove_tree(stale)
         for name in wanted:
             recipe = RECIPES[name]
             if recipe.base and recipe.base not in results:
                 failures[name] = f"its base image {recipe.base} is not available"
                 continue
             try:
-                results[name] = _build_one(recipe, results.get(recipe.base) if recipe.base else None, log)
+                base = results.get(recipe.base) if recipe.base else None
+                results[name] = _build_one(recipe, base, log, lock_fd)
             except (ImageError, CommandError, oci.ArchiveError, OSError) as err:
                 log(f"{name}: FAILED: {err}")
                 failures[name] = str(err).splitlines()[0]
