@@ -13,12 +13,9 @@ account the quickstart binds to `system:auth-delegator`, so that grant is proven
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
 import subprocess
-import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +29,7 @@ from lightkube.resources.core_v1 import Secret
 
 from pko.kube import client as kclient
 from pko.kube import resources, tokens
-from pko.testing import binaries, controlplane, operator
+from pko.testing import binaries, controlplane, operator, waiting
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "deploy" / "quickstart" / "install.yaml"
@@ -102,19 +99,6 @@ async def allowed(admin: kclient.Client, user: str, verb: str, resource: str, *,
                                                          verb=verb, namespace=namespace, name=name)))
     result = await admin.api.create(review)
     return bool(result.status and result.status.allowed)
-
-
-async def wait_for(client: kclient.Client, kind: resources.Kind, name: str, namespace: str,
-                   test: Callable[[dict[str, Any] | None], bool], timeout: float = 240.0) -> dict[str, Any] | None:
-    deadline = time.monotonic() + timeout
-    obj: dict[str, Any] | None = None
-    while time.monotonic() < deadline:
-        obj = await client.get_or_none(kind, name, namespace)
-        if test(obj):
-            return obj
-        await asyncio.sleep(0.5)
-    raise AssertionError(f"{kind.kind} {namespace}/{name}: condition not met after {timeout:.0f}s; status: "
-                         f"{json.dumps((obj or {}).get('status'), indent=1)}")
 
 
 def ready(obj: dict[str, Any] | None) -> bool:
@@ -215,13 +199,13 @@ async def test_operator_runs_a_stack_with_only_the_quickstart_permissions(
             "envRefs": {"PULUMI_CONFIG_PASSPHRASE": PASSPHRASE}, "destroyOnFinalize": True,
             "workspaceTemplate": {"spec": {"serviceAccountName": WORKSPACE_SA}},
         }))
-        stack = await wait_for(admin, resources.STACK, "rbac", WORKSPACE_NS, ready)
+        stack = await waiting.wait_for(admin, resources.STACK, "rbac", WORKSPACE_NS, ready, timeout=240)
         assert stack is not None
         assert stack["status"]["outputs"] == {"greeting": "hello with exact RBAC", "token": "[secret]"}
         assert stack["status"]["lastUpdate"]["state"] == "succeeded"
 
         await admin.delete(resources.STACK, "rbac", WORKSPACE_NS)
-        await wait_for(admin, resources.STACK, "rbac", WORKSPACE_NS, lambda o: o is None)
+        await waiting.wait_gone(admin, resources.STACK, "rbac", WORKSPACE_NS, timeout=240)
         updates = (await admin.list(resources.UPDATE, namespace=WORKSPACE_NS)).items
         destroys = [u for u in updates if u["spec"]["type"] == "destroy"]
         assert destroys, [u["spec"]["type"] for u in updates]

@@ -6,7 +6,6 @@ started GitRepository watch, and a missing or artifact-less source stalls the St
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -20,7 +19,7 @@ from pko.controllers.stack import source as source_mod
 from pko.kube import client as kclient
 from pko.kube import resources
 from pko.sources import flux as flux_source
-from pko.testing import controlplane, flux, gitserver, operator
+from pko.testing import controlplane, flux, gitserver, operator, waiting
 
 GIT_REPOSITORY = resources.GIT_REPOSITORY
 PASSPHRASE = {"type": "Literal", "literal": {"value": "e2e-passphrase"}}
@@ -106,16 +105,9 @@ def repo_ready(revision: str) -> Callable[[dict[str, Any]], bool]:
 async def wait_for(kc: kclient.Client, kind: resources.Kind, name: str, namespace: str,
                    test: Callable[[dict[str, Any]], bool], sc: flux.SourceController,
                    timeout: float = 180.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    obj: dict[str, Any] | None = None
-    while time.monotonic() < deadline:
-        obj = await kc.get_or_none(kind, name, namespace)
-        if obj is not None and test(obj):
-            return obj
-        await asyncio.sleep(0.5)
-    raise AssertionError(f"{kind.kind} {namespace}/{name} not there after {timeout:.0f}s; status: "
-                         f"{json.dumps((obj or {}).get('status'), indent=1)}\n"
-                         f"--- source-controller ({sc.log_path}):\n{sc.logs()}")
+    """`pko.testing.waiting.wait_for`, with source-controller's log in the failure message."""
+    return await waiting.wait_for(kc, kind, name, namespace, test, timeout,
+                                  diagnostics=lambda: f"--- source-controller ({sc.log_path}):\n{sc.logs()}")
 
 
 async def wait_unstalled(kc: kclient.Client, name: str, namespace: str, sc: flux.SourceController) -> None:

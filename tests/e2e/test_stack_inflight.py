@@ -3,13 +3,13 @@ request) waits for that Update to finish, and is honoured by the next one."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
+from pko.api import names
 from pko.kube import client as kclient
 from pko.kube import objects, resources
 from pko.testing import gitserver, operator
-from pko.testing.waiting import condition, wait_for
+from pko.testing.waiting import condition, reconciles, settled, wait_for
 
 SLOW_PROGRAM = """import time
 
@@ -35,9 +35,17 @@ async def test_a_request_during_an_update_waits_for_it(
                              lambda o: bool((o.get("status") or {}).get("currentUpdate")), timeout=240)
     first = running["status"]["currentUpdate"]["name"]
 
+    registry = stack_operator.manager.registry
+    before = reconciles(registry, names.STACK_CONTROLLER)
     await kc.patch(resources.STACK, "slow", {"metadata": {"annotations": {
         "pulumi.com/reconciliation-request": "while-running"}}}, namespace)
-    await asyncio.sleep(3)
+    # The operator saw the request (it records it at once) and finished that reconcile: had it started a second
+    # Update, it would be there now.
+    seen = await wait_for(kc, resources.STACK, "slow", namespace,
+                          lambda o: (o.get("status") or {}).get("observedReconcileRequest") == "while-running",
+                          timeout=60, interval=0.1)
+    assert (seen["status"].get("currentUpdate") or {}).get("name") == first, "the Update finished too soon"
+    await settled(registry, names.STACK_CONTROLLER, after=before)
     updates = (await kc.list(resources.UPDATE, namespace)).items
     in_flight = [u for u in updates if condition(u, "Complete").get("status") != "True"]
     assert [objects.name_of(u) for u in in_flight] == [first], "a second Update started while one was running"

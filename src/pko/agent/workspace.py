@@ -52,8 +52,8 @@ def read_project(workdir: Path) -> dict[str, Any]:
     raise ProjectError(f"unable to find project settings in workspace {workdir}")
 
 
-def parse_version(text: str) -> str:
-    """``pulumi version`` output (``v3.259.0``) as the reference reports it (``3.259.0``)."""
+def cli_version(text: str) -> str:
+    """``pulumi version`` output (``v3.259.0``) as the reference reports it (``3.259.0``): text, not parsed."""
     version = text.strip().splitlines()[0].strip() if text.strip() else ""
     return version[1:] if version.startswith("v") else version
 
@@ -72,7 +72,7 @@ class Workspace:
         """Open `workdir` (symlinks resolved), load `env_file` (absent is fine) and query the CLI version."""
         workspace = cls._prepare(workdir, env_file, base_env, binary)
         version = await workspace.cli.run(["version"], description="failed to get the pulumi version")
-        workspace.pulumi_version = parse_version(version.stdout)
+        workspace.pulumi_version = cli_version(version.stdout)
         return workspace
 
     @classmethod

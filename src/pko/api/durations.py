@@ -10,13 +10,20 @@ import re
 
 _UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+_MAX_NANOSECONDS = 2**63 - 1
 
 
 def parse(text: str) -> float:
-    """Seconds in `text`; ValueError for anything `time.ParseDuration` would refuse."""
-    value = text.strip()
-    sign = -1.0 if value.startswith("-") else 1.0
-    value = value.lstrip("+-")
+    """Seconds in `text`; ValueError for anything `time.ParseDuration` would refuse.
+
+    As in Go: at most one leading sign, no whitespace anywhere, ``0`` is the only value without a unit, and the
+    total must fit in an int64 of nanoseconds (about 292 years).
+    """
+    value = text
+    sign = 1.0
+    if value[:1] in ("+", "-"):
+        sign = -1.0 if value[0] == "-" else 1.0
+        value = value[1:]
     if value == "0":
         return 0.0
     if not value:
@@ -28,6 +35,8 @@ def parse(text: str) -> float:
             raise ValueError(f"invalid duration {text!r}")
         total += float(match.group(1)) * _UNITS[match.group(2)]
         pos = match.end()
+    if total * 1e9 > _MAX_NANOSECONDS:
+        raise ValueError(f"invalid duration {text!r}")
     return sign * total
 
 

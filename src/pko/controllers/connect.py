@@ -19,6 +19,7 @@ import grpc.aio
 from pko.agent import client as agent_client
 from pko.kube import client as kclient
 from pko.kube import tokens
+from pko.runtime import controller as runtime_controller
 
 MAX_MESSAGE_BYTES = 400 * 1024 * 1024
 REFRESH_BEFORE = datetime.timedelta(minutes=5)
@@ -28,6 +29,11 @@ DEFAULT_SERVICE_ACCOUNT = "controller-manager"
 
 class ConnectionFailed(Exception):
     """The agent could not be reached (or no token could be minted) in time."""
+
+
+# An agent saying no (refusing the caller, a failed operation) or out of reach is the world, not a bug: reconciles
+# failing with these log one line, without a traceback.
+runtime_controller.expect(grpc.aio.AioRpcError, ConnectionFailed)
 
 
 @dataclass

@@ -8,6 +8,10 @@
 * raises → the same, and the error is logged and counted;
 * returns ``None``/``Result()`` → the backoff is reset; the key comes back only with a new event.
 
+Every log line of a reconcile carries ``controller``, ``namespace`` and ``name`` (:mod:`pko.runtime.logcontext`).
+A failure the world causes (the API server or an agent saying no, a timeout: :func:`expected`) is logged as one
+line; anything else with its traceback.
+
 The queue guarantees that one key is never reconciled by two workers at once. A controller is started by the
 manager when it becomes leader and cancelled when leadership ends; each run starts with a fresh queue, filled
 by replaying the informers' caches. The controller must never touch the API server itself: reconcilers do.
@@ -21,10 +25,28 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from pko.kube import objects
-from pko.runtime import handlers, informer, metrics, ratelimit, store, workqueue
+from pko.kube import errors, objects
+from pko.runtime import handlers, informer, logcontext, metrics, ratelimit, store, workqueue
 
 log = logging.getLogger(__name__)
+
+_expected: tuple[type[BaseException], ...] = (errors.ApiError, TimeoutError, ConnectionError)
+
+
+def expect(*kinds: type[BaseException]) -> None:
+    """Count these exceptions (and errors raised ``from`` them) as expected (e.g. ``grpc.aio.AioRpcError``)."""
+    global _expected
+    _expected = (*_expected, *(kind for kind in kinds if kind not in _expected))
+
+
+def expected(err: BaseException) -> bool:
+    """Whether `err`, or an error it was explicitly raised from, is an expected kind: its message says it all."""
+    cause: BaseException | None = err
+    while cause is not None:
+        if isinstance(cause, _expected):
+            return True
+        cause = cause.__cause__
+    return False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,10 +179,12 @@ class Controller:
         result: Result | None = None
         error: Exception | None = None
         try:
-            result = await self.reconcile(key)
-        except Exception as err:
-            error = err
-            log.error("%s: reconcile %s failed: %s", self.name, key, err, exc_info=err)
+            with logcontext.scope(controller=self.name, namespace=key.namespace, name=key.name):
+                try:
+                    result = await self.reconcile(key)
+                except Exception as err:
+                    error = err
+                    log.error("reconcile failed: %s", err, exc_info=None if expected(err) else err)
         except BaseException:  # cancelled (leadership lost, shutdown): not a finished reconcile
             if self._metrics is not None:
                 self._metrics.reconcile_cancelled()

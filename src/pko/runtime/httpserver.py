@@ -1,27 +1,30 @@
-"""A tiny HTTP/1.1 server on asyncio streams, for ``/healthz``, ``/readyz`` and ``/metrics``.
+"""The operator's HTTP listeners on aiohttp: ``/healthz``, ``/readyz`` and ``/metrics`` here, and the base the
+Program file server (:mod:`pko.controllers.program.fileserver`) is built on.
 
-Probes and Prometheus only ever send small ``GET`` requests, so a web framework would be all weight: this
-answers one request per connection and closes it. Handlers are async callables returning status, content type
-and body.
+Why aiohttp's low-level server and one handler rather than its router: every answer (404 for an unknown path,
+405 for another method, 500 when a route fails) is ours, word for word, as the Go operator's muxes give them, and
+a maintained server parses the requests. Every response closes its connection (``Connection: close``): probes and
+scrapes are one request each, and a listener then shuts down at once.
 
 It must never serve anything but the routes it is given, and never read request bodies.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+
+from aiohttp import web
+from multidict import CIMultiDict
 
 log = logging.getLogger(__name__)
 
 Response = tuple[int, str, bytes]
 Route = Callable[[], Awaitable[Response]]
+Handler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
 
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 500: "Internal Server Error",
-            503: "Service Unavailable"}
-_MAX_HEADER_BYTES = 16 * 1024
+MAX_HEADER_BYTES = 16 * 1024
+SHUTDOWN_SECONDS = 2.0
 
 
 def parse_address(address: str) -> tuple[str, int] | None:
@@ -32,69 +35,61 @@ def parse_address(address: str) -> tuple[str, int] | None:
     return (host.strip("[]") or "0.0.0.0"), int(port)
 
 
-def _response(status: int, content_type: str, body: bytes, head: bool = False) -> bytes:
-    headers = (
-        f"HTTP/1.1 {status} {_REASONS.get(status, 'Unknown')}\r\n"
-        f"Content-Type: {content_type}\r\n"
-        f"Content-Length: {len(body)}\r\n"
-        "Connection: close\r\n\r\n"
-    )
-    return headers.encode("latin-1") + (b"" if head else body)
+def response(status: int, headers: Iterable[tuple[str, str]], body: bytes) -> web.Response:
+    """A response with exactly these headers (aiohttp adds Content-Length, Date, Server and Connection: close)."""
+    answer = web.Response(status=status, body=body, headers=CIMultiDict(headers))
+    answer.force_close()
+    return answer
 
 
-class Server:
-    def __init__(self, routes: Mapping[str, Route]) -> None:
-        self.routes = dict(routes)
-        self._server: asyncio.Server | None = None
+class Listener:
+    """One handler on one address (``host`` None: every interface), until :meth:`close`."""
+
+    def __init__(self, handler: Handler) -> None:
+        self._handler = handler
+        self._runner: web.ServerRunner | None = None
 
     @property
     def port(self) -> int:
         """The bound port (useful after binding port 0)."""
-        if self._server is None or not self._server.sockets:
+        if self._runner is None or not self._runner.addresses:
             raise RuntimeError("server is not running")
-        return int(self._server.sockets[0].getsockname()[1])
+        return int(self._runner.addresses[0][1])
 
-    async def start(self, host: str, port: int) -> None:
-        self._server = await asyncio.start_server(self._handle, host, port)
+    async def start(self, host: str | None, port: int) -> None:
+        server = web.Server(self._handler, access_log=None, max_line_size=MAX_HEADER_BYTES,
+                            max_field_size=MAX_HEADER_BYTES)
+        runner = web.ServerRunner(server, shutdown_timeout=SHUTDOWN_SECONDS)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, host, port).start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
-            self._server = None
+        if self._runner is not None:
+            runner, self._runner = self._runner, None
+            await runner.cleanup()
 
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+
+class Server(Listener):
+    """``GET``/``HEAD`` on a fixed set of paths; routes are async callables returning status, type and body."""
+
+    def __init__(self, routes: Mapping[str, Route]) -> None:
+        super().__init__(self._handle)
+        self.routes = dict(routes)
+
+    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        if request.method not in ("GET", "HEAD"):
+            return response(405, [("Content-Type", "text/plain")], b"method not allowed\n")
+        route = self.routes.get(request.rel_url.raw_path)
+        if route is None:
+            return response(404, [("Content-Type", "text/plain")], b"404 page not found\n")
         try:
-            try:
-                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=10)
-            except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
-                return
-            if len(head) > _MAX_HEADER_BYTES:
-                writer.write(_response(400, "text/plain", b"request too large\n"))
-                return
-            request_line = head.split(b"\r\n", 1)[0].decode("latin-1")
-            parts = request_line.split(" ")
-            if len(parts) != 3:
-                writer.write(_response(400, "text/plain", b"bad request\n"))
-                return
-            method, target, _ = parts
-            path = target.split("?", 1)[0]
-            if method not in ("GET", "HEAD"):
-                writer.write(_response(405, "text/plain", b"method not allowed\n"))
-                return
-            route = self.routes.get(path)
-            if route is None:
-                writer.write(_response(404, "text/plain", b"404 page not found\n", method == "HEAD"))
-                return
-            try:
-                status, content_type, body = await route()
-            except Exception:
-                log.exception("handler for %s failed", path)
-                status, content_type, body = 500, "text/plain", b"internal error\n"
-            writer.write(_response(status, content_type, body, method == "HEAD"))
-        finally:
-            with contextlib.suppress(ConnectionError):
-                await writer.drain()
-            writer.close()
-            with contextlib.suppress(ConnectionError):
-                await writer.wait_closed()
+            status, content_type, body = await route()
+        except Exception:
+            log.exception("handler for %s failed", request.rel_url.raw_path)
+            status, content_type, body = 500, "text/plain", b"internal error\n"
+        return response(status, [("Content-Type", content_type)], body)

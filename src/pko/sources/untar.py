@@ -2,7 +2,8 @@
 
 Flux artifacts and Program archives come over the network, so an archive is refused when any entry has an
 absolute path or climbs out with ``..``, when a symbolic or hard link is absolute or points outside the target,
-when an entry is a device or FIFO, or when its files add up to more than the size cap. Extraction happens in a
+when an entry is a device or FIFO (all of that is ``tarfile``'s ``data`` extraction filter, plus refusing absolute
+names it would only strip), or when its files add up to more than the size cap. Extraction happens in a
 staging directory beside the target and is moved into place only when the whole archive passed, so a refused
 archive leaves nothing behind.
 
@@ -34,22 +35,15 @@ class ArchiveTooLargeError(UnsafeArchiveError):
     """The archive's files add up to more than the cap."""
 
 
-def _check(member: tarfile.TarInfo, staging: str, max_size: int, total: int) -> tuple[tarfile.TarInfo, int]:
+def _check(member: tarfile.TarInfo, max_size: int, total: int) -> int:
+    """The running size total with `member`; refuses what the ``data`` filter would quietly rewrite instead."""
     if member.isfile():
         total += member.size
         if max_size != UNLIMITED and total > max_size:
             raise ArchiveTooLargeError(f"tar is bigger than max archive size of {max_size} bytes")
-    if member.name.startswith("/") or os.path.isabs(member.name):
+    if member.name.startswith("/") or os.path.isabs(member.name):  # ``data`` would strip the slash
         raise UnsafeArchiveError(f"refusing archive entry {member.name!r}: absolute path")
-    if not HAS_DATA_FILTER:
-        return legacy_data_filter(member, staging), total
-    try:
-        filtered = tarfile.data_filter(member, staging)
-    except tarfile.FilterError as err:
-        raise UnsafeArchiveError(f"refusing archive entry {member.name!r}: {err}") from None
-    if filtered is None:
-        raise UnsafeArchiveError(f"refusing archive entry {member.name!r}")
-    return filtered, total
+    return total
 
 
 HAS_DATA_FILTER = hasattr(tarfile, "data_filter")
@@ -90,11 +84,14 @@ def extract_tgz(stream: IO[bytes], target: Path, max_size: int = UNLIMITED) -> N
         try:
             with tarfile.open(fileobj=stream, mode="r|gz") as archive:
                 for member in archive:
-                    checked, total = _check(member, staging, max_size, total)
-                    if HAS_DATA_FILTER:
-                        archive.extract(checked, staging, filter="fully_trusted", set_attrs=True)
-                    else:  # checked above; this Python has no `filter` argument
-                        archive.extract(checked, staging, set_attrs=True)
+                    total = _check(member, max_size, total)
+                    if not HAS_DATA_FILTER:  # checked here instead; this Python has no `filter` argument
+                        archive.extract(legacy_data_filter(member, staging), staging, set_attrs=True)
+                        continue
+                    try:
+                        archive.extract(member, staging, filter="data")
+                    except tarfile.FilterError as err:
+                        raise UnsafeArchiveError(f"refusing archive entry {member.name!r}: {err}") from None
         except (tarfile.ReadError, EOFError, OSError) as err:
             if isinstance(err, UnsafeArchiveError):
                 raise

@@ -1,12 +1,15 @@
-"""A real git server on loopback for tests and ``pko dev``: smart HTTP (with optional basic auth), ``git://`` and SSH.
+"""A real git server for tests and ``pko dev``: smart HTTP (with optional basic auth), ``git://`` and SSH.
 
-Repositories are bare repositories made and committed to with Debian's ``git``. They are served by ``git
-http-backend`` behind a small threaded Python HTTP server (which enforces per-repository basic auth and passes the
-``Git-Protocol`` header through, so protocol v2 works), by ``git daemon``, and — when asked — by an ``sshd`` that
-accepts only a generated client key. Nothing here imitates git: every byte on the wire comes from git itself.
+Repositories are bare repositories made and committed to with Debian's ``git``. They are served over HTTP by
+dulwich's WSGI git server (:mod:`dulwich.web`) behind per-repository basic auth, by ``git daemon``, and — when
+asked — by an ``sshd`` that accepts only a generated client key. Nothing here imitates git: every byte on the wire
+comes from git or dulwich. Over HTTP the protocol is v0 (a v2 request falls back to it, as git clients expect), and
+only advertised commits can be fetched by id (``allow_any_sha`` applies to ``git://`` and SSH, which run git's
+own ``upload-pack``); pushes are refused.
 
-It listens on 127.0.0.1, or — for pods of the real test cluster — on an address of this machine (`host`), never
-anywhere else, and it fails loudly when git or sshd is missing.
+Everything listens on ``host``: loopback by default, or an address of this machine (so pods of a test cluster can
+reach the same repositories). It must never listen on any other address, and it fails loudly when git or sshd is
+missing.
 """
 
 from __future__ import annotations
@@ -14,18 +17,28 @@ from __future__ import annotations
 import base64
 import contextlib
 import getpass
+import ipaddress
 import os
 import shutil
 import signal
+import socket
+import socketserver
 import subprocess
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
+from wsgiref.simple_server import WSGIServer, make_server
+from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
+
+from dulwich import server as git_server
+from dulwich import web as git_web
 
 from pko.testing import hostnet, ports
+
+LOOPBACK = "127.0.0.1"
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "pko test", "GIT_AUTHOR_EMAIL": "test@pko.invalid",
@@ -49,8 +62,23 @@ def _git(*args: str, cwd: Path | None = None) -> str:
     return result.stdout.strip()
 
 
-def _exec_path() -> Path:
-    return Path(_git("--exec-path"))
+def check_host(host: str) -> str:
+    """`host` if it is a loopback address or one of this machine's; GitServerError for anything else."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        raise GitServerError(f"the git server listens on an IP address, not {host!r}") from None
+    if address.is_loopback:
+        return host
+    own = hostnet.local_addresses()
+    if address.is_unspecified or str(address) not in own:
+        raise GitServerError(f"refusing to serve git on {host}: only loopback or an address of this machine "
+                             f"({', '.join(sorted(own))}) is allowed")
+    return host
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
 
 
 @dataclass
@@ -65,15 +93,15 @@ class SSHServer:
 
 @dataclass
 class GitServer:
-    """Bare repositories under ``root``, served over HTTP, git:// and (optionally) SSH on loopback."""
+    """Bare repositories under ``root``, served over HTTP, git:// and (optionally) SSH on ``host``."""
 
     root: Path
-    host: str = "127.0.0.1"
+    host: str = LOOPBACK
     http_port: int = 0
     daemon_port: int = 0
     ssh: SSHServer | None = None
     _credentials: dict[str, tuple[str, str]] = field(default_factory=dict)
-    _httpd: ThreadingHTTPServer | None = None
+    _httpd: WSGIServer | None = None
     _daemon: subprocess.Popen[bytes] | None = None
 
     @property
@@ -87,7 +115,6 @@ class GitServer:
         """A new bare repository `name` with one commit of `files` on `branch`; returns the commit SHA."""
         bare = self.repos / f"{name}.git"
         _git("init", "--bare", "--initial-branch", branch, str(bare))
-        _git("config", "http.receivepack", "false", cwd=bare)
         if allow_any_sha:
             _git("config", "uploadpack.allowAnySHA1InWant", "true", cwd=bare)
         return self.commit(name, files, branch=branch, message=message)
@@ -131,15 +158,28 @@ class GitServer:
         self._credentials[name] = (username, password)
 
     def http_url(self, name: str) -> str:
-        return f"http://{self.host}:{self.http_port}/{name}.git"
+        return f"http://{_url_host(self.host)}:{self.http_port}/{name}.git"
 
     def git_url(self, name: str) -> str:
-        return f"git://127.0.0.1:{self.daemon_port}/{name}.git"
+        return f"git://{_url_host(self.host)}:{self.daemon_port}/{name}.git"
 
     def ssh_url(self, name: str) -> str:
         if self.ssh is None:
             raise GitServerError("the git server was started without SSH")
-        return f"ssh://{self.ssh.user}@127.0.0.1:{self.ssh.port}{self.repos / f'{name}.git'}"
+        return f"ssh://{self.ssh.user}@{_url_host(self.host)}:{self.ssh.port}{self.repos / f'{name}.git'}"
+
+    def authorized(self, repo: str, authorization: str) -> bool:
+        """Whether an ``Authorization`` header value lets a client read repository `repo`."""
+        expected = self._credentials.get(repo)
+        if expected is None:
+            return True
+        if not authorization.lower().startswith("basic "):
+            return False
+        try:
+            user, _, password = base64.b64decode(authorization[6:]).decode().partition(":")
+        except ValueError:
+            return False
+        return (user, password) == expected
 
     # --- lifecycle --------------------------------------------------------------------------------------------
 
@@ -165,91 +205,59 @@ class GitServer:
         self.stop()
 
 
-def _handler(server: GitServer) -> type[BaseHTTPRequestHandler]:
-    backend = str(_exec_path() / "git-http-backend")
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: object) -> None:  # keep test output quiet
-            pass
-
-        def _authorized(self, repo: str) -> bool:
-            expected = server._credentials.get(repo)
-            if expected is None:
-                return True
-            header = self.headers.get("Authorization", "")
-            if not header.lower().startswith("basic "):
-                return False
-            try:
-                user, _, password = base64.b64decode(header[6:]).decode().partition(":")
-            except ValueError:
-                return False
-            return (user, password) == expected
-
-        def _body(self) -> bytes:
-            if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-                chunks: list[bytes] = []
-                while True:
-                    size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
-                    if size == 0:
-                        self.rfile.readline()
-                        return b"".join(chunks)
-                    chunks.append(self.rfile.read(size))
-                    self.rfile.readline()
-            length = int(self.headers.get("Content-Length") or 0)
-            return self.rfile.read(length) if length else b""
-
-        def _serve(self) -> None:
-            path, _, query = self.path.partition("?")
-            repo = path.lstrip("/").split("/", 1)[0].removesuffix(".git")
-            body = self._body() if self.command == "POST" else b""
-            if not self._authorized(repo):
-                self.send_response(401)
-                self.send_header("WWW-Authenticate", 'Basic realm="pko-test"')
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-                return
-            env = {
-                "PATH": os.environ.get("PATH", ""), "GIT_PROJECT_ROOT": str(server.repos),
-                "GIT_HTTP_EXPORT_ALL": "1", "REQUEST_METHOD": self.command, "PATH_INFO": path,
-                "QUERY_STRING": query, "CONTENT_TYPE": self.headers.get("Content-Type", ""),
-                "CONTENT_LENGTH": str(len(body)), "REMOTE_ADDR": self.client_address[0],
-                "GIT_CONFIG_NOSYSTEM": "1", "HOME": "/nonexistent",
-            }
-            if self.headers.get("Git-Protocol"):
-                env["GIT_PROTOCOL"] = self.headers["Git-Protocol"]
-            if self.headers.get("Content-Encoding"):
-                env["HTTP_CONTENT_ENCODING"] = self.headers["Content-Encoding"]
-            if repo in server._credentials:
-                env["REMOTE_USER"] = server._credentials[repo][0]
-            result = subprocess.run([backend], input=body, env=env, capture_output=True, check=False)
-            out = result.stdout
-            crlf, lf = out.find(b"\r\n\r\n"), out.find(b"\n\n")
-            separator = b"\r\n\r\n" if crlf >= 0 and (lf < 0 or crlf < lf) else b"\n\n"
-            head, _, payload = out.partition(separator)
-            status = 200
-            headers = []
-            for line in head.decode(errors="replace").splitlines():
-                key, _, value = line.partition(":")
-                if key.lower() == "status":
-                    status = int(value.strip().split()[0])
-                elif key:
-                    headers.append((key.strip(), value.strip()))
-            self.send_response(status)
-            for key, value in headers:
-                self.send_header(key, value)
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        do_GET = _serve
-        do_POST = _serve
-
-    return Handler
+class _ThreadingWSGIServer(socketserver.ThreadingMixIn, WSGIServer):
+    daemon_threads = True
 
 
-def _start_ssh(workdir: Path, repos: Path) -> SSHServer:
+class _ThreadingWSGIServer6(_ThreadingWSGIServer):
+    address_family = socket.AF_INET6
+
+
+class _QuietHandler(git_web.WSGIRequestHandlerLogger):
+    """Errors (a refused want) go to dulwich's logger, not stderr; one line per request goes nowhere."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class _Repositories(git_server.FileSystemBackend):
+    """The repositories under a root, named by URL path (``/name.git``); nothing outside it."""
+
+    def open_repository(self, path: str | bytes) -> Any:
+        return super().open_repository(os.fsdecode(path).lstrip("/"))
+
+
+class _UploadPack(git_server.UploadPackHandler):
+    """upload-pack that, like git's, requires no capability of the client: go-git (Flux's source-controller, the
+    reference agent) does not offer ``thin-pack``, which dulwich would otherwise insist on. dulwich sends whole
+    objects, so a client without thin packs, side-band or ofs-delta gets a pack it can read."""
+
+    @classmethod
+    def required_capabilities(cls) -> tuple[bytes, ...]:
+        return ()
+
+
+def _http_app(server: GitServer) -> WSGIApplication:
+    """dulwich's smart HTTP git server (upload-pack only) behind per-repository basic auth."""
+    backend = _Repositories(str(server.repos))
+    handlers: dict[bytes, Any] = {
+        b"git-upload-pack": _UploadPack,
+        b"git-receive-pack": None, b"git-upload-archive": None,  # refused: "Unsupported service"
+    }
+    git = git_web.make_wsgi_chain(backend, handlers=handlers)
+
+    def app(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        repo = environ.get("PATH_INFO", "").lstrip("/").split("/", 1)[0].removesuffix(".git")
+        if not server.authorized(repo, environ.get("HTTP_AUTHORIZATION", "")):
+            start_response("401 Unauthorized", [("WWW-Authenticate", 'Basic realm="pko-test"'),
+                                                 ("Content-Length", "0")])
+            return [b""]
+        return git(environ, start_response)
+
+    return app
+
+
+def _start_ssh(workdir: Path, repos: Path, host: str) -> SSHServer:
     sshd = shutil.which("sshd") or ("/usr/sbin/sshd" if Path("/usr/sbin/sshd").exists() else None)
     keygen = shutil.which("ssh-keygen")
     if sshd is None or keygen is None:
@@ -266,7 +274,7 @@ def _start_ssh(workdir: Path, repos: Path) -> SSHServer:
     port = ports.free_port()
     config = ssh_dir / "sshd_config"
     config.write_text(
-        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {host_key}\n"
+        f"Port {port}\nListenAddress {host}\nHostKey {host_key}\n"
         f"AuthorizedKeysFile {ssh_dir / 'authorized_keys'}\nPidFile {ssh_dir / 'sshd.pid'}\n"
         "PasswordAuthentication no\nKbdInteractiveAuthentication no\nPubkeyAuthentication yes\n"
         "UsePAM no\nStrictModes no\nPermitRootLogin prohibit-password\nAcceptEnv GIT_PROTOCOL\n"
@@ -275,34 +283,31 @@ def _start_ssh(workdir: Path, repos: Path) -> SSHServer:
     log_path = ssh_dir / "sshd.log"
     process = subprocess.Popen([sshd, "-D", "-e", "-f", str(config)], stdout=log_path.open("ab"),
                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    _wait_port(port, process, log_path)
+    _wait_port(host, port, process, log_path)
     return SSHServer(port, getpass.getuser(), client_key.read_text(), client_key, process, log_path)
 
 
-def _wait_port(port: int, process: subprocess.Popen[bytes], log_path: Path, timeout: float = 20.0) -> None:
-    import socket
-
+def _wait_port(host: str, port: int, process: subprocess.Popen[bytes], log_path: Path,
+               timeout: float = 20.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise GitServerError(f"server exited with {process.returncode}: {log_path.read_text()[-2000:]}")
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+            if sock.connect_ex((host, port)) == 0:
                 return
         time.sleep(0.1)
     raise GitServerError(f"nothing listening on port {port} after {timeout}s: {log_path.read_text()[-2000:]}")
 
 
-def start(workdir: Path, *, ssh: bool = False, host: str = "127.0.0.1") -> GitServer:
-    """Start the HTTP and git:// servers (and sshd when `ssh`) for repositories under `workdir`; the HTTP server
-    listens on `host` (loopback, or an address of this machine so that pods reach it)."""
-    if host != "127.0.0.1" and host not in hostnet.local_addresses():
-        raise GitServerError(f"{host} is not an address of this machine: the git server listens only here")
-    server = GitServer(workdir, host=host)
+def start(workdir: Path, *, ssh: bool = False, host: str = LOOPBACK) -> GitServer:
+    """Start the HTTP and git:// servers (and sshd when `ssh`) on `host` for repositories under `workdir`."""
+    server = GitServer(workdir, check_host(host))
     server.repos.mkdir(parents=True, exist_ok=True)
     try:
-        httpd = ThreadingHTTPServer((host, 0), _handler(server))
-        httpd.daemon_threads = True
+        server_class = _ThreadingWSGIServer6 if ":" in host else _ThreadingWSGIServer
+        httpd: WSGIServer = make_server(host, 0, _http_app(server), server_class=server_class,
+                                        handler_class=_QuietHandler)
         server._httpd = httpd
         server.http_port = httpd.server_address[1]
         threading.Thread(target=httpd.serve_forever, name="pko-git-http", daemon=True).start()
@@ -310,14 +315,14 @@ def start(workdir: Path, *, ssh: bool = False, host: str = "127.0.0.1") -> GitSe
         server.daemon_port = ports.free_port()
         log_path = workdir / "git-daemon.log"
         server._daemon = subprocess.Popen(
-            ["git", "daemon", "--reuseaddr", "--export-all", f"--base-path={server.repos}", "--listen=127.0.0.1",
+            ["git", "daemon", "--reuseaddr", "--export-all", f"--base-path={server.repos}", f"--listen={host}",
              f"--port={server.daemon_port}", "--enable=upload-pack", str(server.repos)],
             stdout=log_path.open("ab"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             env={**os.environ, **GIT_ENV},
         )
-        _wait_port(server.daemon_port, server._daemon, log_path)
+        _wait_port(host, server.daemon_port, server._daemon, log_path)
         if ssh:
-            server.ssh = _start_ssh(workdir, server.repos)
+            server.ssh = _start_ssh(workdir, server.repos, host)
     except BaseException:
         server.stop()
         raise
@@ -325,7 +330,7 @@ def start(workdir: Path, *, ssh: bool = False, host: str = "127.0.0.1") -> GitSe
 
 
 @contextlib.contextmanager
-def running(workdir: Path, *, ssh: bool = False, host: str = "127.0.0.1") -> Iterator[GitServer]:
+def running(workdir: Path, *, ssh: bool = False, host: str = LOOPBACK) -> Iterator[GitServer]:
     server = start(workdir, ssh=ssh, host=host)
     try:
         yield server

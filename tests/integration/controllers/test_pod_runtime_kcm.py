@@ -4,21 +4,19 @@ no kubelet or scheduler), and the real garbage collector removes everything when
 
 from __future__ import annotations
 
-import asyncio
-import json
-import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import lightkube
 import pytest
 
+from pko.api import names
 from pko.controllers.workspace import manifests
 from pko.kube import client as kclient
 from pko.kube import objects, owners, resources
-from pko.testing import controlplane, operator
+from pko.testing import controlplane, operator, waiting
 
 GIT_URL = "https://git.example.com/infra/stacks.git"  # never fetched: the pod does not run
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -46,20 +44,6 @@ async def kcm_namespace(kcm: kclient.Client) -> AsyncIterator[str]:
     await kcm.create(resources.NAMESPACE.new(name))
     yield name
     await kcm.delete(resources.NAMESPACE, name, missing_ok=True)
-
-
-async def _wait(kc: kclient.Client, kind: resources.Kind, name: str, namespace: str,
-                test: Callable[[dict[str, Any] | None], bool], timeout: float = 60.0, what: str = ""
-                ) -> dict[str, Any] | None:
-    deadline = time.monotonic() + timeout
-    obj: dict[str, Any] | None = None
-    while time.monotonic() < deadline:
-        obj = await kc.get_or_none(kind, name, namespace)
-        if test(obj):
-            return obj
-        await asyncio.sleep(0.5)
-    raise AssertionError(f"{kind.kind} {namespace}/{name}: {what or 'condition'} not met in {timeout:.0f}s; last: "
-                         f"{json.dumps(obj, indent=1)[:4000]}")
 
 
 def _ready(obj: dict[str, Any] | None) -> dict[str, Any]:
@@ -178,8 +162,8 @@ async def test_pod_runtime_statefulset_pod_and_garbage_collection(
         assert op.controllers.local_runtime is None
         ws = await kcm.create(_workspace(ns))
 
-        sts = await _wait(kcm, resources.STATEFUL_SET, sts_name, ns, lambda o: o is not None, what="created")
-        svc = await _wait(kcm, resources.SERVICE, svc_name, ns, lambda o: o is not None, what="created")
+        sts = await waiting.wait_for(kcm, resources.STATEFUL_SET, sts_name, ns, lambda o: True, timeout=60)
+        svc = await waiting.wait_for(kcm, resources.SERVICE, svc_name, ns, lambda o: True, timeout=60)
         assert sts is not None
         assert svc is not None
         _assert_owned_by(sts, ws)
@@ -193,7 +177,7 @@ async def test_pod_runtime_statefulset_pod_and_garbage_collection(
         assert sts["spec"]["podManagementPolicy"] == "Parallel"
 
         # The real StatefulSet controller creates the pod from our template.
-        pod = await _wait(kcm, resources.POD, pod_name, ns, lambda o: o is not None, what="created by kcm")
+        pod = await waiting.wait_for(kcm, resources.POD, pod_name, ns, lambda o: True, timeout=60)
         assert pod is not None
         _assert_owned_by(pod, sts)
         settings = op.settings
@@ -202,25 +186,24 @@ async def test_pod_runtime_statefulset_pod_and_garbage_collection(
         _assert_pod_spec(pod, ns, agent.image)
 
         # The StatefulSet controller has seen the rollout; with no kubelet the pod never becomes available.
-        sts = await _wait(kcm, resources.STATEFUL_SET, sts_name, ns, lambda o: bool(
+        sts = await waiting.wait_for(kcm, resources.STATEFUL_SET, sts_name, ns, lambda o: bool(
             o and (o.get("status") or {}).get("observedGeneration") == o["metadata"]["generation"]
             and o["status"].get("currentRevision")
-            and o["status"].get("currentRevision") == o["status"].get("updateRevision")), what="observed")
+            and o["status"].get("currentRevision") == o["status"].get("updateRevision")), timeout=60)
         assert sts is not None
         assert (sts["status"].get("availableReplicas") or 0) == 0
         assert pod["metadata"]["labels"]["controller-revision-hash"] == sts["status"]["currentRevision"]
         # The first reconcile saw a StatefulSet not yet observed by its controller (RollingUpdate); unlike the
         # reference, the rollout's progress re-triggers the Workspace, so its reason moves on by itself.
-        ready = _ready(await _wait(kcm, resources.WORKSPACE, "infra", ns,
-                                   lambda o: _ready(o).get("reason") == "WaitingForReplicas",
-                                   what="WaitingForReplicas without a restart"))
+        ready = _ready(await waiting.wait_for(kcm, resources.WORKSPACE, "infra", ns,
+                                              lambda o: _ready(o).get("reason") == "WaitingForReplicas", timeout=60))
         assert ready["status"] == "False"
 
     # An operator (re)starting finds the StatefulSet rolled out but without an available replica.
     async with operator.running(kcm_cluster.kubeconfig, tmp_path / "unused", runtime="pod", workers=2,
-                                namespace=ns):
-        workspace = await _wait(kcm, resources.WORKSPACE, "infra", ns,
-                                lambda o: _ready(o).get("reason") == "WaitingForReplicas", what="WaitingForReplicas")
+                                namespace=ns) as op:
+        workspace = await waiting.wait_for(kcm, resources.WORKSPACE, "infra", ns,
+                                           lambda o: _ready(o).get("reason") == "WaitingForReplicas", timeout=60)
         assert workspace is not None
         ready = _ready(workspace)
         assert ready["status"] == "False"
@@ -237,11 +220,17 @@ async def test_pod_runtime_statefulset_pod_and_garbage_collection(
 
         # Deleting the Workspace: kube-controller-manager's garbage collector removes what it owned.
         await kcm.delete(resources.WORKSPACE, "infra", ns)
-        await _wait(kcm, resources.WORKSPACE, "infra", ns, lambda o: o is None, what="deleted")
+        await waiting.wait_gone(kcm, resources.WORKSPACE, "infra", ns, timeout=60)
         for kind, name in ((resources.STATEFUL_SET, sts_name), (resources.SERVICE, svc_name),
                            (resources.POD, pod_name)):
-            await _wait(kcm, kind, name, ns, lambda o: o is None, timeout=GC_TIMEOUT, what="garbage-collected")
-        # ...and the operator does not bring them back.
-        await asyncio.sleep(2)
+            await waiting.wait_gone(kcm, kind, name, ns, timeout=GC_TIMEOUT)
+        # ...and the operator does not bring them back: its caches saw the Workspace and the StatefulSet go (the
+        # events that would have queued a reconcile) and its Workspace controller has nothing left to do.
+        for kind, name in ((resources.WORKSPACE, "infra"), (resources.STATEFUL_SET, sts_name)):
+            cache, key = op.manager.informers[kind].store, objects.ObjectKey(ns, name)
+            await waiting.eventually(lambda cache=cache, key=key: cache.get(key) is None,
+                                     f"the operator's cache to drop {kind.kind} {name}")
+        await waiting.eventually(lambda: waiting.idle(op.manager.registry, names.WORKSPACE_CONTROLLER),
+                                 "the Workspace controller to go idle")
         assert await kcm.get_or_none(resources.STATEFUL_SET, sts_name, ns) is None
         assert await kcm.get_or_none(resources.SERVICE, svc_name, ns) is None

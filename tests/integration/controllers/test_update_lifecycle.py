@@ -4,10 +4,8 @@ right conditions. Real API server, real agent processes, the real Pulumi CLI, a 
 
 from __future__ import annotations
 
-import asyncio
-import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +14,7 @@ import pytest
 from pko.api import names
 from pko.kube import client as kclient
 from pko.kube import objects, owners, resources
-from pko.testing import controlplane, gitserver, operator
+from pko.testing import controlplane, gitserver, operator, waiting
 
 PROGRAM = Path(__file__).parents[1] / "testbed" / "programs" / "files-python"
 
@@ -30,20 +28,6 @@ async def _delete_our_objects(kc: kclient.Client, namespace: str) -> AsyncIterat
     for kind in (resources.UPDATE, resources.WORKSPACE):
         for obj in (await kc.list(kind, namespace)).items:
             await kc.delete(kind, objects.name_of(obj), namespace, missing_ok=True)
-
-
-async def _wait(kc: kclient.Client, kind: resources.Kind, name: str, namespace: str,
-                test: Callable[[dict[str, Any] | None], bool], timeout: float = 240.0, what: str = ""
-                ) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    obj: dict[str, Any] | None = None
-    while time.monotonic() < deadline:
-        obj = await kc.get_or_none(kind, name, namespace)
-        if test(obj):
-            return obj or {}
-        await asyncio.sleep(0.25)
-    raise AssertionError(f"{kind.kind} {namespace}/{name}: {what or 'condition'} not met in {timeout:.0f}s; last: "
-                         f"{json.dumps((obj or {}).get('status'), indent=1)}")
 
 
 def _condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any]:
@@ -76,8 +60,8 @@ async def _files_workspace(kc: kclient.Client, git: gitserver.GitServer, namespa
             {"key": "token", "value": "t0ken", "secret": True},
         ]}],
     }))
-    await _wait(kc, resources.WORKSPACE, name, namespace, lambda o: _condition(o, "Ready").get("status") == "True",
-                what="Ready")
+    await waiting.wait_for(kc, resources.WORKSPACE, name, namespace,
+                           lambda o: _condition(o, "Ready").get("status") == "True", timeout=240)
     return ws
 
 
@@ -101,13 +85,13 @@ async def test_completed_update_expires_after_its_ttl(
     ws = await _files_workspace(kc, git, namespace, "ttl", tmp_path / "ttl.txt")
     await kc.create(_update("ttl-up", ws, ttlAfterCompleted="5s"))
 
-    done = await _wait(kc, resources.UPDATE, "ttl-up", namespace, _complete, what="Complete")
+    done = await waiting.wait_for(kc, resources.UPDATE, "ttl-up", namespace, _complete, timeout=240)
     seen_complete = time.monotonic()
     assert _summary(done) == SUCCEEDED, done["status"]
     uid = done["metadata"]["uid"]
     outputs = done["status"]["outputs"]
 
-    await _wait(kc, resources.UPDATE, "ttl-up", namespace, lambda o: o is None, timeout=60, what="expired")
+    await waiting.wait_gone(kc, resources.UPDATE, "ttl-up", namespace, timeout=60)
     lived = time.monotonic() - seen_complete
     # Complete's lastTransitionTime has whole seconds, and we saw it up to one poll late: allow 1.5 s of slack.
     assert lived >= 5 - 1.5, f"deleted {lived:.1f}s after completing, before its 5s TTL"
@@ -149,12 +133,12 @@ async def test_update_found_progressing_when_the_operator_starts_is_aborted(
         ]},
     }, field_manager=names.FIELD_MANAGER_UPDATE_STATUS)
 
-    async with operator.running(cluster.kubeconfig, tmp_path / "workspaces", workers=2, namespace=namespace):
-        done = await _wait(kc, resources.UPDATE, "interrupted", namespace, _complete, timeout=60, what="Complete")
+    async with operator.running(cluster.kubeconfig, tmp_path / "workspaces", workers=2, namespace=namespace) as op:
+        done = await waiting.wait_for(kc, resources.UPDATE, "interrupted", namespace, _complete, timeout=60)
         assert _summary(done) == {"Progressing": ("False", "Failed"), "Failed": ("True", "Aborted"),
                                   "Complete": ("True", "Failed")}
-        # It was not run again: no operation times, no outputs, and it stays that way.
-        await asyncio.sleep(2)
+        # It was not run again: no operation times, no outputs, once the Update controller is done with it.
+        await waiting.settled(op.manager.registry, names.UPDATE_CONTROLLER, after=0)
         again = await kc.get(resources.UPDATE, "interrupted", namespace)
         assert again["status"]["conditions"] == done["status"]["conditions"]
         for key in ("startTime", "endTime", "outputs"):
@@ -170,7 +154,7 @@ async def test_update_without_a_controller_owner_is_canceled(
     ws = await _files_workspace(kc, git, namespace, "unowned", target)
     await kc.create(_update("orphan", ws, owned=False))
 
-    done = await _wait(kc, resources.UPDATE, "orphan", namespace, _complete, timeout=60, what="Complete")
+    done = await waiting.wait_for(kc, resources.UPDATE, "orphan", namespace, _complete, timeout=60)
     assert _summary(done) == {"Progressing": ("False", "Failed"), "Failed": ("True", "Canceled"),
                               "Complete": ("True", "Failed")}
     assert "endTime" not in done["status"]
@@ -187,7 +171,7 @@ async def test_preview_up_refresh_destroy_complete(
 
     async def run(name: str, kind: str) -> dict[str, Any]:
         await kc.create(_update(name, ws, kind, ttlAfterCompleted="1h"))
-        done = await _wait(kc, resources.UPDATE, name, namespace, _complete, what=f"{kind} Complete")
+        done = await waiting.wait_for(kc, resources.UPDATE, name, namespace, _complete, timeout=240)
         assert _summary(done) == SUCCEEDED, done["status"]
         status = done["status"]
         assert status["startTime"] <= status["endTime"]

@@ -7,12 +7,12 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
-import pytest
 from prometheus_client import CollectorRegistry
 
 from pko import runtime
 from pko.controllers import program
 from pko.kube import client as kclient
+from pko.testing import waiting
 
 LIVENESS = 60.0
 """How long a test waits for something that must happen before calling it a failure (never a speed target)."""
@@ -53,14 +53,4 @@ async def running(client: kclient.Client, namespace: str, *, run_manager: bool =
 
 
 async def eventually(condition: Callable[[], bool | Awaitable[bool]], what: str, timeout: float = LIVENESS) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        outcome = condition()
-        if not isinstance(outcome, bool):
-            outcome = await outcome
-        if outcome:
-            return
-        if loop.time() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.05)
+    await waiting.eventually(condition, what, timeout)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import json
 import urllib.request
 import uuid
@@ -13,7 +13,7 @@ from lightkube import AsyncClient
 
 from pko.kube import resources
 from pko.kube.client import Client
-from pko.testing import controlplane
+from pko.testing import controlplane, waiting
 
 LIVENESS = 60.0
 """How long a test waits for something that must happen before calling it a failure (never a speed target)."""
@@ -34,24 +34,10 @@ async def namespace(client: Client) -> AsyncIterator[str]:
     await client.delete(resources.NAMESPACE, name, missing_ok=True)
 
 
-async def _eventually(condition: Callable[[], bool | Awaitable[bool]], what: str, timeout: float = LIVENESS) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        outcome = condition()
-        if not isinstance(outcome, bool):
-            outcome = await outcome
-        if outcome:
-            return
-        if loop.time() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.05)
-
-
 @pytest.fixture
 def eventually() -> Eventually:
     """``await eventually(lambda: cond, "what")``: wait until ``cond`` holds, fail after a liveness bound."""
-    return _eventually
+    return functools.partial(waiting.eventually, timeout=LIVENESS)
 
 
 @pytest.fixture

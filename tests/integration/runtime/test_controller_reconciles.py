@@ -82,13 +82,18 @@ async def test_requeue_after_and_error_retries(client: kube.Client, namespace: s
         return None
 
     manager = new_manager(client, namespace)
-    manager.controller("requeues", reconcile).watch(manager.informer("ConfigMap"))
+    controller = manager.controller("requeues", reconcile).watch(manager.informer("ConfigMap"))
     async with running(manager):
         await client.create(resources.CONFIG_MAP.new("later", namespace))
         await client.create(resources.CONFIG_MAP.new("flaky", namespace))
         await eventually(lambda: calls == {"later": 3, "flaky": 3}, "three reconciles of each, with no new events")
-        await asyncio.sleep(0.5)
-        assert calls == {"later": 3, "flaky": 3}  # a successful reconcile does not come back by itself
+        # A successful reconcile does not come back by itself: once done, neither key is queued or scheduled.
+        queue = controller.queue
+        keys = [ObjectKey(namespace, "later"), ObjectKey(namespace, "flaky")]
+        await eventually(lambda: not any(queue.is_processing(k) for k in keys), "the last reconciles to finish")
+        assert len(queue) == 0
+        assert [queue.pending_after(k) for k in keys] == [None, None]
+        assert calls == {"later": 3, "flaky": 3}
     registry = manager.registry
     labels = {"controller": "requeues"}
     assert registry.get_sample_value("controller_runtime_reconcile_errors_total", labels) == 2

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import json
 import signal
 import sys
@@ -49,6 +50,11 @@ def elected_manager(
     )
     manager.controller("leader-test", reconcile).watch(manager.informer("ConfigMap"))
     return manager
+
+
+async def renewed_at(client: kube.Client, namespace: str, lease: str) -> datetime.datetime:
+    found = await client.get(resources.LEASE, lease, namespace)
+    return datetime.datetime.fromisoformat(found["spec"]["renewTime"])
 
 
 async def holder(client: kube.Client, namespace: str, lease: str) -> str | None:
@@ -161,7 +167,14 @@ async def test_leader_killed_with_sigkill_is_replaced_without_overlap(
             child_keys = {f"{namespace}/{n}" for n in names}
             await eventually(lambda: child_keys <= {e.get("key") for e in read_log(log) if e["who"] == "child"},
                              "the child to reconcile every ConfigMap")
-            await asyncio.sleep(TIMING.lease_duration)  # the standby keeps waiting while the leader renews
+            # The standby keeps waiting while the leader renews: watch the leader renew for a whole lease duration.
+            renewed = await renewed_at(client, namespace, lease)
+
+            async def renewed_for_a_lease_duration() -> bool:
+                later = await renewed_at(client, namespace, lease)
+                return (later - renewed).total_seconds() >= TIMING.lease_duration
+
+            await eventually(renewed_for_a_lease_duration, "the leader to renew for a whole lease duration")
             assert not manager.is_leader
             assert not [e for e in read_log(log) if e["who"] == "parent"]
 
@@ -211,7 +224,7 @@ async def test_reconciling_stops_when_the_lease_is_lost(
         client, namespace=namespace, health_address="0", metrics_address="0", registry=CollectorRegistry(),
         leader_election=runtime.LeaderElection(namespace=namespace, name=lease, identity="victim", timing=TIMING),
     )
-    manager.controller("leader-test", reconcile).watch(manager.informer("ConfigMap"))
+    controller = manager.controller("leader-test", reconcile).watch(manager.informer("ConfigMap"))
     await client.create(resources.CONFIG_MAP.new("busy", namespace))
     async with running(manager):
         await eventually(lambda: len(calls) >= 2, "the leader to reconcile repeatedly")
@@ -222,7 +235,8 @@ async def test_reconciling_stops_when_the_lease_is_lost(
         await eventually(lambda: not manager.is_leader, "the victim to notice it lost the lease")
         assert not in_flight  # in-flight reconciles were cancelled with the controllers
         count = len(calls)
-        await asyncio.sleep(TIMING.retry_period * 2)
+        # The controller stopped with its leadership (its queue shut down): nothing more is reconciled.
+        await eventually(lambda: controller.queue.shutting_down, "the controller's queue to shut down")
         assert len(calls) == count
         assert await holder(client, namespace, lease) == "thief"
     assert await holder(client, namespace, lease) == "thief"  # never release a lease held by someone else

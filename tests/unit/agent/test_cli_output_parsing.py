@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from pko.agent import results
-from pko.agent.workspace import parse_version
+from pko.agent.workspace import cli_version
 
 
 def test_stack_summary_from_stack_ls() -> None:
@@ -67,4 +67,4 @@ def test_permalink() -> None:
 def test_project_info_and_version() -> None:
     assert results.project_info({"name": "p", "runtime": {"name": "python", "options": {}}}).runtime == "python"
     assert results.project_info({"name": "p", "runtime": "yaml"}).name == "p"
-    assert parse_version("v3.259.0\n") == "3.259.0"
+    assert cli_version("v3.259.0\n") == "3.259.0"

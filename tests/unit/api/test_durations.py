@@ -11,13 +11,16 @@ from pko.api import durations
 
 @pytest.mark.parametrize(("text", "seconds"), [
     ("24h", 86400.0), ("1h30m", 5400.0), ("90s", 90.0), ("1.5h", 5400.0), ("300ms", 0.3), ("0", 0.0),
-    ("2h45m30s", 9930.0), ("-5s", -5.0), ("1m0.5s", 60.5),
+    ("2h45m30s", 9930.0), ("-5s", -5.0), ("1m0.5s", 60.5), ("+5s", 5.0), ("-0", 0.0), (".5s", 0.5),
+    ("5.s", 5.0), ("2562047h", 9223369200.0),
 ])
 def test_parse(text: str, seconds: float) -> None:
     assert durations.parse(text) == pytest.approx(seconds)
 
 
-@pytest.mark.parametrize("text", ["", "5", "h", "1d", "1h 30m", "abc", "1.2.3s"])
+@pytest.mark.parametrize("text", [
+    "", "5", "h", "1d", "1h 30m", "abc", "1.2.3s", "--5s", " 5s", "5s ", "+-5s", "-+5s", "+", "-", "3000000h",
+])
 def test_parse_rejects_what_go_rejects(text: str) -> None:
     with pytest.raises(ValueError, match="invalid duration"):
         durations.parse(text)

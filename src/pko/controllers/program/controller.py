@@ -60,8 +60,7 @@ class Programs:
         decision = plan.plan(obj, advertised=await self.server.advertised(), now=self.clock())
         if decision.status is None:
             return None
-        log.info("program %s generation %s: artifact %s", key, objects.generation_of(obj),
-                 decision.artifact.digest)
+        log.info("artifact of generation %s: %s", objects.generation_of(obj), decision.artifact.digest)
         try:
             await self.client.apply_status(plan.status_apply(obj, decision.status),
                                            field_manager=names.FIELD_MANAGER_PROGRAM_STATUS)

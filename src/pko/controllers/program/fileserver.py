@@ -1,10 +1,10 @@
-"""The program file server: an HTTP/1.1 listener on ``--program-fs-addr`` that serves Program archives.
+"""The program file server: an HTTP listener on ``--program-fs-addr`` that serves Program archives.
 
 Why its own listener: workspaces (the agent's ``init --flux-url``) download from it on whatever replica the
 advertised address names, so it runs on every replica, leader or not, and must answer without the controllers.
-Requests are small ``GET``s from one client library, so this reads one request head per connection, answers and
-closes — no framework. What to answer is decided by :mod:`pko.controllers.program.serving`; reading the Program is
-the caller's ``lookup`` (the informer cache, with the API server as fallback).
+It is a :class:`pko.runtime.httpserver.Listener` (aiohttp) with one handler: what to answer is decided by
+:mod:`pko.controllers.program.serving`; reading the Program is the caller's ``lookup`` (the informer cache, with
+the API server as fallback).
 
 It must never read request bodies, serve anything outside ``/programs/``, or write to the API server.
 """
@@ -12,30 +12,21 @@ It must never read request bodies, serve anything outside ``/programs/``, or wri
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from aiohttp import web
+
 from pko.controllers.program import address, serving
+from pko.runtime import httpserver
 
 log = logging.getLogger(__name__)
 
 Lookup = Callable[[serving.ProgramRef], Awaitable[dict[str, Any] | None]]
 """``lookup(ref)``: the Program ``ref`` names as it is now (at any generation), or ``None``."""
 
-REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-           431: "Request Header Fields Too Large", 500: "Internal Server Error"}
-MAX_HEAD_BYTES = 16 * 1024
-READ_TIMEOUT = 30.0
-
-
-def encode(reply: serving.Reply, *, head_only: bool = False) -> bytes:
-    """The HTTP/1.1 response bytes of a reply (``Connection: close``)."""
-    lines = [f"HTTP/1.1 {reply.status} {REASONS.get(reply.status, 'Unknown')}"]
-    lines += [f"{name}: {value}" for name, value in reply.headers]
-    lines += [f"Content-Length: {len(reply.body)}", "Connection: close", "", ""]
-    return "\r\n".join(lines).encode("latin-1") + (b"" if head_only else reply.body)
+METHOD_NOT_ALLOWED = serving.Reply(405, (*serving.ERROR_HEADERS, ("Allow", "GET, HEAD")), b"method not allowed\n")
 
 
 class FileServer:
@@ -58,7 +49,7 @@ class FileServer:
         self._explicit = advertised
         self._env = env
         self._hostname = hostname
-        self._server: asyncio.Server | None = None
+        self._listener = httpserver.Listener(self._handle)
         self._advertised: str | None = None
         self._known = asyncio.Event()
         if advertised or env.get(address.ENV_ADVERTISED) or self._bind[1] != 0:
@@ -76,23 +67,18 @@ class FileServer:
 
     @property
     def port(self) -> int:
-        if self._server is None or not self._server.sockets:
-            raise RuntimeError("file server is not running")
-        return int(self._server.sockets[0].getsockname()[1])
+        return self._listener.port
 
     async def start(self) -> None:
         host, port = self._bind
-        self._server = await asyncio.start_server(self._handle, host, port, limit=MAX_HEAD_BYTES)
+        await self._listener.start(host, port)
         if not self._known.is_set():
             listen_host, _ = address.split_host_port(self.listen)
             self._set_advertised(address.join_host_port(listen_host, str(self.port)))
         log.info("program file server listening on %s (advertised as %s)", self.listen, self._advertised)
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
-            self._server = None
+        await self._listener.close()
 
     async def run(self) -> None:
         """Serve until cancelled."""
@@ -109,33 +95,13 @@ class FileServer:
             return ref
         return serving.reply(ref, await self.lookup(ref))
 
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
+    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        if request.method not in ("GET", "HEAD"):
+            reply = METHOD_NOT_ALLOWED
+        else:
             try:
-                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=READ_TIMEOUT)
-            except asyncio.LimitOverrunError:
-                writer.write(encode(serving.error(431, "request header too large")))
-                return
-            except (asyncio.IncompleteReadError, TimeoutError, ConnectionError):
-                return
-            parts = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ")
-            if len(parts) != 3:
-                writer.write(encode(serving.error(400, "bad request")))
-                return
-            method, target, _ = parts
-            if method not in ("GET", "HEAD"):
-                writer.write(encode(serving.Reply(405, (*serving.ERROR_HEADERS, ("Allow", "GET, HEAD")),
-                                                  b"method not allowed\n")))
-                return
-            try:
-                reply = await self.respond(target)
+                reply = await self.respond(request.raw_path)
             except Exception as err:  # the API server failing must not take the listener down
-                log.exception("serving %s failed", target)
+                log.exception("serving %s failed", request.raw_path)
                 reply = serving.error(500, str(err))
-            writer.write(encode(reply, head_only=method == "HEAD"))
-        finally:
-            with contextlib.suppress(ConnectionError):
-                await writer.drain()
-            writer.close()
-            with contextlib.suppress(ConnectionError):
-                await writer.wait_closed()
+        return httpserver.response(reply.status, reply.headers, reply.body)

@@ -29,6 +29,7 @@ from pko.controllers.stack import sync, updates
 from pko.controllers.stack import workspace as ws_build
 from pko.kube import client as kclient
 from pko.kube import errors, events, objects, resources
+from pko.runtime import logcontext
 from pko.runtime.controller import Result
 
 log = logging.getLogger(__name__)
@@ -92,6 +93,8 @@ class StackReconciler:
         status = (stack.status or stack_api.StackStatus()).model_copy(deep=True)
         status.observed_generation = stack.metadata.generation
         status.observed_reconcile_request = sync.reconcile_request(stack)
+        if status.current_update is not None and status.current_update.name:
+            logcontext.bind(update=status.current_update.name)
         s = _Session(obj, stack, status, list(status.conditions or []))
         finalizers = list(obj["metadata"].get("finalizers") or [])
         if s.deleting and names.FINALIZER not in finalizers:
@@ -173,6 +176,7 @@ class StackReconciler:
         s.status.current_update = stack_api.CurrentStackUpdate(
             generation=stack.metadata.generation, reconcile_request=sync.reconcile_request(stack),
             name=objects.name_of(update), commit=resolved.commit)
+        logcontext.bind(update=objects.name_of(update))
         await self._save(s)
         try:
             await self.client.create(update)
@@ -317,7 +321,7 @@ class StackReconciler:
         except errors.NotFound:
             pass
         except errors.ApiError as err:  # best effort, as the reference: TTL or a person can clean up
-            log.warning("stack %s: could not release update %s: %s", s.key, name, err)
+            log.warning("could not release update %s: %s", name, err)
 
     async def _remove_finalizer(self, s: _Session) -> None:
         current = await self.client.get_or_none(resources.STACK, s.key.name, s.key.namespace)

@@ -34,6 +34,7 @@ from pko.controllers.update import plan
 from pko.controllers.workspace.reconciler import pulumi_error_info
 from pko.kube import client as kclient
 from pko.kube import errors, events, objects, owners, resources
+from pko.runtime import logcontext
 from pko.runtime.controller import Result
 
 log = logging.getLogger(__name__)
@@ -128,6 +129,7 @@ class UpdateReconciler:
             return Result(requeue_after=RETRY_AFTER)
 
         update = up_api.Update.model_validate(await self._save(update, plan.started()))
+        logcontext.bind(update=key.name)  # the operation's task inherits it
         self.active[key] = asyncio.create_task(self._operate(key, obj, update, conn), name=f"update-{key}")
         return None
 
@@ -145,10 +147,10 @@ class UpdateReconciler:
             else:
                 await self.recorder.normal(obj, "UpdateSucceeded", "Successfully updated the stack")
         except asyncio.CancelledError:
-            log.warning("update %s: interrupted by shutdown", key)
+            log.warning("interrupted by shutdown")
             raise
         except Exception:
-            log.exception("update %s: could not record the operation's outcome", key)
+            log.exception("could not record the operation's outcome")
         finally:
             self.active.pop(key, None)
             if self.enqueue is not None:

@@ -14,18 +14,10 @@ from collections.abc import Callable, Sequence
 from google.protobuf import json_format, struct_pb2
 
 from pko.agent.proto import agent_pb2
+from pko.api import versions
 from pko.api import workspace as ws_api
 
-JSON_CONFIG_MIN_VERSION = (3, 202, 0)
-
-
-def parse_version(text: str) -> tuple[int, int, int] | None:
-    """`v3.259.0` / `3.259.0-dev` → (3, 259, 0); None when unparseable."""
-    core = text.strip().lstrip("v").split("-", 1)[0].split("+", 1)[0]
-    parts = core.split(".")
-    if len(parts) < 3 or not all(p.isdigit() for p in parts[:3]):
-        return None
-    return int(parts[0]), int(parts[1]), int(parts[2])
+JSON_CONFIG_MIN_VERSION = versions.Version(3, 202, 0)
 
 
 def uses_json_config(stacks: Sequence[ws_api.WorkspaceStack] | None) -> bool:
@@ -43,12 +35,12 @@ def json_config_problem(stacks: Sequence[ws_api.WorkspaceStack] | None, pulumi_v
     """The reference's message when the workspace's CLI is too old for its config; None when fine."""
     if not uses_json_config(stacks):
         return None
-    version = parse_version(pulumi_version)
+    version = versions.parse_tolerant(pulumi_version)
     if version is None:
         return f'Failed to parse Pulumi version "{pulumi_version}"'
     if version < JSON_CONFIG_MIN_VERSION:
-        minimum = ".".join(map(str, JSON_CONFIG_MIN_VERSION))
-        return f"Pulumi CLI version {pulumi_version} does not support JSON configuration, require >= v{minimum}"
+        return (f"Pulumi CLI version {pulumi_version} does not support JSON configuration, "
+                f"require >= v{JSON_CONFIG_MIN_VERSION}")
     return None
 
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from pko.api import program as program_api
-from pko.controllers.program import address, fileserver, serving
+from pko.controllers.program import address, serving
 from pko.sources import program as artifacts
 
 PROGRAM: dict[str, Any] = {
@@ -59,13 +59,6 @@ def test_missing_program_or_other_generation_is_404() -> None:
     assert stale.status == 404
     assert b"generation 4 does not match requested generation 3" in stale.body
     assert serving.reply(serving.ProgramRef("team", "hello", 0), PROGRAM).status == 404
-
-
-def test_http_encoding_of_a_reply() -> None:
-    raw = fileserver.encode(serving.Reply(200, (("Content-Type", "application/gzip"),), b"abc"))
-    assert raw == (b"HTTP/1.1 200 OK\r\nContent-Type: application/gzip\r\nContent-Length: 3\r\n"
-                   b"Connection: close\r\n\r\nabc")
-    assert fileserver.encode(serving.error(404, "gone"), head_only=True).endswith(b"\r\n\r\n")
 
 
 def _hostname() -> str:
