@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import grpc
 import grpc.aio
 
-from pko.agent import client as agent_client
 from pko.kube import client as kclient
 from pko.kube import tokens
+from pko.protocol import client as agent_client
 
 MAX_MESSAGE_BYTES = 400 * 1024 * 1024
 REFRESH_BEFORE = datetime.timedelta(minutes=5)

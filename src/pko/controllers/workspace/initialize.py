@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 
 from google.protobuf import json_format, struct_pb2
 
-from pko.agent.proto import agent_pb2
 from pko.api import workspace as ws_api
+from pko.protocol.proto import agent_pb2
 
 JSON_CONFIG_MIN_VERSION = (3, 202, 0)
 

@@ -14,13 +14,11 @@ import datetime
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import grpc
 import grpc.aio
 
-from pko.agent import client as agent_client
-from pko.agent.proto import agent_pb2
 from pko.api import conditions, names
 from pko.api import workspace as ws_api
 from pko.api.meta import Condition
@@ -28,6 +26,8 @@ from pko.controllers import connect
 from pko.controllers.workspace import initialize, local, manifests
 from pko.kube import client as kclient
 from pko.kube import errors, events, objects, owners, resources
+from pko.protocol import client as agent_client
+from pko.protocol.proto import agent_pb2
 from pko.runtime.controller import Result
 
 log = logging.getLogger(__name__)
@@ -68,21 +68,6 @@ class _Status:
             self.conditions, conditions.STALLED, "True", reason, message,
             now=now, observed_generation=self.workspace.metadata.generation,
         )
-
-
-def grpc_failure(err: grpc.aio.AioRpcError) -> tuple[str, str]:
-    """(reason, message) of an agent error: the code's name, or the PulumiErrorInfo detail when present."""
-    reason = err.code().name.title().replace("_", "") if err.code() else "Unknown"
-    message = err.details() or ""
-    info = pulumi_error_info(err)
-    if info is not None:
-        return info.reason, info.message
-    return reason, message
-
-
-def pulumi_error_info(err: grpc.aio.AioRpcError) -> agent_pb2.PulumiErrorInfo | None:
-    """The `PulumiErrorInfo` detail the agent attaches to an error (e.g. UpdateConflict), if any."""
-    return agent_client.error_info(cast("list[tuple[str, str | bytes]]", err.trailing_metadata()))
 
 
 class WorkspaceReconciler:
@@ -221,7 +206,7 @@ class WorkspaceReconciler:
         try:
             version = await conn.stub.PulumiVersion(agent_pb2.PulumiVersionRequest(), metadata=conn.metadata)
         except grpc.aio.AioRpcError as err:
-            reason, message = grpc_failure(err)
+            reason, message = agent_client.failure(err)
             await self.recorder.warning(obj, "ConnectionFailure", message)
             status.ready("False", reason, message, self.clock())
             await self._save(status)
