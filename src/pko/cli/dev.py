@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import lightkube
 import yaml
 
 from pko.cli import logs
@@ -122,7 +121,7 @@ async def run(args: argparse.Namespace) -> int:
     with cp:
         _say(f"API server at {cp.server}; kubeconfig: {cp.kubeconfig}")
         _say(f"  try: KUBECONFIG={cp.kubeconfig} {binaries.bin_dir() / 'kubectl'} get stacks -A")
-        async with kclient.Client.connect(lightkube.KubeConfig.from_file(str(cp.kubeconfig))) as client:
+        async with kclient.Client.from_kubeconfig(cp.kubeconfig) as client:
             await operator.install_crds(client)
             await operator.install_identity(client)
             await operator.ensure_namespace(client, DEMO_NAMESPACE)

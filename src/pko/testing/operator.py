@@ -15,8 +15,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import lightkube
-
 from pko.api import crds
 from pko.controllers import auto, wiring
 from pko.controllers.connect import DEFAULT_NAMESPACE, DEFAULT_SERVICE_ACCOUNT
@@ -86,7 +84,7 @@ class Operator:
                  metrics_address: str = "0", runtime: auto.Runtime = "local", namespace: str | None = None) -> None:
         self.kubeconfig = kubeconfig
         self.metrics_address = metrics_address
-        self.client = kclient.Client.connect(lightkube.KubeConfig.from_file(str(kubeconfig)))
+        self.client = kclient.Client.from_kubeconfig(kubeconfig)
         self.manager = manager.Manager(self.client, namespace=namespace, health_address="0",
                                        metrics_address=metrics_address, registry=_fresh_registry())
         self.settings = auto.Settings(
