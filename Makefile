@@ -35,7 +35,7 @@ quickstart: venv
 	$(PY) -m pko.deploy.quickstart
 
 lint: venv
-	$(VENV)/bin/ruff check src tests tools/langhost
+	$(VENV)/bin/ruff check src tests
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 	$(PY) -m pko.deploy.quickstart --check

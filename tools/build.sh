@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # Builds the real binaries pko's tests run (kube-apiserver, etcd, kube-controller-manager, kubectl,
 # the Pulumi CLI and its language hosts) from the Go module proxy, into a cache outside the repository.
+# Two sources are not on the proxy and are built from the shared directory beside the repository
+# (../shared/third_party, or $PKO_SHARED_DIR): the official Python language host.
 #
 # Each group lands in "$PKO_BIN_DIR/<group>-<version>/" and is built only when that directory is missing,
 # so a warm machine skips the Go builds. The top of "$PKO_BIN_DIR" holds symlinks to the current versions:
 # put it on PATH. The last line printed is that directory.
+#
+# Usage: tools/build.sh [GROUP...]   builds every group, or only the named ones (e.g. `pulumi-language-python`).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/.." && pwd)
 BIN_DIR=${PKO_BIN_DIR:-$HOME/.cache/pko/bin}
 K8S_VERSION=v1.34.10
 ETCD_VERSION=v3.6.4
@@ -23,13 +28,17 @@ export GONOSUMDB=${GONOSUMDB:-github.com/pulumi}
 
 log() { printf '[tools %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
+# The Debian packages the test bed needs come first: a missing one stops here (or, as root, gets installed).
+bash "$here/debian-packages.sh"
 command -v go >/dev/null || { log "go is not on PATH: install Go >= 1.25 first"; exit 1; }
 mkdir -p "$BIN_DIR"
 
 # group NAME VERSION BUILD_FUNCTION: build into a .partial directory, then rename, so a killed build never
 # looks complete.
+only=("$@")
 group() {
   local name=$1 version=$2 fn=$3 dest="$BIN_DIR/$1-$2"
+  if [ ${#only[@]} -gt 0 ] && [[ " ${only[*]} " != *" $name "* ]]; then return 0; fi
   if [ -f "$dest/.complete" ]; then
     log "$name $version: cached in $dest"
   else
@@ -43,6 +52,25 @@ group() {
   fi
   local f
   for f in "$dest"/*; do ln -sfn "$f" "$BIN_DIR/$(basename "$f")"; done
+}
+
+# Scratch directories (writable copies of read-only sources), removed however the script ends.
+scratch=()
+trap 'if [ ${#scratch[@]} -gt 0 ]; then chmod -R u+w "${scratch[@]}" 2>/dev/null; rm -rf "${scratch[@]}"; fi' EXIT
+
+# copy_shared NAME: sets $copied to a writable temporary copy of ../shared/third_party/NAME (nothing is ever
+# written into ../shared; Go writes go.sum and the copies must be writable anyway).
+copy_shared() {
+  local shared=${PKO_SHARED_DIR:-$repo/../shared}
+  if [ ! -d "$shared/third_party/$1" ]; then
+    log "ERROR: $shared/third_party/$1 is missing. It holds sources the module proxy does not serve; check out the"
+    log "shared directory beside the repository (../shared) or set PKO_SHARED_DIR to it."
+    exit 1
+  fi
+  copied=$(mktemp -d "${TMPDIR:-/tmp}/pko-tools-$1.XXXXXX")
+  scratch+=("$copied")
+  cp -R "$shared/third_party/$1/." "$copied/"
+  chmod -R u+w "$copied"
 }
 
 gobuild() {  # gobuild MODULE_DIR OUT PKG LDFLAGS [TAGS]
@@ -78,6 +106,24 @@ build_pulumi() {
   chmod 755 "$out/pulumi-resource-pulumi-python"
 }
 
+build_python_host() {
+  # The official Python language host (github.com/pulumi/pulumi/sdk/python/cmd/pulumi-language-python/v3): the
+  # proxy refuses that module, so it is built from its source in ../shared. It runs programs through the SDK's
+  # `pulumi-language-python-exec`, which must sit next to it (it ships in the sdk/v3 module).
+  local out=$1 v=$2 src sdk_version sdk
+  copy_shared pulumi-language-python
+  src=$copied
+  sdk_version=$(cd "$src" && go list -m -f '{{.Version}}' github.com/pulumi/pulumi/sdk/v3)
+  if [ "$sdk_version" != "$v" ]; then
+    log "ERROR: the Python language host in ../shared pins the Pulumi SDK $sdk_version, not $v"
+    exit 1
+  fi
+  gobuild "$src" "$out/pulumi-language-python" . \
+    "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$v" osusergo,grpcnotrace
+  sdk=$(cd "$src" && go list -m -f '{{.Dir}}' github.com/pulumi/pulumi/sdk/v3)
+  install -m 755 "$sdk/python/cmd/pulumi-language-python-exec" "$out/pulumi-language-python-exec"
+}
+
 build_pulumi_yaml() {
   gobuild "$here/pulumi-yaml" "$1/pulumi-language-yaml" github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml \
     "-s -w -X github.com/pulumi/pulumi-yaml/pkg/version.Version=$2"
@@ -108,14 +154,17 @@ build_helm() {
 group kubernetes "$K8S_VERSION" build_kubernetes
 group etcd "$ETCD_VERSION" build_etcd
 group pulumi "$PULUMI_VERSION" build_pulumi
+# pko once shipped its own Python host as the group python-host-<version>; the official host replaced it (the
+# group below also re-points the top-level symlinks).
+rm -rf "$BIN_DIR"/python-host-*
+group pulumi-language-python "$PULUMI_VERSION" build_python_host
 group pulumi-yaml "$PULUMI_YAML_VERSION" build_pulumi_yaml
 group source-controller "$SOURCE_CONTROLLER_VERSION" build_source_controller
 group helm "$HELM_VERSION" build_helm
-if [ -x "$here/langhost/install.sh" ]; then
-  "$here/langhost/install.sh" "$BIN_DIR" "$PULUMI_VERSION"
-fi
 
-for b in kube-apiserver etcd kubectl pulumi pulumi-language-yaml source-controller helm; do
+[ ${#only[@]} -eq 0 ] || { echo "$BIN_DIR"; exit 0; }
+for b in kube-apiserver etcd kubectl pulumi pulumi-language-python pulumi-language-python-exec pulumi-language-yaml \
+  source-controller helm; do
   [ -x "$BIN_DIR/$b" ] || { log "missing $BIN_DIR/$b after the build"; exit 1; }
 done
 log "kube-apiserver: $("$BIN_DIR/kube-apiserver" --version)"

@@ -446,3 +446,12 @@ def test_values_has_every_reference_value() -> None:
             node = node[part]
         if default is not None:
             assert node == default, f"{dotted}: {node!r} != reference default {default!r}"
+
+
+@pytest.mark.parametrize(("flag", "tag"), [("image.tag=1", "1"), ("image.tag=2.5", "2.5"), ("image.tag=v2", "v2")])
+def test_numeric_image_tags_render_as_written(render: Render, flag: str, tag: str) -> None:
+    """`--set image.tag=1` makes a number; the image must still read `:1` (not `:%!s(int64=1)`), as in Go's chart."""
+    objects = render(None, "--set", flag)
+    container = manager(objects)["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == f"docker.io/pko/pko:{tag}"
+    assert env_of(container)["AGENT_IMAGE"] == f"docker.io/pko/pko:{tag}"

@@ -31,7 +31,7 @@ class ControlPlaneError(RuntimeError):
 
 
 @dataclass
-class _Process:
+class Process:
     name: str
     popen: subprocess.Popen[bytes]
     log_path: Path
@@ -65,7 +65,7 @@ class ControlPlane:
     ca_file: Path
     kubeconfig: Path
     etcd_url: str = ""
-    _processes: list[_Process] = field(default_factory=list)
+    _processes: list[Process] = field(default_factory=list)
 
     @property
     def log_dir(self) -> Path:
@@ -93,17 +93,19 @@ def _openssl(*args: str, cwd: Path) -> None:
         raise ControlPlaneError(f"openssl {args[0]} failed: {result.stderr.strip()}")
 
 
-def _make_pki(pki: Path) -> None:
-    """A CA, a serving certificate for 127.0.0.1/localhost and the service-account signing key pair."""
+def _make_pki(pki: Path, extra_ips: tuple[str, ...] = ()) -> None:
+    """A CA, a serving certificate for 127.0.0.1/localhost (plus `extra_ips`: the node's address and the
+    `kubernetes` Service's ClusterIP on a real node) and the service-account signing key pair."""
     if (pki / "sa.pub").exists():
         return
     pki.mkdir(parents=True, exist_ok=True)
     _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
              "-days", "3650", "-subj", "/CN=pko-test-ca", cwd=pki)
+    ips = ",".join(f"IP:{ip}" for ip in ("127.0.0.1", "10.0.0.1", *extra_ips))
     (pki / "san.cnf").write_text(
         "[req]\ndistinguished_name=dn\n[dn]\n[ext]\n"
-        "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,"
-        "DNS:kubernetes.default.svc,IP:10.0.0.1\n"
+        f"subjectAltName={ips},DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,"
+        "DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local\n"
         "keyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n"
     )
     _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
@@ -114,16 +116,16 @@ def _make_pki(pki: Path) -> None:
     _openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=pki)
 
 
-def _launch(name: str, argv: list[str], log_dir: Path) -> _Process:
+def launch(name: str, argv: list[str], log_dir: Path) -> Process:
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{name}.log"
     log_file = log_path.open("ab")
     popen = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                              start_new_session=True)
-    return _Process(name, popen, log_path, log_file)
+    return Process(name, popen, log_path, log_file)
 
 
-def _wait_http_ok(process: _Process, url: str, timeout: float, token: str | None = None,
+def _wait_http_ok(process: Process, url: str, timeout: float, token: str | None = None,
                   context: ssl.SSLContext | None = None) -> None:
     deadline = time.monotonic() + timeout
     last = "no answer yet"
@@ -171,14 +173,45 @@ current-context: pko
     path.chmod(0o600)
 
 
-def start(workdir: Path, *, controller_manager: bool = False, timeout: float = 120.0) -> ControlPlane:
+@dataclass(frozen=True)
+class NodeOptions:
+    """What a control plane needs to serve a real node (`pko.testing.cluster`) rather than API clients alone:
+    reachable at the node's address (pods reach it through the `kubernetes` Service), the ServiceAccount
+    admission plugin (pods get their token volumes), Node authorisation, and a Service range of its own."""
+
+    address: str
+    service_cidr: str
+    kubernetes_service_ip: str
+
+    @property
+    def apiserver_flags(self) -> list[str]:
+        return [
+            "--bind-address=0.0.0.0", f"--advertise-address={self.address}",
+            f"--service-cluster-ip-range={self.service_cidr}",
+            "--authorization-mode=Node,RBAC",
+            "--kubelet-preferred-address-types=InternalIP,Hostname",
+        ]
+
+
+_LOOPBACK_FLAGS = [
+    "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+    "--service-cluster-ip-range=10.0.0.0/24",
+    "--authorization-mode=RBAC",
+    "--disable-admission-plugins=ServiceAccount",
+]
+
+
+def start(workdir: Path, *, controller_manager: bool = False, timeout: float = 120.0,
+          node: NodeOptions | None = None) -> ControlPlane:
     """Start etcd and kube-apiserver (and kube-controller-manager) with their state under `workdir`.
 
-    A `workdir` that already holds data is reused (``pko dev`` keeps its cluster between runs).
+    A `workdir` that already holds data is reused (``pko dev`` keeps its cluster between runs). With `node`, the
+    API server is set up for a real kubelet (see :class:`NodeOptions`) and kube-controller-manager always runs.
     """
     workdir = workdir.resolve()
     pki = workdir / "pki"
-    _make_pki(pki)
+    _make_pki(pki, (node.address, node.kubernetes_service_ip) if node else ())
+    controller_manager = controller_manager or node is not None
     token_file = workdir / "tokens.csv"
     if not token_file.exists():
         token_file.write_text(f'{os.urandom(16).hex()},{ADMIN_USER},admin-uid,"system:masters"\n')
@@ -188,7 +221,7 @@ def start(workdir: Path, *, controller_manager: bool = False, timeout: float = 1
     cp = ControlPlane(workdir, "", admin_token, pki / "ca.crt", workdir / "kubeconfig")
     try:
         etcd_port, peer_port, api_port = ports.free_port(), ports.free_port(), ports.free_port()
-        etcd = _launch("etcd", [
+        etcd = launch("etcd", [
             str(binaries.require("etcd")), "--data-dir", str(workdir / "etcd"), "--name", "pko",
             "--listen-client-urls", f"http://127.0.0.1:{etcd_port}",
             "--advertise-client-urls", f"http://127.0.0.1:{etcd_port}",
@@ -202,21 +235,19 @@ def start(workdir: Path, *, controller_manager: bool = False, timeout: float = 1
         _wait_http_ok(etcd, f"{cp.etcd_url}/health", timeout)
 
         cp.server = f"https://127.0.0.1:{api_port}"
-        apiserver = _launch("kube-apiserver", [
+        apiserver = launch("kube-apiserver", [
             str(binaries.require("kube-apiserver")),
             f"--etcd-servers=http://127.0.0.1:{etcd_port}",
-            f"--secure-port={api_port}", "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+            f"--secure-port={api_port}",
+            *(node.apiserver_flags if node else _LOOPBACK_FLAGS),
             f"--cert-dir={workdir / 'certs'}",
             f"--tls-cert-file={pki / 'server.crt'}", f"--tls-private-key-file={pki / 'server.key'}",
             f"--client-ca-file={pki / 'ca.crt'}",
             f"--token-auth-file={token_file}",
-            "--authorization-mode=RBAC",
             f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
             f"--service-account-key-file={pki / 'sa.pub'}",
             f"--service-account-signing-key-file={pki / 'sa.key'}",
-            "--service-cluster-ip-range=10.0.0.0/24",
             "--allow-privileged=true",
-            "--disable-admission-plugins=ServiceAccount",
             "--enable-priority-and-fairness=false",
             "--profiling=false",
         ], log_dir)
@@ -226,7 +257,7 @@ def start(workdir: Path, *, controller_manager: bool = False, timeout: float = 1
         _write_kubeconfig(cp.kubeconfig, cp.server, cp.ca_file, admin_token)
 
         if controller_manager:
-            kcm = _launch("kube-controller-manager", [
+            kcm = launch("kube-controller-manager", [
                 str(binaries.require("kube-controller-manager")),
                 f"--kubeconfig={cp.kubeconfig}",
                 f"--authentication-kubeconfig={cp.kubeconfig}",
@@ -247,7 +278,7 @@ def start(workdir: Path, *, controller_manager: bool = False, timeout: float = 1
     return cp
 
 
-def _wait_controller_manager(process: _Process, timeout: float) -> None:
+def _wait_controller_manager(process: Process, timeout: float) -> None:
     """KCM has no anonymous health endpoint here; wait until it logs that its controllers started."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -84,7 +84,7 @@ class SourceController:
     storage_address: str
     health_address: str
     metrics_address: str
-    _process: controlplane._Process
+    _process: controlplane.Process
 
     @property
     def log_path(self) -> Path:
@@ -142,7 +142,7 @@ def start(kubeconfig: Path, workdir: Path, *, watch_all_namespaces: bool = True,
     log_file = log_path.open("ab")
     popen = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                              start_new_session=True)
-    process = controlplane._Process(BINARY, popen, log_path, log_file)
+    process = controlplane.Process(BINARY, popen, log_path, log_file)
     controller = SourceController(storage, storage_address, health_address, metrics_address, process)
     try:
         _wait_ready(controller, timeout)

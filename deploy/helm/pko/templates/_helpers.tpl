@@ -80,7 +80,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 
 {{/* One image is both the operator and the workspace agent (its `bootstrap` init container copies /agent). */}}
 {{- define "pko.image" -}}
-{{- $tag := .Values.image.tag | default .Chart.AppVersion }}
+{{- $tag := .Values.image.tag | default .Chart.AppVersion | toString }}
 {{- if .Values.image.registry }}
 {{- printf "%s/%s:%s" .Values.image.registry .Values.image.repository $tag }}
 {{- else }}

@@ -2,8 +2,10 @@
 
 Follows the Go operator (pko-v2 §3.2): Service and StatefulSet by server-side apply (a StatefulSet the API server
 refuses to update in place is deleted and recreated: "Migrated"), wait for the rollout and an available replica,
-then the agent is at the Service's address. The pod's ``auto.pulumi.com/initialized`` annotation records that
-the agent was initialised; when it cannot be set, the pod is deleted so that a fresh one starts over.
+then the agent is at the Service's address. While the pod cannot start, the kubelet's reason (a refused security
+profile, a pull error, a crash loop) goes into Ready's message and a PodFailure event. The pod's
+``auto.pulumi.com/initialized`` annotation records that the agent was initialised; when it cannot be set, the pod
+is deleted so that a fresh one starts over.
 
 Must never: wait for a rollout (the StatefulSet watch re-queues the Workspace), or touch a pod of another
 revision.
@@ -13,9 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pko.api import names
+from pko.api import conditions, names
 from pko.api import workspace as ws_api
-from pko.controllers.workspace import manifests
+from pko.controllers.workspace import manifests, podproblems
 from pko.controllers.workspace.runtime import ROLLING_UPDATE, WAITING_FOR_REPLICAS, Pending, Placed, Placement
 from pko.kube import client as kclient
 from pko.kube import errors, events, objects, owners, resources
@@ -23,6 +25,8 @@ from pko.runtime import controller as ctl
 from pko.runtime import handlers, manager, store
 
 RETRY_AFTER = 5.0
+#: How often a Workspace whose pod is not available yet looks at the pod for a kubelet error.
+POD_CHECK_AFTER = 10.0
 
 
 def statefulset_ready(obj: objects.Object) -> bool:
@@ -76,7 +80,12 @@ class PodRuntime:
                 or sts_status.get("updateRevision") != sts_status.get("currentRevision")):
             return Pending(reason=ROLLING_UPDATE, message="Waiting for the statefulset to be updated")
         if (sts_status.get("availableReplicas") or 0) < 1:
-            return Pending(reason=WAITING_FOR_REPLICAS, message="Waiting for the workspace pod to be available")
+            stuck = podproblems.problem(await self.client.get_or_none(resources.POD, pod_name(key), key.namespace))
+            message = "Waiting for the workspace pod to be available" + (f": {stuck}" if stuck else "")
+            if stuck and objects.condition(obj, conditions.READY).get("message") != message:
+                await self.recorder.warning(obj, "PodFailure", message)
+            # a pod that cannot start changes no StatefulSet field we watch: look again for what the kubelet says
+            return Pending(ctl.Result(requeue_after=POD_CHECK_AFTER), WAITING_FOR_REPLICAS, message)
         pod = await self.client.get(resources.POD, pod_name(key), key.namespace)
         if objects.labels_of(pod).get("controller-revision-hash") != sts_status.get("currentRevision"):
             return Pending(ctl.Result(requeue=True))

@@ -1,0 +1,253 @@
+"""The configuration files of the test cluster's node, rendered from one place: containerd, the CNI bridge,
+kubelet, kube-proxy, and the CoreDNS objects.
+
+Everything a node component writes lives under the cluster's work directory (containerd's root and state, the
+runc root, kubelet's root and pod logs, CNI's IPAM data), so a teardown knows exactly what to remove. The choices
+that make a node work on our machines are commented where they are made; they come from a verified recipe
+(`shared/reference/real-cluster`). Pure functions: paths and addresses in, text or objects out.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+NODE_NAME = "pko-node"
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10.1"
+COREDNS_IMAGE = "docker.io/pko-test/coredns:1.13.1"
+#: Registries an image reference could name. containerd is pointed at a dead local endpoint for each, so a test that
+#: forgets `imagePullPolicy` fails with ErrImagePull at once instead of sending a packet off the machine.
+BLOCKED_REGISTRIES = ("docker.io", "registry.k8s.io", "ghcr.io", "quay.io", "gcr.io", "public.ecr.aws")
+DEAD_ENDPOINT = "http://127.0.0.1:9"
+
+
+@dataclass(frozen=True)
+class NodePaths:
+    """Where the node keeps its state. `images` may live outside `root` so imported images outlive a run."""
+
+    root: Path
+    containerd_root: Path
+
+    @property
+    def containerd_state(self) -> Path:
+        return self.root / "containerd-state"
+
+    @property
+    def containerd_socket(self) -> Path:
+        return self.containerd_state / "containerd.sock"
+
+    @property
+    def containerd_config(self) -> Path:
+        return self.root / "containerd.toml"
+
+    @property
+    def registry_hosts(self) -> Path:
+        return self.root / "registry-hosts"
+
+    @property
+    def cni_conf_dir(self) -> Path:
+        return self.root / "cni" / "net.d"
+
+    @property
+    def cni_ipam_dir(self) -> Path:
+        return self.root / "cni" / "ipam"
+
+    @property
+    def kubelet_root(self) -> Path:
+        return self.root / "kubelet"
+
+    @property
+    def kubelet_config(self) -> Path:
+        return self.root / "kubelet-config.yaml"
+
+    @property
+    def kube_proxy_config(self) -> Path:
+        return self.root / "kube-proxy-config.yaml"
+
+    @property
+    def pod_logs(self) -> Path:
+        return self.root / "pod-logs"
+
+
+def containerd_toml(paths: NodePaths) -> str:
+    """containerd 1.6's configuration: own root/state/socket, the local pause image, CNI from Debian."""
+    state = paths.containerd_state
+    return f"""version = 2
+root = "{paths.containerd_root}"
+state = "{state}"
+
+[grpc]
+  address = "{paths.containerd_socket}"
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{paths.root / 'containerd-opt'}"
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{PAUSE_IMAGE}"
+  enable_unprivileged_ports = false
+  # Our machines lack CAP_SYS_RESOURCE: a negative oom_score_adj (pause asks for -998) makes runc fail with
+  # "can't get final child's PID from pipe: EOF". Clamp scores to containerd's own instead.
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "{paths.registry_hosts}"
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        BinaryName = "/usr/sbin/runc"
+        Root = "{state / 'runc'}"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "{paths.cni_conf_dir}"
+"""
+
+
+def registry_hosts_toml(registry: str) -> str:
+    """A `hosts.toml` that sends every pull from `registry` to a dead loopback port (see BLOCKED_REGISTRIES)."""
+    return f'server = "{DEAD_ENDPOINT}"\n\n[host."{DEAD_ENDPOINT}"]\n  capabilities = ["pull", "resolve"]\n'
+
+
+def cni_conflist(paths: NodePaths, bridge: str, pod_cidr: str) -> str:
+    """The bridge + host-local network every pod joins (Debian's containernetworking-plugins)."""
+    return json.dumps({
+        "cniVersion": "0.4.0",
+        "name": "pko",
+        "plugins": [
+            {
+                "type": "bridge", "bridge": bridge, "isGateway": True, "ipMasq": True, "hairpinMode": True,
+                "ipam": {
+                    "type": "host-local", "ranges": [[{"subnet": pod_cidr}]], "routes": [{"dst": "0.0.0.0/0"}],
+                    "dataDir": str(paths.cni_ipam_dir),
+                },
+            },
+            {"type": "portmap", "capabilities": {"portMappings": True}},
+        ],
+    }, indent=2)
+
+
+def kubelet_config(paths: NodePaths, cluster_dns: str) -> str:
+    """KubeletConfiguration: cgroupfs, our containerd, no image GC (nothing here can be pulled again)."""
+    config: dict[str, Any] = {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "cgroupDriver": "cgroupfs",
+        "failCgroupV1": False,
+        "failSwapOn": False,
+        "containerRuntimeEndpoint": f"unix://{paths.containerd_socket}",
+        # The API server reaches the kubelet for logs and exec; on a single test node anonymous access is fine.
+        "authentication": {"anonymous": {"enabled": True}, "webhook": {"enabled": False}},
+        "authorization": {"mode": "AlwaysAllow"},
+        "address": "0.0.0.0",
+        "port": 10250,
+        "readOnlyPort": 0,
+        "healthzPort": 10248,
+        "healthzBindAddress": "127.0.0.1",
+        "staticPodPath": str(paths.kubelet_root / "manifests"),
+        "clusterDomain": "cluster.local",
+        "clusterDNS": [cluster_dns],
+        "resolvConf": "/etc/resolv.conf",
+        "cgroupsPerQOS": True,
+        "enforceNodeAllocatable": ["pods"],
+        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
+        "imageGCHighThresholdPercent": 100,
+        "imageGCLowThresholdPercent": 99,
+        "imageMinimumGCAge": "8760h",
+        "serializeImagePulls": False,
+        "protectKernelDefaults": False,
+        "makeIPTablesUtilChains": True,
+        "registerNode": True,
+        "nodeStatusReportFrequency": "10s",
+        "nodeStatusUpdateFrequency": "10s",
+        "syncFrequency": "10s",
+        "fileCheckFrequency": "5s",
+        "podLogsDir": str(paths.pod_logs),
+        "shutdownGracePeriod": "0s",
+    }
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+def kube_proxy_config(kubeconfig: Path, pod_cidr: str) -> str:
+    """KubeProxyConfiguration: iptables mode, and no conntrack sysctl changes (the machine's are not ours)."""
+    config: dict[str, Any] = {
+        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+        "kind": "KubeProxyConfiguration",
+        "mode": "iptables",
+        "clusterCIDR": pod_cidr,
+        "hostnameOverride": NODE_NAME,
+        "bindAddress": "0.0.0.0",
+        "healthzBindAddress": "127.0.0.1:10256",
+        "metricsBindAddress": "127.0.0.1:10249",
+        "clientConnection": {"kubeconfig": str(kubeconfig)},
+        "conntrack": {"maxPerCore": 0, "tcpEstablishedTimeout": "0s", "tcpCloseWaitTimeout": "0s"},
+        "iptables": {"syncPeriod": "30s", "minSyncPeriod": "0s"},
+    }
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+COREFILE = """.:53 {
+    errors
+    health :8080
+    ready :8181
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+       pods insecure
+       fallthrough in-addr.arpa ip6.arpa
+       ttl 5
+    }
+    cache 5
+    loop
+    reload
+}
+"""
+
+
+def coredns_objects(cluster_dns: str) -> list[dict[str, Any]]:
+    """CoreDNS for `cluster.local` only: no `forward`, so no name a pod asks for ever leaves this machine."""
+    meta = {"namespace": "kube-system"}
+    labels = {"k8s-app": "kube-dns"}
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "coredns", **meta}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "system:coredns"},
+         "rules": [
+             {"apiGroups": [""], "resources": ["endpoints", "services", "pods", "namespaces"],
+              "verbs": ["list", "watch"]},
+             {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list", "watch"]},
+         ]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": "system:coredns"},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:coredns"},
+         "subjects": [{"kind": "ServiceAccount", "name": "coredns", "namespace": "kube-system"}]},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "coredns", **meta},
+         "data": {"Corefile": COREFILE}},
+        {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "coredns", "labels": labels, **meta},
+         "spec": {
+             "replicas": 1,
+             "selector": {"matchLabels": labels},
+             "template": {"metadata": {"labels": labels}, "spec": {
+                 "serviceAccountName": "coredns",
+                 "dnsPolicy": "Default",
+                 "priorityClassName": "system-cluster-critical",
+                 "containers": [{
+                     "name": "coredns", "image": COREDNS_IMAGE, "imagePullPolicy": "Never",
+                     "args": ["-conf", "/etc/coredns/Corefile"],
+                     "volumeMounts": [{"name": "config", "mountPath": "/etc/coredns", "readOnly": True}],
+                     "ports": [{"containerPort": 53, "name": "dns", "protocol": "UDP"},
+                               {"containerPort": 53, "name": "dns-tcp", "protocol": "TCP"}],
+                     "readinessProbe": {"httpGet": {"path": "/ready", "port": 8181}, "periodSeconds": 1},
+                     "livenessProbe": {"httpGet": {"path": "/health", "port": 8080}},
+                     "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
+                 }],
+                 "volumes": [{"name": "config", "configMap": {"name": "coredns"}}],
+             }},
+         }},
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "kube-dns", "labels": labels, **meta},
+         "spec": {"clusterIP": cluster_dns, "selector": labels,
+                  "ports": [{"name": "dns", "port": 53, "protocol": "UDP"},
+                            {"name": "dns-tcp", "port": 53, "protocol": "TCP"}]}},
+    ]

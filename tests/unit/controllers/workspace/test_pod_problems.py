@@ -1,0 +1,43 @@
+"""What a Workspace says while its pod cannot start: the kubelet's own reason, or nothing while it is just slow."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pko.controllers.workspace import podproblems
+
+
+def _pod(init: list[dict[str, Any]] | None = None, main: list[dict[str, Any]] | None = None,
+         conditions: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {"status": {"initContainerStatuses": init or [], "containerStatuses": main or [],
+                       "conditions": conditions or []}}
+
+
+def _waiting(name: str, reason: str, message: str = "") -> dict[str, Any]:
+    return {"name": name, "state": {"waiting": {"reason": reason, "message": message}}}
+
+
+def test_a_container_refused_by_the_restricted_profile_is_named_with_the_kubelets_message() -> None:
+    pod = _pod(main=[_waiting("pulumi", "CreateContainerConfigError", "container's runAsUser breaks non-root policy")])
+    assert podproblems.problem(pod) == (
+        'container "pulumi": CreateContainerConfigError: container\'s runAsUser breaks non-root policy')
+
+
+def test_init_containers_come_first() -> None:
+    pod = _pod(init=[{"name": "bootstrap", "state": {"terminated": {"exitCode": 0}}},
+                     _waiting("fetch", "CrashLoopBackOff", "back-off 10s restarting failed container")],
+               main=[_waiting("pulumi", "PodInitializing")])
+    assert podproblems.problem(pod) == 'container "fetch": CrashLoopBackOff: back-off 10s restarting failed container'
+
+
+def test_a_pod_that_is_merely_starting_has_no_problem() -> None:
+    assert podproblems.problem(None) is None
+    assert podproblems.problem({}) is None
+    assert podproblems.problem(_pod(init=[_waiting("bootstrap", "PodInitializing")],
+                                    main=[_waiting("pulumi", "ContainerCreating")])) is None
+
+
+def test_an_unschedulable_pod_says_why() -> None:
+    pod = _pod(conditions=[{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                            "message": "0/1 nodes are available: 1 Insufficient cpu."}])
+    assert podproblems.problem(pod) == "pod not scheduled: 0/1 nodes are available: 1 Insufficient cpu."

@@ -1,0 +1,65 @@
+"""The node's configuration files: every path the node writes stays under its work directory (so a teardown
+knows what to remove), nothing can pull from a registry, and DNS never forwards off the machine."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import yaml
+
+from pko.testing import cluster, nodeconfig
+
+PATHS = nodeconfig.NodePaths(root=Path("/w/node"), containerd_root=Path("/cache/containerd"))
+
+
+def test_containerd_keeps_its_state_under_the_work_dir_and_clamps_oom_scores() -> None:
+    config = tomllib.loads(nodeconfig.containerd_toml(PATHS))
+    assert config["root"] == "/cache/containerd"
+    assert config["state"].startswith("/w/node/")
+    assert config["grpc"]["address"] == str(PATHS.containerd_socket)
+    cri = config["plugins"]["io.containerd.grpc.v1.cri"]
+    assert cri["restrict_oom_score_adj"] is True
+    assert cri["sandbox_image"] == nodeconfig.PAUSE_IMAGE
+    assert cri["registry"]["config_path"] == str(PATHS.registry_hosts)
+    assert cri["containerd"]["runtimes"]["runc"]["options"]["Root"].startswith("/w/node/")
+    assert cri["cni"]["conf_dir"].startswith("/w/node/")
+
+
+def test_every_registry_resolves_to_a_dead_loopback_port() -> None:
+    hosts = tomllib.loads(nodeconfig.registry_hosts_toml("docker.io"))
+    assert hosts["server"] == nodeconfig.DEAD_ENDPOINT
+    assert nodeconfig.DEAD_ENDPOINT.startswith("http://127.0.0.1:")
+
+
+def test_cni_and_kubelet_write_under_the_work_dir() -> None:
+    cni = json.loads(nodeconfig.cni_conflist(PATHS, "pko-cni0", "10.88.0.0/16"))
+    assert cni["plugins"][0]["bridge"] == "pko-cni0"
+    assert cni["plugins"][0]["ipam"]["dataDir"].startswith("/w/node/")
+    kubelet = yaml.safe_load(nodeconfig.kubelet_config(PATHS, "10.96.0.10"))
+    assert kubelet["clusterDNS"] == ["10.96.0.10"]
+    assert kubelet["podLogsDir"].startswith("/w/node/")
+    assert kubelet["staticPodPath"].startswith("/w/node/")
+    assert kubelet["imageGCHighThresholdPercent"] == 100  # nothing here can be pulled again
+
+
+def test_coredns_answers_cluster_local_only() -> None:
+    objects = nodeconfig.coredns_objects("10.96.0.10")
+    corefile = next(o for o in objects if o["kind"] == "ConfigMap")["data"]["Corefile"]
+    assert "kubernetes cluster.local" in corefile
+    assert "forward" not in corefile
+    service = next(o for o in objects if o["kind"] == "Service")
+    assert service["spec"]["clusterIP"] == "10.96.0.10"
+    container = next(o for o in objects if o["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert container["imagePullPolicy"] == "Never"
+
+
+def test_image_keys_from_ctr_listing() -> None:
+    listing = (
+        "REF TYPE DIGEST SIZE PLATFORMS LABELS\n"
+        "docker.io/pko/pko:dev application/vnd.oci.image.manifest.v1+json sha256:ab 120.5 MiB linux/amd64 "
+        "io.cri-containerd.image=managed,pko.test/key=k1\n"
+        "registry.k8s.io/pause:3.10.1 application/vnd.oci.image.manifest.v1+json sha256:cd 300.0 KiB linux/amd64 -\n"
+    )
+    assert cluster._image_keys(listing) == {"docker.io/pko/pko:dev": "k1", "registry.k8s.io/pause:3.10.1": ""}
