@@ -69,20 +69,8 @@ class ReviewError(Exception):
     """The API server failed a review; the message is its ``Status`` message."""
 
 
-@dataclass(frozen=True)
-class Identity:
-    username: str
-    uid: str = ""
-    groups: tuple[str, ...] = ()
-    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
-
-
-@dataclass(frozen=True)
-class TokenReviewOutcome:
-    authenticated: bool
-    identity: Identity | None = None
-    audiences: tuple[str, ...] = ()
-    error: str = ""
+Identity = reviews.Identity
+TokenReviewOutcome = reviews.TokenReviewStatus
 
 
 @dataclass(frozen=True)
@@ -222,18 +210,13 @@ def kube_reviewers(client: kube.Client) -> tuple[TokenReviewer, AccessReviewer]:
             raise ReviewForbiddenError() from err
         except kube.ApiError as err:
             raise ReviewError(err.message) from err
-        if status is None:
-            return TokenReviewOutcome(authenticated=False)
-        user = status.user
-        identity = Identity(user.username, user.uid, user.groups, user.extra) if user is not None else None
-        return TokenReviewOutcome(status.authenticated, identity, status.audiences, status.error)
+        return status if status is not None else TokenReviewOutcome(authenticated=False)
 
     async def review_access(identity: Identity, namespace: str, name: str) -> AccessOutcome:
         request = reviews.ResourceRequest(namespace=namespace, name=name, group=API_GROUP, version=API_VERSION,
                                           resource=RESOURCE, subresource=SUBRESOURCE, verb=VERB)
-        user = reviews.User(identity.username, identity.uid, identity.groups, identity.extra)
         try:
-            status = await reviews.review_access(client, user, request)
+            status = await reviews.review_access(client, identity, request)
         except kube.Forbidden as err:
             raise ReviewForbiddenError() from err
         except kube.ApiError as err:

@@ -23,7 +23,7 @@ from pko.kube import errors
 
 
 @dataclass(frozen=True)
-class User:
+class Identity:
     """The identity behind a token, as a TokenReview reports it."""
 
     username: str
@@ -33,11 +33,11 @@ class User:
 
 
 @dataclass(frozen=True)
-class TokenStatus:
-    """A TokenReview's answer (``status``); ``user`` is None when the review names nobody."""
+class TokenReviewStatus:
+    """A TokenReview's answer (``status``); ``identity`` is None when the review names nobody."""
 
     authenticated: bool
-    user: User | None = None
+    identity: Identity | None = None
     audiences: tuple[str, ...] = ()
     error: str = ""
 
@@ -65,7 +65,7 @@ class ResourceRequest:
     verb: str
 
 
-async def review_token(client: kclient.Client, token: str, audiences: Sequence[str]) -> TokenStatus | None:
+async def review_token(client: kclient.Client, token: str, audiences: Sequence[str]) -> TokenReviewStatus | None:
     """The TokenReview of `token` for `audiences`; None when the API server returned no status."""
     try:
         review = await client.api.create(TokenReview(spec=TokenReviewSpec(token=token, audiences=list(audiences))))
@@ -78,11 +78,11 @@ async def review_token(client: kclient.Client, token: str, audiences: Sequence[s
     who = None
     if user is not None and user.username:
         extra = tuple(sorted((k, tuple(v)) for k, v in (user.extra or {}).items()))
-        who = User(user.username, user.uid or "", tuple(user.groups or ()), extra)
-    return TokenStatus(bool(status.authenticated), who, tuple(status.audiences or ()), status.error or "")
+        who = Identity(user.username, user.uid or "", tuple(user.groups or ()), extra)
+    return TokenReviewStatus(bool(status.authenticated), who, tuple(status.audiences or ()), status.error or "")
 
 
-async def review_access(client: kclient.Client, user: User, request: ResourceRequest) -> Access | None:
+async def review_access(client: kclient.Client, user: Identity, request: ResourceRequest) -> Access | None:
     """The SubjectAccessReview of `request` by `user`; None when the API server returned no status."""
     extra: Mapping[str, list[str]] = {k: list(v) for k, v in user.extra}
     spec = SubjectAccessReviewSpec(
