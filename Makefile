@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export PKO_BIN_DIR ?= $(HOME)/.cache/pko/bin
 
-.PHONY: venv tools agent-bin quickstart lint test unit demo dev clean
+.PHONY: venv tools agent-bin quickstart lint test unit demo demo-cluster dev clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,9 +14,11 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed
 
-# Real binaries built from Go modules into $(PKO_BIN_DIR); cached by name and version.
+# Real binaries built from Go modules into $(PKO_BIN_DIR), cached by name and version, then the test cluster's
+# images (below), cached by content hash. Installs the Debian packages the test bed needs first (as root).
 tools: venv
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash tools/build.sh
+	$(PY) -m pko.testing.images build
 
 # The README's main job: a local control plane, the operator, an example Program + Stack; prints status and
 # outputs, then tears down. `make dev` keeps it running until Ctrl-C.
@@ -26,9 +28,21 @@ demo: tools
 dev: tools
 	$(VENV)/bin/pko dev
 
+# The same demo the way production runs it: a real single-node cluster on this machine (root), the operator
+# installed by Helm from the image built from the Dockerfile, the Stack in a workspace pod; then tears down.
+demo-cluster: tools
+	$(VENV)/bin/pko dev --runtime pod --once
+
 # The standalone agent executable (PyInstaller onefile) the operator image ships; cached by source hash.
 agent-bin: venv
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash tools/agent-bin/build.sh
+
+# The test cluster's container images (no registry: mmdebstrap, buildah, our own OCI archives; needs root and the
+# binaries of `make tools`) into $(PKO_IMAGE_DIR); cached by content hash. `IMAGES=pko` builds only the named ones.
+.PHONY: images
+export PKO_IMAGE_DIR ?= $(HOME)/.cache/pko/images
+images: venv
+	$(PY) -m pko.testing.images build $(IMAGES)
 
 # deploy/quickstart/install.yaml is rendered from the Helm chart; `make lint` fails when it drifts.
 quickstart: venv
@@ -44,7 +58,7 @@ unit: venv
 	$(PY) -m pytest tests/unit -q
 
 # The README's test command: lint, then every tier against the real binaries.
-test: lint
+test: tools lint
 	$(PY) -m pytest tests -ra
 
 clean:

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Builds the real binaries pko's tests run (kube-apiserver, etcd, kube-controller-manager, kubectl,
-# the Pulumi CLI and its language hosts) from the Go module proxy, into a cache outside the repository.
+# Builds the real binaries pko's tests run (kube-apiserver, etcd, kube-controller-manager, kubectl; kubelet,
+# kube-proxy, kube-scheduler, crictl and CoreDNS for the single-node cluster; the Pulumi CLI and its language
+# hosts; Flux source-controller; Helm) from the Go module proxy, into a cache outside the repository.
 # Two sources are not on the proxy and are built from the shared directory beside the repository
-# (../shared/third_party, or $PKO_SHARED_DIR): the official Python language host.
+# (../shared/third_party, or $PKO_SHARED_DIR): the official Python language host and the Go reference operator.
 #
 # Each group lands in "$PKO_BIN_DIR/<group>-<version>/" and is built only when that directory is missing,
 # so a warm machine skips the Go builds. The top of "$PKO_BIN_DIR" holds symlinks to the current versions:
@@ -20,11 +21,17 @@ PULUMI_VERSION=v3.259.0
 PULUMI_YAML_VERSION=v1.25.0
 SOURCE_CONTROLLER_VERSION=v1.9.1
 HELM_VERSION=v3.22.0
+CRICTL_VERSION=v1.34.0
+COREDNS_VERSION=v1.13.1
+# The Go reference operator in ../shared/third_party/pulumi-kubernetes-operator (see its README): v2.9.0 at
+# upstream commit 475dbc6c. Its binaries report v2.9.0.
+PKO_GO_VERSION=v2.9.0
+PKO_GO_COMMIT=475dbc6c
 
-export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
+export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-mod=mod -buildvcs=false"
 # The checksum database behind our module proxy does not know every module version we pin; the committed
 # go.sum files in tools/*/ are what verifies the downloads.
-export GONOSUMDB=${GONOSUMDB:-github.com/pulumi}
+export GONOSUMDB=${GONOSUMDB:-github.com/pulumi,sigs.k8s.io/cri-tools}
 
 log() { printf '[tools %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
@@ -79,17 +86,39 @@ gobuild() {  # gobuild MODULE_DIR OUT PKG LDFLAGS [TAGS]
   (cd "$mod" && go build -trimpath ${tags:+-tags "$tags"} -ldflags "$ld" -o "$out" "$pkg")
 }
 
-build_kubernetes() {
-  local out=$1 v=$2 minor ld p
+k8s_ldflags() {  # k8s_ldflags VERSION: the version stamps a release build sets (`--version`, `/version`)
+  local v=$1 minor ld p
   minor=${v#v1.}; minor=${minor%%.*}
   ld="-s -w"
   for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ld="$ld -X $p.gitVersion=$v -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
     ld="$ld -X $p.gitCommit=0000000000000000000000000000000000000000 -X $p.buildDate=2026-01-01T00:00:00Z"
   done
+  echo "$ld"
+}
+
+build_kubernetes() {
+  local out=$1 v=$2 p
   for p in kube-apiserver kube-controller-manager kubectl; do
-    gobuild "$here/k8s" "$out/$p" "k8s.io/kubernetes/cmd/$p" "$ld"
+    gobuild "$here/k8s" "$out/$p" "k8s.io/kubernetes/cmd/$p" "$(k8s_ldflags "$v")"
   done
+}
+
+build_kube_node() {
+  # The node side of the single-node cluster, from the same module graph as the control plane.
+  local out=$1 v=$2 p
+  for p in kubelet kube-proxy kube-scheduler; do
+    gobuild "$here/k8s" "$out/$p" "k8s.io/kubernetes/cmd/$p" "$(k8s_ldflags "$v")"
+  done
+}
+
+build_crictl() {
+  gobuild "$here/crictl" "$1/crictl" sigs.k8s.io/cri-tools/cmd/crictl \
+    "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=$2"
+}
+
+build_coredns() {
+  gobuild "$here/coredns" "$1/coredns" github.com/coredns/coredns "-s -w"
 }
 
 build_etcd() {
@@ -124,6 +153,22 @@ build_python_host() {
   install -m 755 "$sdk/python/cmd/pulumi-language-python-exec" "$out/pulumi-language-python-exec"
 }
 
+build_pko_go() {
+  # The Go reference operator (github.com/pulumi/pulumi-kubernetes-operator/v2): its manager and its agent, for
+  # the cross-runs and the side-by-side benchmarks. The proxy refuses the module, so it is built from ../shared.
+  local out=$1 v=${2%-*} src m
+  copy_shared pulumi-kubernetes-operator
+  src=$copied
+  if ! grep -q "at commit $PKO_GO_COMMIT" "$src/README.md"; then
+    log "ERROR: the Go operator in ../shared is not upstream commit $PKO_GO_COMMIT (see its README.md);"
+    log "update PKO_GO_VERSION and PKO_GO_COMMIT in tools/build.sh"
+    exit 1
+  fi
+  m=github.com/pulumi/pulumi-kubernetes-operator/v2
+  gobuild "$src" "$out/pko-go-manager" ./operator/cmd "-s -w -X $m/operator/version.Version=$v"
+  gobuild "$src" "$out/pko-go-agent" ./agent "-s -w -X $m/agent/version.Version=$v"
+}
+
 build_pulumi_yaml() {
   gobuild "$here/pulumi-yaml" "$1/pulumi-language-yaml" github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml \
     "-s -w -X github.com/pulumi/pulumi-yaml/pkg/version.Version=$2"
@@ -152,6 +197,9 @@ build_helm() {
 }
 
 group kubernetes "$K8S_VERSION" build_kubernetes
+group kube-node "$K8S_VERSION" build_kube_node
+group crictl "$CRICTL_VERSION" build_crictl
+group coredns "$COREDNS_VERSION" build_coredns
 group etcd "$ETCD_VERSION" build_etcd
 group pulumi "$PULUMI_VERSION" build_pulumi
 # pko once shipped its own Python host as the group python-host-<version>; the official host replaced it (the
@@ -161,13 +209,16 @@ group pulumi-language-python "$PULUMI_VERSION" build_python_host
 group pulumi-yaml "$PULUMI_YAML_VERSION" build_pulumi_yaml
 group source-controller "$SOURCE_CONTROLLER_VERSION" build_source_controller
 group helm "$HELM_VERSION" build_helm
+group pko-go "$PKO_GO_VERSION-$PKO_GO_COMMIT" build_pko_go
 
 [ ${#only[@]} -eq 0 ] || { echo "$BIN_DIR"; exit 0; }
-for b in kube-apiserver etcd kubectl pulumi pulumi-language-python pulumi-language-python-exec pulumi-language-yaml \
-  source-controller helm; do
+for b in kube-apiserver kube-controller-manager kubectl etcd kubelet kube-proxy kube-scheduler crictl coredns \
+  pulumi pulumi-language-python pulumi-language-python-exec pulumi-language-yaml source-controller helm \
+  pko-go-manager pko-go-agent; do
   [ -x "$BIN_DIR/$b" ] || { log "missing $BIN_DIR/$b after the build"; exit 1; }
 done
 log "kube-apiserver: $("$BIN_DIR/kube-apiserver" --version)"
 log "etcd: $("$BIN_DIR/etcd" --version | head -1)"
+log "kubelet: $("$BIN_DIR/kubelet" --version)"
 log "pulumi: $("$BIN_DIR/pulumi" version)"
 echo "$BIN_DIR"

@@ -452,6 +452,6 @@ def test_values_has_every_reference_value() -> None:
 def test_numeric_image_tags_render_as_written(render: Render, flag: str, tag: str) -> None:
     """`--set image.tag=1` makes a number; the image must still read `:1` (not `:%!s(int64=1)`), as in Go's chart."""
     objects = render(None, "--set", flag)
-    container = manager(objects)["spec"]["template"]["spec"]["containers"][0]
+    container = manager(objects)
     assert container["image"] == f"docker.io/pko/pko:{tag}"
     assert env_of(container)["AGENT_IMAGE"] == f"docker.io/pko/pko:{tag}"

@@ -27,6 +27,7 @@ Usage (also ``python -m pko.testing.cluster up|down|status``)::
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import fcntl
 import json
@@ -311,14 +312,16 @@ def sweep() -> None:
 # --- teardown ------------------------------------------------------------------------------------------------------
 
 
-def _pids_with(marker: str) -> list[int]:
-    """Processes whose command line mentions `marker` (every daemon of ours names the work directory)."""
+def _pids_with(*markers: str) -> list[int]:
+    """Processes whose command line mentions one of `markers` (every daemon of ours names the work directory or,
+    for containerd's shims, its state directory)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         with contextlib.suppress(OSError):
-            if marker in (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            if any(marker in command for marker in markers):
                 found.append(int(entry.name))
     return found
 
@@ -375,17 +378,17 @@ def _paths_for(workdir: Path) -> nodeconfig.NodePaths:
 def teardown(workdir: Path, net: hostnet.Network) -> None:
     """Remove the cluster that ran in `workdir`: pods, daemons, mounts, network, cgroups, sysctls. Idempotent."""
     paths = _paths_for(workdir)
-    marker = str(workdir)
+    markers = (str(workdir), str(paths.containerd_state))
     # kubelet first, or it recreates what we remove; then the pods through the CRI so CNI DEL runs (with a long
     # timeout: crictl's default 2 s kills the bridge plugin mid-DEL and leaks its nat chains).
-    _kill([p for p in _pids_with(marker) if _is(p, ("kubelet", "kube-proxy"))])
+    _kill([p for p in _pids_with(*markers) if _is(p, ("kubelet", "kube-proxy"))])
     if paths.containerd_socket.exists() and _pids_with(str(paths.containerd_config)):
         with contextlib.suppress(ClusterError, subprocess.TimeoutExpired, OSError):
             _run([str(binaries.bin_dir() / "crictl"), "-r", f"unix://{paths.containerd_socket}", "-t", "60s",
                   "rmp", "-fa"], check=False, timeout=90)
     _kill(_cgroup_pids(), grace=2.0)
-    _kill(_pids_with(marker))
-    for point in _mounts_under([workdir, paths.containerd_root]):
+    _kill(_pids_with(*markers))  # the control plane, containerd and its shims
+    for point in _mounts_under([workdir, paths.containerd_root, paths.containerd_state]):
         _run(["umount", "-l", point], check=False)
     hostnet.sweep(net)
     state = _read_state()
@@ -439,9 +442,13 @@ def _remove_tree(path: Path) -> None:
 def leftovers(workdir: Path, net: hostnet.Network | None = None) -> list[str]:
     """Everything of a cluster in `workdir` still on the machine (empty when the teardown was complete)."""
     net = net or hostnet.discover()
-    found = [f"process {pid}: {_command(pid)}" for pid in _pids_with(str(workdir)) if _alive(pid)]
+    paths = _paths_for(workdir)
+    found = [f"process {pid}: {_command(pid)}" for pid in _pids_with(str(workdir), str(paths.containerd_state))
+             if _alive(pid)]
     found += [f"pod process {pid}" for pid in _cgroup_pids() if _alive(pid)]
-    found += [f"mount {point}" for point in _mounts_under([workdir, _paths_for(workdir).containerd_root])]
+    found += [f"mount {point}" for point in _mounts_under([workdir, paths.containerd_root, paths.containerd_state])]
+    if paths.containerd_state.exists():
+        found.append(f"directory {paths.containerd_state}")
     found += hostnet.leftovers(net)
     found += [f"cgroup {c / r}" for c in Path("/sys/fs/cgroup").iterdir() for r in CGROUP_ROOTS if (c / r).exists()]
     if STATE_FILE.exists():
@@ -499,7 +506,7 @@ def start(workdir: Path, *, images: Iterable[Any] = (), timeout: float = 180.0) 
             reaper.wait(30)
             os.close(lock_fd)
             report = ""
-        if isinstance(err, Exception) and not isinstance(err, ClusterError):
+        if isinstance(err, Exception):
             raise ClusterError(f"the cluster did not start: {err}\n{report}") from err
         raise
     return cluster
@@ -573,37 +580,49 @@ def _wait_deployment(cluster: Cluster, namespace: str, name: str, timeout: float
         deployment = cluster.api_get(f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}") or {}
         return int((deployment.get("status") or {}).get("availableReplicas") or 0) >= 1
 
-    _poll(available, timeout, f"deployment {namespace}/{name}")
+    try:
+        _poll(available, timeout, f"deployment {namespace}/{name}")
+    except ClusterError as err:
+        pods = cluster.kubectl("get", "pods", "-n", namespace, "-o", "wide", check=False).stdout
+        events = cluster.kubectl("get", "events", "-n", namespace, check=False).stdout[-3000:]
+        raise ClusterError(f"{err}\n{pods}\n{events}") from None
 
 
 # --- command line --------------------------------------------------------------------------------------------------
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m pko.testing.cluster up DIR`` (runs until Ctrl-C) | ``down`` | ``status DIR`` | ``reap FD``."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    command = args[0] if args else "help"
-    if command == "reap":
-        reap(int(args[1]))
-        return 0
-    if command == "down":
+    """``up DIR [--images a,b]`` (runs until SIGINT/SIGTERM) | ``down`` | ``status DIR`` | ``reap FD`` (internal)."""
+    parser = argparse.ArgumentParser(prog="python -m pko.testing.cluster", description=main.__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    up = commands.add_parser("up", help="start the cluster and keep it until SIGINT/SIGTERM")
+    up.add_argument("dir", type=Path)
+    up.add_argument("--images", default="", help="comma-separated image names to import (default: all built)")
+    commands.add_parser("down", help="tear down whatever cluster the state file names")
+    status = commands.add_parser("status", help="list what a cluster in DIR left on the machine")
+    status.add_argument("dir", type=Path)
+    reaper = commands.add_parser("reap")
+    reaper.add_argument("fd", type=int)
+    args = parser.parse_args(argv)
+    if args.command == "reap":
+        reap(args.fd)
+    elif args.command == "down":
         sweep()
-        return 0
-    if command == "status" and len(args) == 2:
-        left = leftovers(Path(args[1]).resolve())
+    elif args.command == "status":
+        left = leftovers(args.dir.resolve())
         print("\n".join(left) or "clean")
         return 1 if left else 0
-    if command == "up" and len(args) == 2:
+    else:
         from pko.testing import images  # the image cache is only needed to start
 
-        built = images.build()
-        with start(Path(args[1]), images=built.values()) as running:
-            print(f"KUBECONFIG={running.kubeconfig}", flush=True)
+        names = [n for n in args.images.split(",") if n]
+        chosen = [images.built(n) for n in names] if names else list(images.build().values())
+        with start(args.dir, images=chosen) as running:
+            # blocked only now: the node's processes must not inherit a blocked SIGTERM
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+            print(f"KUBECONFIG={running.kubeconfig}", flush=True)
             signal.sigwait({signal.SIGINT, signal.SIGTERM})
-        return 0
-    print(main.__doc__)
-    return 2
+    return 0
 
 
 if __name__ == "__main__":

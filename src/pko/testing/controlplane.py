@@ -268,7 +268,9 @@ def start(workdir: Path, *, controller_manager: bool = False, timeout: float = 1
                 f"--service-account-private-key-file={pki / 'sa.key'}",
                 f"--root-ca-file={pki / 'ca.crt'}",
                 "--use-service-account-credentials=false",
-                "--controllers=*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle,-service-lb-controller",
+                # a real node needs the node lifecycle controller: it lifts the not-ready taint once kubelet is Ready
+                "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller"
+                + ("" if node else ",-nodelifecycle"),
             ], log_dir)
             cp._processes.append(kcm)
             _wait_controller_manager(kcm, timeout)

@@ -5,7 +5,8 @@ http-backend`` behind a small threaded Python HTTP server (which enforces per-re
 ``Git-Protocol`` header through, so protocol v2 works), by ``git daemon``, and — when asked — by an ``sshd`` that
 accepts only a generated client key. Nothing here imitates git: every byte on the wire comes from git itself.
 
-It must never listen on anything but 127.0.0.1, and it fails loudly when git or sshd is missing.
+It listens on 127.0.0.1, or — for pods of the real test cluster — on an address of this machine (`host`), never
+anywhere else, and it fails loudly when git or sshd is missing.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from pko.testing import ports
+from pko.testing import hostnet, ports
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "pko test", "GIT_AUTHOR_EMAIL": "test@pko.invalid",
@@ -67,6 +68,7 @@ class GitServer:
     """Bare repositories under ``root``, served over HTTP, git:// and (optionally) SSH on loopback."""
 
     root: Path
+    host: str = "127.0.0.1"
     http_port: int = 0
     daemon_port: int = 0
     ssh: SSHServer | None = None
@@ -129,7 +131,7 @@ class GitServer:
         self._credentials[name] = (username, password)
 
     def http_url(self, name: str) -> str:
-        return f"http://127.0.0.1:{self.http_port}/{name}.git"
+        return f"http://{self.host}:{self.http_port}/{name}.git"
 
     def git_url(self, name: str) -> str:
         return f"git://127.0.0.1:{self.daemon_port}/{name}.git"
@@ -291,12 +293,15 @@ def _wait_port(port: int, process: subprocess.Popen[bytes], log_path: Path, time
     raise GitServerError(f"nothing listening on port {port} after {timeout}s: {log_path.read_text()[-2000:]}")
 
 
-def start(workdir: Path, *, ssh: bool = False) -> GitServer:
-    """Start the HTTP and git:// servers (and sshd when `ssh`) for repositories under `workdir`."""
-    server = GitServer(workdir)
+def start(workdir: Path, *, ssh: bool = False, host: str = "127.0.0.1") -> GitServer:
+    """Start the HTTP and git:// servers (and sshd when `ssh`) for repositories under `workdir`; the HTTP server
+    listens on `host` (loopback, or an address of this machine so that pods reach it)."""
+    if host != "127.0.0.1" and host not in hostnet.local_addresses():
+        raise GitServerError(f"{host} is not an address of this machine: the git server listens only here")
+    server = GitServer(workdir, host=host)
     server.repos.mkdir(parents=True, exist_ok=True)
     try:
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(server))
+        httpd = ThreadingHTTPServer((host, 0), _handler(server))
         httpd.daemon_threads = True
         server._httpd = httpd
         server.http_port = httpd.server_address[1]
@@ -320,8 +325,8 @@ def start(workdir: Path, *, ssh: bool = False) -> GitServer:
 
 
 @contextlib.contextmanager
-def running(workdir: Path, *, ssh: bool = False) -> Iterator[GitServer]:
-    server = start(workdir, ssh=ssh)
+def running(workdir: Path, *, ssh: bool = False, host: str = "127.0.0.1") -> Iterator[GitServer]:
+    server = start(workdir, ssh=ssh, host=host)
     try:
         yield server
     finally:

@@ -27,14 +27,13 @@ DEAD_ENDPOINT = "http://127.0.0.1:9"
 
 @dataclass(frozen=True)
 class NodePaths:
-    """Where the node keeps its state. `images` may live outside `root` so imported images outlive a run."""
+    """Where the node keeps its state: `root` (configs, kubelet, CNI, logs), `containerd_root` (the image store,
+    which may outlive a run) and `containerd_state` (sockets and container bundles: a short path, because a unix
+    socket path may not exceed 104 bytes, which a test's work directory easily does)."""
 
     root: Path
     containerd_root: Path
-
-    @property
-    def containerd_state(self) -> Path:
-        return self.root / "containerd-state"
+    containerd_state: Path = Path("/run/pko-node")
 
     @property
     def containerd_socket(self) -> Path:

@@ -14,16 +14,18 @@ from pko.testing import cluster, nodeconfig
 PATHS = nodeconfig.NodePaths(root=Path("/w/node"), containerd_root=Path("/cache/containerd"))
 
 
-def test_containerd_keeps_its_state_under_the_work_dir_and_clamps_oom_scores() -> None:
+def test_containerd_keeps_its_state_in_known_places_and_clamps_oom_scores() -> None:
     config = tomllib.loads(nodeconfig.containerd_toml(PATHS))
     assert config["root"] == "/cache/containerd"
-    assert config["state"].startswith("/w/node/")
+    # sockets live in a short state directory: a unix socket path may not exceed 104 bytes
+    assert config["state"] == str(PATHS.containerd_state)
+    assert len(f"{PATHS.containerd_socket}.ttrpc") <= 104
     assert config["grpc"]["address"] == str(PATHS.containerd_socket)
     cri = config["plugins"]["io.containerd.grpc.v1.cri"]
     assert cri["restrict_oom_score_adj"] is True
     assert cri["sandbox_image"] == nodeconfig.PAUSE_IMAGE
     assert cri["registry"]["config_path"] == str(PATHS.registry_hosts)
-    assert cri["containerd"]["runtimes"]["runc"]["options"]["Root"].startswith("/w/node/")
+    assert cri["containerd"]["runtimes"]["runc"]["options"]["Root"].startswith(f"{PATHS.containerd_state}/")
     assert cri["cni"]["conf_dir"].startswith("/w/node/")
 
 

@@ -1,4 +1,4 @@
-"""The Pulumi CLI's own commands on pko's Python language host (tools/langhost/pulumi-language-python).
+"""The Pulumi CLI's own commands on the official Python language host (built from ../shared by `make tools`).
 
 A Python program with stack config (plain and secret), outputs and a `pulumi.dynamic` resource that writes a
 file (and deletes it on delete) goes through install, preview, up, stack output, refresh and destroy with the

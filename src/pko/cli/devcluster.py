@@ -1,0 +1,98 @@
+"""`pko dev --runtime pod` (`make demo-cluster`): the demo the way production runs it.
+
+A real single-node cluster on this machine (`pko.testing.cluster`: containerd, kubelet, CoreDNS behind an egress
+guard; root only), the operator installed with the Helm chart from the image built from the Dockerfile, and the
+example Stack in a workspace pod running the stand-in of Pulumi's nonroot image. It prints what `pko dev` prints
+plus `kubectl get pods -o wide` while the workspace pod runs; with `--once` it deletes the Stack (destroying it in
+the pod) and tears the cluster down, leaving nothing on the machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+from pathlib import Path
+
+from pko.cli import demo
+from pko.kube import client as kclient
+from pko.kube import resources
+from pko.testing import binaries, cluster, images, operator
+
+CHART = Path(__file__).resolve().parents[3] / "deploy" / "helm" / "pko"
+OPERATOR_NAMESPACE = "pko-system"
+WORKSPACE_IMAGE = "docker.io/pulumi/pulumi:3.259.0-nonroot"
+IMAGES = ("pause", "coredns", "python-base", "pko", "workspace")
+
+
+def _chart() -> Path:
+    if not (CHART / "Chart.yaml").exists():
+        raise FileNotFoundError(f"the Helm chart is not at {CHART}: `--runtime pod` runs from a checkout")
+    return CHART
+
+
+def _helm_install(running: cluster.Cluster, tag: str) -> None:
+    done = subprocess.run([
+        str(binaries.require("helm")), f"--kubeconfig={running.kubeconfig}", "install", "pko", str(_chart()),
+        "--namespace", OPERATOR_NAMESPACE, "--create-namespace", "--set", f"image.tag={tag}",
+        "--set", "image.pullPolicy=IfNotPresent", "--wait", "--timeout", "300s",
+    ], capture_output=True, text=True, check=False, timeout=330)
+    if done.returncode != 0:
+        raise RuntimeError(f"helm install failed: {done.stderr.strip()}")
+
+
+async def run(root: Path, *, once: bool, timeout: float) -> int:
+    try:
+        cluster.check_host()
+        binaries.require("helm")
+        demo.say("building (or reusing) the images: " + ", ".join(IMAGES) + " ...")
+        built = await asyncio.to_thread(images.build, IMAGES)
+    except (cluster.ClusterError, binaries.MissingBinaryError, images.ImageError) as err:
+        demo.say(f"error: {err}")
+        return 2
+    demo.say(f"starting a real single-node cluster in {root / 'real-cluster'} (egress guard first) ...")
+    try:
+        running = await asyncio.to_thread(cluster.start, root / "real-cluster", images=built.values())
+    except (cluster.ClusterError, OSError) as err:
+        demo.say(f"error: the cluster did not start: {err}")
+        return 1
+    try:
+        return await _demo(running, built["pko"], once=once, timeout=timeout)
+    except RuntimeError as err:
+        demo.say(f"error: {err}")
+        return 1
+    finally:
+        demo.say("tearing the cluster down ...")
+        await asyncio.to_thread(running.stop)
+        demo.say("the cluster is gone.")
+
+
+async def _demo(running: cluster.Cluster, pko_image: images.BuiltImage, *, once: bool, timeout: float) -> int:
+    kubectl = f"KUBECONFIG={running.kubeconfig} {binaries.bin_dir() / 'kubectl'}"
+    demo.say(f"node Ready; try: {kubectl} get pods -A")
+    tag = pko_image.refs[0].rsplit(":", 1)[1]
+    demo.say(f"installing the operator with its Helm chart (image {pko_image.refs[0]}) ...")
+    await asyncio.to_thread(_helm_install, running, tag)
+    async with kclient.Client.from_kubeconfig(running.kubeconfig) as client:
+        await operator.ensure_namespace(client, demo.DEMO_NAMESPACE)
+        template = {"spec": {"image": WORKSPACE_IMAGE, "imagePullPolicy": "IfNotPresent",
+                             "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}}}}
+        for obj in demo.demo_objects("file:///tmp", template):
+            await client.apply(obj, field_manager="pko-dev")
+            demo.say(f"applied {obj['kind']} {demo.DEMO_NAMESPACE}/{obj['metadata']['name']}")
+        stack = await demo.wait_ready(client, timeout)
+        demo.show_ready(stack)
+        demo.say(f"the workspace pod (kubectl get pods -n {demo.DEMO_NAMESPACE} -o wide):")
+        print(running.kubectl("get", "pods", "-n", demo.DEMO_NAMESPACE, "-o", "wide").stdout, end="", flush=True)
+        if once:
+            demo.say("--once: deleting the Stack (destroyOnFinalize, in its pod) ...")
+            await client.delete(resources.STACK, "hello-pko", demo.DEMO_NAMESPACE)
+            await demo.wait_gone(client)
+            return 0
+        demo.say("running; edit the Program or the Stack with kubectl, or press Ctrl-C to stop.")
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+    return 0

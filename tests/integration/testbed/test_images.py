@@ -1,0 +1,135 @@
+"""The image build end to end on its smallest image: `pause` is compiled, packed as an OCI archive, cached, and
+accepted by a real containerd, which runs it.
+
+The containerd here is a throwaway one (its own root, state and socket under a temporary directory, CRI plugin
+off), so the test touches nothing of the test cluster's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pko.testing import images, oci
+
+pytestmark = pytest.mark.timeout(300)
+
+PAUSE_REF = "registry.k8s.io/pause:3.10.1"
+
+
+def _need(tool: str) -> str:
+    path = shutil.which(tool)
+    if path is None:
+        pytest.fail(f"{tool} not found: install Debian's containerd and runc (`make tools` does, as root)")
+    return path
+
+
+@pytest.fixture
+def image_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "images"
+    monkeypatch.setenv("PKO_IMAGE_DIR", str(path))
+    return path
+
+
+@contextlib.contextmanager
+def _containerd() -> Iterator[list[str]]:
+    """A private containerd; yields the `ctr` command line that talks to it."""
+    if os.geteuid() != 0:
+        pytest.fail("containerd needs root: run this test as root")
+    containerd, ctr = _need("containerd"), _need("ctr")
+    work = Path(tempfile.mkdtemp(prefix="pko-ctrd-"))  # short: the socket path must fit in sun_path
+    socket = work / "containerd.sock"
+    (work / "config.toml").write_text(
+        "version = 2\n"
+        f'root = "{work}/root"\n'
+        f'state = "{work}/state"\n'
+        'disabled_plugins = ["io.containerd.grpc.v1.cri"]\n'
+        f'[grpc]\n  address = "{socket}"\n'
+        f'[plugins."io.containerd.internal.v1.opt"]\n  path = "{work}/opt"\n'
+    )
+    log = (work / "containerd.log").open("w")
+    proc = subprocess.Popen([containerd, "--config", str(work / "config.toml")], stdout=log, stderr=log)
+    command = [ctr, "--address", str(socket), "--namespace", "k8s.io"]
+    try:
+        deadline = time.monotonic() + 30
+        while subprocess.run([*command, "version"], capture_output=True).returncode != 0:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"containerd did not start:\n{(work / 'containerd.log').read_text()[-3000:]}")
+            time.sleep(0.1)
+        yield command
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+        for line in reversed(Path("/proc/self/mountinfo").read_text().splitlines()):
+            mount_point = line.split()[4]
+            if mount_point.startswith(str(work) + "/"):
+                subprocess.run(["umount", "-l", mount_point], check=False)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def test_pause_archive_layout(image_dir: Path) -> None:
+    built = images.build(["pause"], log=lambda _: None)["pause"]
+
+    assert built.refs == (PAUSE_REF,)
+    assert built.archive.parent == image_dir / "pause" / built.key[:16]
+    assert images.built("pause") == built
+    members: dict[str, bytes] = {}
+    with tarfile.open(built.archive) as tar:
+        for member in tar.getmembers():
+            if (f := tar.extractfile(member)) is not None:
+                members[member.name] = f.read()
+    assert json.loads(members["oci-layout"]) == {"imageLayoutVersion": "1.0.0"}
+    (entry,) = json.loads(members["index.json"])["manifests"]
+    assert entry["annotations"]["io.containerd.image.name"] == PAUSE_REF
+    assert entry["digest"] == built.digest
+    blobs = {name: data for name, data in members.items() if name.startswith("blobs/")}
+    for name, data in blobs.items():
+        assert "sha256:" + hashlib.sha256(data).hexdigest() == "sha256:" + name.rsplit("/", 1)[1]
+    manifest = json.loads(blobs[oci.Descriptor("", built.digest, 0).blob_name])
+    config = json.loads(blobs["blobs/sha256/" + manifest["config"]["digest"].removeprefix("sha256:")])
+    assert config["config"]["Entrypoint"] == ["/pause"]
+    assert config["config"]["User"] == "65535:65535"
+    (layer,) = manifest["layers"]
+    with tarfile.open(fileobj=io.BytesIO(blobs["blobs/sha256/" + layer["digest"].removeprefix("sha256:")])) as tar:
+        (pause,) = tar.getmembers()
+    assert pause.name == "pause"
+    assert pause.mode == 0o755
+    assert pause.size > 100_000  # statically linked
+
+    # Cached: a second build reuses the archive as it is.
+    mtime = built.archive.stat().st_mtime_ns
+    logged: list[str] = []
+    assert images.build(["pause"], log=logged.append)["pause"] == built
+    assert built.archive.stat().st_mtime_ns == mtime
+    assert any("cached" in line for line in logged)
+
+
+def test_containerd_imports_and_runs_pause(image_dir: Path) -> None:
+    built = images.build(["pause"], log=lambda _: None)["pause"]
+    with _containerd() as ctr:
+        subprocess.run([*ctr, "images", "import", str(built.archive)], check=True, capture_output=True)
+        listing = subprocess.run([*ctr, "images", "ls"], check=True, capture_output=True, text=True).stdout
+        assert any(line.split()[0] == PAUSE_REF and built.digest in line for line in listing.splitlines()[1:])
+        run = subprocess.run(
+            [*ctr, "run", "--rm", PAUSE_REF, "pko-pause-check", "/pause", "-v"],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        assert "3.10.1" in run.stdout
