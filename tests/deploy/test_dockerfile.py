@@ -159,7 +159,7 @@ def test_copied_sources_exist_and_are_in_the_build_context() -> None:
     for source in sources:
         assert (ROOT / source).exists(), source
         assert not docker_ignored(source, IGNORE), f"{source} is excluded by .dockerignore"
-    for inside in ("src/pko/cli/main.py", "src/pko/agent/proto/agent.proto", "tools/agent-bin/build.sh",
+    for inside in ("src/pko/cli/main.py", "src/pko/protocol/proto/agent.proto", "tools/agent-bin/build.sh",
                    "tools/agent-bin/pko_agent_main.py"):
         assert (ROOT / inside).is_file(), inside
         assert not docker_ignored(inside, IGNORE), inside
@@ -214,8 +214,8 @@ def test_build_context_builds_a_complete_wheel(tmp_path: Path) -> None:
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         entry_points = next(archive.read(n).decode() for n in names if n.endswith("entry_points.txt"))
-    for needed in ("pko/cli/main.py", "pko/cli/operator.py", "pko/agent/proto/agent_pb2.py",
-                   "pko/agent/proto/agent_pb2_grpc.py", "pko/api/core_v1_openapi.json", "pko/py.typed"):
+    for needed in ("pko/cli/main.py", "pko/cli/operator.py", "pko/protocol/proto/agent_pb2.py",
+                   "pko/protocol/proto/agent_pb2_grpc.py", "pko/api/core_v1_openapi.json", "pko/py.typed"):
         assert needed in names, needed
     assert not any("__pycache__" in n for n in names)
     assert "pko = pko.cli.main:main" in entry_points

@@ -3,6 +3,8 @@
 #   $PKO_BIN_DIR/pko-agent-<version>-<source hash>/pko-agent, plus the symlink $PKO_BIN_DIR/pko-agent.
 # The source hash covers src/pko and pyproject.toml, so a changed agent is rebuilt and an unchanged one is reused.
 # Prints the executable's path as its last line. Needs the dev venv with pyinstaller 6.22 (PYTHON overrides it).
+# What goes in follows the imports of `pko agent`: the agent, the shared protocol and the layers below them; the
+# operator's controllers are never imported by the agent (an import-linter contract), so nothing pko needs excluding.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -27,9 +29,7 @@ if [[ ! -x "$OUT/pko-agent" ]]; then
   "$PYTHON" -m PyInstaller --noconfirm --clean --onefile --name pko-agent --log-level WARN \
     --paths "$ROOT/src" \
     --collect-submodules pko.agent --collect-submodules pko.sources \
-    --hidden-import pko.agent.proto.agent_pb2 --hidden-import pko.agent.proto.agent_pb2_grpc \
     --exclude-module pulumi --exclude-module grpc_tools --exclude-module pytest --exclude-module tkinter \
-    --exclude-module pko.controllers --exclude-module pko.testing \
     --distpath "$WORK/dist" --workpath "$WORK/build" --specpath "$WORK" \
     "$ROOT/tools/agent-bin/pko_agent_main.py" >&2
   mkdir -p "$OUT.partial"

@@ -19,11 +19,13 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 import grpc
 
+from pko import kube
 from pko.agent.errors import AgentError
+from pko.kube import reviews
 
 log = logging.getLogger("pko.agent.auth")
 
@@ -63,20 +65,12 @@ class ReviewForbiddenError(Exception):
     """The API server refused the review itself (HTTP 403): the agent's identity may not create reviews."""
 
 
-@dataclass(frozen=True)
-class Identity:
-    username: str
-    uid: str = ""
-    groups: tuple[str, ...] = ()
-    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
+class ReviewError(Exception):
+    """The API server failed a review; the message is its ``Status`` message."""
 
 
-@dataclass(frozen=True)
-class TokenReviewOutcome:
-    authenticated: bool
-    identity: Identity | None = None
-    audiences: tuple[str, ...] = ()
-    error: str = ""
+Identity = reviews.Identity
+TokenReviewOutcome = reviews.TokenReviewStatus
 
 
 @dataclass(frozen=True)
@@ -206,55 +200,31 @@ def _valid(outcome: TokenReviewOutcome, wanted: Sequence[str]) -> bool:
     return not wanted or bool(set(outcome.audiences) & set(wanted))
 
 
-def lightkube_reviewers(client: Any) -> tuple[TokenReviewer, AccessReviewer]:
-    """Token and access reviewers that ask the API server through a lightkube ``AsyncClient``."""
-    from lightkube import ApiError
-    from lightkube.models.authentication_v1 import TokenReviewSpec
-    from lightkube.models.authorization_v1 import ResourceAttributes, SubjectAccessReviewSpec
-    from lightkube.resources.authentication_v1 import TokenReview
-    from lightkube.resources.authorization_v1 import SubjectAccessReview
-
-    def forbidden(err: ApiError) -> bool:
-        return getattr(err.status, "code", None) == 403
+def kube_reviewers(client: kube.Client) -> tuple[TokenReviewer, AccessReviewer]:
+    """Token and access reviewers that ask the API server (:mod:`pko.kube.reviews`)."""
 
     async def review_token(token: str, audiences: Sequence[str]) -> TokenReviewOutcome:
         try:
-            review = await client.create(TokenReview(spec=TokenReviewSpec(token=token, audiences=list(audiences))))
-        except ApiError as err:
-            if forbidden(err):
-                raise ReviewForbiddenError() from err
-            raise
-        status = review.status
-        if status is None:
-            return TokenReviewOutcome(authenticated=False)
-        user = status.user
-        identity = None
-        if user is not None and user.username:
-            extra = tuple(sorted((k, tuple(v)) for k, v in (user.extra or {}).items()))
-            identity = Identity(user.username, user.uid or "", tuple(user.groups or ()), extra)
-        return TokenReviewOutcome(bool(status.authenticated), identity, tuple(status.audiences or ()),
-                                  status.error or "")
+            status = await reviews.review_token(client, token, audiences)
+        except kube.Forbidden as err:
+            raise ReviewForbiddenError() from err
+        except kube.ApiError as err:
+            raise ReviewError(err.message) from err
+        return status if status is not None else TokenReviewOutcome(authenticated=False)
 
     async def review_access(identity: Identity, namespace: str, name: str) -> AccessOutcome:
-        spec = SubjectAccessReviewSpec(
-            user=identity.username, uid=identity.uid or None, groups=list(identity.groups),
-            extra={k: list(v) for k, v in identity.extra} or None,
-            resourceAttributes=ResourceAttributes(
-                namespace=namespace, name=name, group=API_GROUP, version=API_VERSION,
-                resource=RESOURCE, subresource=SUBRESOURCE, verb=VERB,
-            ),
-        )
+        request = reviews.ResourceRequest(namespace=namespace, name=name, group=API_GROUP, version=API_VERSION,
+                                          resource=RESOURCE, subresource=SUBRESOURCE, verb=VERB)
         try:
-            review = await client.create(SubjectAccessReview(spec=spec))
-        except ApiError as err:
-            if forbidden(err):
-                raise ReviewForbiddenError() from err
-            raise
-        status = review.status
+            status = await reviews.review_access(client, identity, request)
+        except kube.Forbidden as err:
+            raise ReviewForbiddenError() from err
+        except kube.ApiError as err:
+            raise ReviewError(err.message) from err
         if status is None:
             return AccessOutcome(False)
-        if status.evaluationError and not status.allowed:
-            log.warning("access review evaluation error: %s", status.evaluationError)
-        return AccessOutcome(bool(status.allowed) and not bool(status.denied), status.reason or "")
+        if status.evaluation_error and not status.allowed:
+            log.warning("access review evaluation error: %s", status.evaluation_error)
+        return AccessOutcome(status.allowed and not status.denied, status.reason)
 
     return review_token, review_access

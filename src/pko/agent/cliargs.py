@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import pko
-from pko.agent.proto import agent_pb2
+from pko.protocol.proto import agent_pb2
 
 USER_AGENT = f"pulumi-kubernetes-operator/{pko.__version__}"
 EXEC_KIND = "auto.local"

@@ -26,7 +26,7 @@ from google.protobuf import json_format
 
 from pko.agent import gojson
 from pko.agent.errors import AgentError
-from pko.agent.proto import agent_pb2
+from pko.protocol.proto import agent_pb2
 
 EnvLookup = Callable[[str], "str | None"]
 FileReader = Callable[[str], str]

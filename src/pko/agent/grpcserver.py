@@ -20,8 +20,8 @@ import grpc
 
 from pko.agent.auth import KubeAuth
 from pko.agent.errors import AgentError
-from pko.agent.proto import agent_pb2_grpc
 from pko.agent.service import AutomationService
+from pko.protocol.proto import agent_pb2_grpc
 
 log = logging.getLogger("pko.agent.grpc")
 
@@ -94,7 +94,7 @@ def build_server(service: AutomationService, auth: KubeAuth | None = None) -> gr
             ("grpc.so_reuseport", 0),
         ],
     )
-    agent_pb2_grpc.add_AutomationServiceServicer_to_server(service, server)  # type: ignore[no-untyped-call]
+    agent_pb2_grpc.add_AutomationServiceServicer_to_server(service, server)
     return server
 
 

@@ -18,7 +18,7 @@ from typing import Any
 from google.protobuf import timestamp_pb2
 
 from pko.agent import gojson
-from pko.agent.proto import agent_pb2
+from pko.protocol.proto import agent_pb2
 
 SECRET_MASK = "[secret]"
 _PERMALINK = re.compile(r"(?:View Live|View in Browser|View in Browser \(Ctrl\+O\)|Permalink): (\S+)")

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pko import kube
 from pko.agent import auth, grpcserver
 from pko.agent.service import AutomationService
 from pko.agent.workspace import StackNotFoundError, Workspace
@@ -27,6 +28,7 @@ T = TypeVar("T")
 
 AUTH_NONE = "none"
 AUTH_KUBE = "kube"
+REVIEW_TIMEOUT = 10.0  # seconds per API call of a review (lightkube's default)
 
 
 class ServeError(Exception):
@@ -64,12 +66,9 @@ class ServeOptions:
             raise ServeError("--pulumi-log-level must not be negative")
 
 
-def kube_client(kubeconfig: str = "", context: str = "") -> Any:
-    """A lightkube ``AsyncClient``: from `kubeconfig` when given, else in-cluster or ``$KUBECONFIG``."""
-    from lightkube import AsyncClient, KubeConfig
-
-    config = KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()
-    return AsyncClient(config=config.get(context_name=context or None))
+def kube_client(kubeconfig: str = "", context: str = "") -> kube.Client:
+    """The API client for reviews: from `kubeconfig` when given, else in-cluster or ``$KUBECONFIG``."""
+    return kube.Client.from_kubeconfig(kubeconfig or None, context=context or None, timeout=REVIEW_TIMEOUT)
 
 
 def resolve_workdir(path: str) -> Path:
@@ -152,7 +151,7 @@ async def run(options: ServeOptions) -> None:
             client = kube_client(options.kubeconfig, options.context)
         except Exception as err:
             raise ServeError(f"unable to load the kubeconfig: {err}") from err
-        review_token, review_access = auth.lightkube_reviewers(client)
+        review_token, review_access = auth.kube_reviewers(client)
         authenticator = auth.KubeAuth(review_token, review_access, tuple(options.kube_audiences),
                                       options.kube_workspace_namespace, options.kube_workspace_name)
         log.info("activated the Kubernetes authorization mode (audiences %s, workspace %s/%s)",

@@ -25,9 +25,9 @@ from google.protobuf import struct_pb2
 from pko.agent import cliargs, errors, eventlog, results
 from pko.agent.config import plan_config
 from pko.agent.errors import AgentError
-from pko.agent.proto import agent_pb2, agent_pb2_grpc
 from pko.agent.pulumicmd import CommandError, CommandResult
 from pko.agent.workspace import StackNotFoundError, Workspace
+from pko.protocol.proto import agent_pb2, agent_pb2_grpc
 
 log = logging.getLogger("pko.agent.server")
 

@@ -22,8 +22,8 @@ import yaml
 
 from pko.agent import envfile, results
 from pko.agent.config import ConfigPlan
-from pko.agent.proto import agent_pb2
 from pko.agent.pulumicmd import CommandError, PulumiCLI
+from pko.protocol.proto import agent_pb2
 
 PROJECT_FILES = ("Pulumi.yaml", "Pulumi.yml", "Pulumi.json")
 _STACK_404 = re.compile(r"no stack named.*found")

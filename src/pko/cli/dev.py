@@ -22,8 +22,6 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import lightkube
-
 from pko.cli import demo, logs
 from pko.kube import client as kclient
 from pko.kube import resources
@@ -57,7 +55,7 @@ async def run(args: argparse.Namespace) -> int:
     with cp:
         demo.say(f"API server at {cp.server}; kubeconfig: {cp.kubeconfig}")
         demo.say(f"  try: KUBECONFIG={cp.kubeconfig} {binaries.bin_dir() / 'kubectl'} get stacks -A")
-        async with kclient.Client.connect(lightkube.KubeConfig.from_file(str(cp.kubeconfig))) as client:
+        async with kclient.Client.from_kubeconfig(cp.kubeconfig) as client:
             await operator.install_crds(client)
             await operator.install_identity(client)
             await operator.ensure_namespace(client, demo.DEMO_NAMESPACE)

@@ -14,8 +14,6 @@ import signal
 import subprocess
 from pathlib import Path
 
-import lightkube
-
 from pko.cli import demo
 from pko.kube import client as kclient
 from pko.kube import resources
@@ -78,7 +76,7 @@ async def _demo(running: cluster.Cluster, pko_image: images.BuiltImage, *, once:
     kubectl = f"KUBECONFIG={running.kubeconfig} {binaries.bin_dir() / 'kubectl'}"
     demo.say(f"node Ready; try: {kubectl} get pods -A")
     tag = pko_image.refs[0].rsplit(":", 1)[1]
-    async with kclient.Client.connect(lightkube.KubeConfig.from_file(str(running.kubeconfig))) as client:
+    async with kclient.Client.from_kubeconfig(running.kubeconfig) as client:
         await operator.ensure_namespace(client, demo.DEMO_NAMESPACE)
         demo.say(f"installing the operator with its Helm chart (image {pko_image.refs[0]}) ...")
         await asyncio.to_thread(_helm_install, running, tag)

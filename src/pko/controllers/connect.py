@@ -9,22 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import grpc
 import grpc.aio
 
-from pko.agent import client as agent_client
+from pko.controllers.settings import DEFAULT_NAMESPACE, DEFAULT_SERVICE_ACCOUNT
 from pko.kube import client as kclient
 from pko.kube import tokens
+from pko.protocol import client as agent_client
 from pko.runtime import controller as runtime_controller
 
 MAX_MESSAGE_BYTES = 400 * 1024 * 1024
 REFRESH_BEFORE = datetime.timedelta(minutes=5)
-DEFAULT_NAMESPACE = "pulumi-kubernetes-operator"
-DEFAULT_SERVICE_ACCOUNT = "controller-manager"
 
 
 class ConnectionFailed(Exception):
@@ -66,17 +64,15 @@ class Connector:
         self,
         client: kclient.Client,
         *,
-        namespace: str | None = None,
-        service_account: str | None = None,
+        namespace: str = DEFAULT_NAMESPACE,
+        service_account: str = DEFAULT_SERVICE_ACCOUNT,
         localhost_override: str | None = None,
         clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
     ) -> None:
         self.client = client
-        self.namespace = namespace or os.environ.get("POD_NAMESPACE") or DEFAULT_NAMESPACE
-        self.service_account = service_account or os.environ.get("POD_SA_NAME") or DEFAULT_SERVICE_ACCOUNT
-        self.localhost_override = localhost_override if localhost_override is not None else (
-            os.environ.get("WORKSPACE_LOCALHOST") or None
-        )
+        self.namespace = namespace or DEFAULT_NAMESPACE
+        self.service_account = service_account or DEFAULT_SERVICE_ACCOUNT
+        self.localhost_override = localhost_override or None
         self._clock = clock
         self._tokens: dict[str, tokens.Token] = {}
         self._lock = asyncio.Lock()

@@ -1,6 +1,9 @@
 """All of the operator's controllers on one manager: the one place `pko operator`, `pko dev` and tests wire them.
 
-Controllers run only while the manager leads; the Program file server runs on every replica.
+Each controller wires itself next to its reconciler (``<controller>.setup``, the Go operator's
+``SetupWithManager``) from the one :class:`~pko.controllers.settings.Settings`; this module only calls them in
+turn and shares what they share (the connector to workspace agents). Controllers run only while the manager
+leads; the Program file server runs on every replica.
 """
 
 from __future__ import annotations
@@ -8,9 +11,13 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from pko.controllers import auto
+from pko.controllers import connect
 from pko.controllers.program import controller as program_controller
+from pko.controllers.settings import Settings
 from pko.controllers.stack import setup as stack_setup
+from pko.controllers.update import setup as update_setup
+from pko.controllers.workspace import local
+from pko.controllers.workspace import setup as workspace_setup
 from pko.kube import client as kclient
 from pko.runtime import manager
 
@@ -18,9 +25,16 @@ from pko.runtime import manager
 @dataclass
 class Controllers:
     manager: manager.Manager
-    auto: auto.AutoControllers
     stacks: stack_setup.StackController
+    workspaces: workspace_setup.WorkspaceController
+    updates: update_setup.UpdateController
     programs: program_controller.Programs
+
+    @property
+    def local_runtime(self) -> local.LocalRuntime | None:
+        """The ``local`` workspace runtime, when it is the one in use."""
+        runtime = self.workspaces.runtime
+        return runtime if isinstance(runtime, local.LocalRuntime) else None
 
     async def run(self) -> None:
         """Run the manager and the file server until cancelled, then stop in-flight work."""
@@ -33,12 +47,17 @@ class Controllers:
 
     async def close(self) -> None:
         await self.stacks.close()
-        await self.auto.close()
+        await self.updates.close()
+        await self.workspaces.close()
 
 
-def setup(mgr: manager.Manager, client: kclient.Client, settings: auto.Settings) -> Controllers:
-    automation = auto.setup(mgr, client, settings)
-    stacks = stack_setup.setup(mgr, client, workers=settings.workers, retry_max_backoff=settings.retry_max_backoff)
+def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings) -> Controllers:
+    connector = connect.Connector(client, namespace=settings.operator_namespace,
+                                  service_account=settings.operator_service_account,
+                                  localhost_override=settings.workspace_localhost)
+    workspaces = workspace_setup.setup(mgr, client, settings, connector)
+    updates = update_setup.setup(mgr, client, settings, connector)
+    stacks = stack_setup.setup(mgr, client, settings)
     programs = program_controller.setup(mgr, client, listen=settings.program_fs_addr,
                                         advertised=settings.program_fs_adv_addr, workers=settings.workers)
-    return Controllers(mgr, automation, stacks, programs)
+    return Controllers(mgr, stacks, workspaces, updates, programs)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any, Literal
 
@@ -92,6 +93,21 @@ class Client:
         client = cls(lightkube.AsyncClient(config=config, timeout=httpx2.Timeout(timeout)), field_manager=field_manager)
         client._owned = True
         return client
+
+    @classmethod
+    def from_kubeconfig(
+        cls,
+        kubeconfig: str | os.PathLike[str] | None = None,
+        *,
+        context: str | None = None,
+        timeout: float = 30.0,
+        field_manager: str = FIELD_MANAGER,
+    ) -> Client:
+        """A client for the cluster of a kubeconfig file (its current context, or `context`); without a file, the
+        in-cluster config, else ``$KUBECONFIG`` (lightkube's rules)."""
+        config = lightkube.KubeConfig.from_file(kubeconfig) if kubeconfig else lightkube.KubeConfig.from_env()
+        return cls.connect(config.get(context_name=context) if context else config, timeout=timeout,
+                           field_manager=field_manager)
 
     async def close(self) -> None:
         if self._owned:

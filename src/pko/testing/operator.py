@@ -15,11 +15,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import lightkube
-
 from pko.api import crds
-from pko.controllers import auto, wiring
-from pko.controllers.connect import DEFAULT_NAMESPACE, DEFAULT_SERVICE_ACCOUNT
+from pko.controllers import settings as operator_settings
+from pko.controllers import wiring
+from pko.controllers.settings import DEFAULT_NAMESPACE, DEFAULT_SERVICE_ACCOUNT
 from pko.kube import client as kclient
 from pko.kube import errors
 from pko.kube import resources as kres
@@ -82,20 +81,20 @@ class Operator:
     its contents). `agent_kubeconfig` is what local agents use for their TokenReviews (default: `kubeconfig`)."""
 
     def __init__(self, kubeconfig: Path, workspace_root: Path, *, max_operations: int = 200, workers: int = 25,
-                 agent_kubeconfig: Path | None = None,
-                 metrics_address: str = "0", runtime: auto.Runtime = "local", namespace: str | None = None) -> None:
+                 agent_kubeconfig: Path | None = None, metrics_address: str = "0",
+                 runtime: operator_settings.Runtime = "local", namespace: str | None = None) -> None:
         self.kubeconfig = kubeconfig
         self.metrics_address = metrics_address
-        self.client = kclient.Client.connect(lightkube.KubeConfig.from_file(str(kubeconfig)))
+        self.client = kclient.Client.from_kubeconfig(kubeconfig)
         self.manager = manager.Manager(self.client, namespace=namespace, health_address="0",
                                        metrics_address=metrics_address, registry=_fresh_registry())
-        self.settings = auto.Settings(
+        self.settings = operator_settings.from_environment(
             version="v0.0.0-test", workspace_runtime=runtime, workspace_root=workspace_root,
             kubeconfig=str(agent_kubeconfig or kubeconfig), workers=workers, max_operations=max_operations,
             program_fs_addr="127.0.0.1:0",
         )
-        self.all = wiring.setup(self.manager, self.client, self.settings)
-        self.controllers = self.all.auto
+        self.controllers = wiring.setup(self.manager, self.client, self.settings)
+        self.all = self.controllers  # the name earlier callers used
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:

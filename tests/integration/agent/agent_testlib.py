@@ -17,8 +17,8 @@ from typing import Any
 import grpc
 from google.protobuf import json_format, struct_pb2
 
-from pko.agent import client
-from pko.agent.proto import agent_pb2
+from pko.protocol import client
+from pko.protocol.proto import agent_pb2
 
 PROGRAMS = Path(__file__).parent / "programs"
 START_TIMEOUT = 120.0

@@ -13,7 +13,7 @@ import pytest
 from agent_testlib import Agent, AgentFactory, config_item, copy_program, drive
 from google.protobuf import json_format
 
-from pko.agent.proto import agent_pb2
+from pko.protocol.proto import agent_pb2
 
 pytestmark = pytest.mark.pulumi
 

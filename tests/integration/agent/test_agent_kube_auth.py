@@ -17,7 +17,7 @@ from lightkube.models.rbac_v1 import PolicyRule, RoleRef, Subject
 from lightkube.resources.core_v1 import Namespace, ServiceAccount
 from lightkube.resources.rbac_authorization_v1 import Role, RoleBinding
 
-from pko.agent.proto import agent_pb2
+from pko.protocol.proto import agent_pb2
 from pko.testing.controlplane import ControlPlane
 
 pytestmark = [pytest.mark.pulumi, pytest.mark.controlplane]

@@ -15,8 +15,8 @@ import grpc
 import pytest
 from agent_testlib import Agent, AgentFactory, config_item, copy_program, drive
 
-from pko.agent import client
-from pko.agent.proto import agent_pb2
+from pko.protocol import client
+from pko.protocol.proto import agent_pb2
 
 pytestmark = pytest.mark.pulumi
 

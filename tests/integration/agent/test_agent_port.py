@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pko.agent import grpcserver
-from pko.agent.proto import agent_pb2_grpc
+from pko.protocol.proto import agent_pb2_grpc
 from pko.testing import ports
 
 

@@ -16,7 +16,7 @@ import grpc
 import pytest
 from agent_testlib import AgentFactory, config_item, drive
 
-from pko.agent.proto import agent_pb2
+from pko.protocol.proto import agent_pb2
 from pko.testing import binaries, gitserver
 from pko.testing.controlplane import ControlPlane
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pko.agent import cliargs
-from pko.agent.proto import agent_pb2
+from pko.protocol.proto import agent_pb2
 
 TAIL = ["--exec-kind", "auto.local", "--stack", "dev", "--non-interactive", "--event-log", "/tmp/ev"]
 UA = f"--exec-agent={cliargs.USER_AGENT}"

@@ -11,7 +11,7 @@ from google.protobuf import struct_pb2
 
 from pko.agent.config import plan_config
 from pko.agent.errors import AgentError
-from pko.agent.proto import agent_pb2
+from pko.protocol.proto import agent_pb2
 
 ENV = {"TOKEN": "from-env", "JSON_ENV": '{"b": [1, 2]}'}
 FILES = {"/secrets/pw": "from-file\n"}

@@ -5,8 +5,10 @@ from __future__ import annotations
 import grpc
 from google.protobuf import any_pb2, descriptor_pb2, descriptor_pool, message_factory
 
-from pko.agent import client, errors
-from pko.agent.proto import agent_pb2
+from pko.agent import errors
+from pko.protocol import client
+from pko.protocol import status as rpc_status
+from pko.protocol.proto import agent_pb2
 
 
 def _status_class() -> type:
@@ -43,19 +45,19 @@ def test_invalid_access_token_and_unknown() -> None:
 
 def test_status_details_encoding_matches_protobuf() -> None:
     info = agent_pb2.PulumiErrorInfo(code=409, reason="UpdateConflict", message="Another update is in progress")
-    encoded = errors.encode_status(grpc.StatusCode.UNKNOWN, "up failed: x" * 20, [info])
+    encoded = rpc_status.encode_status(grpc.StatusCode.UNKNOWN, "up failed: x" * 20, [info])
     status = _status_class().FromString(encoded)
     assert (status.code, status.message) == (2, "up failed: x" * 20)
     assert status.details[0].type_url == "type.googleapis.com/agent.PulumiErrorInfo"
     assert agent_pb2.PulumiErrorInfo.FromString(status.details[0].value) == info
-    assert errors.decode_error_info(encoded) == [info]
+    assert rpc_status.decode_error_info(encoded) == [info]
 
 
 def test_trailer_key() -> None:
     err = errors.operation_failed("up", "Conflict: Another update is currently in progress")
     ((key, value),) = err.rpc.trailing_metadata()
     assert key == "grpc-status-details-bin"
-    assert errors.decode_error_info(value)[0].reason == "UpdateConflict"
+    assert rpc_status.decode_error_info(value)[0].reason == "UpdateConflict"
 
 
 def test_client_reads_the_detail_from_trailing_metadata() -> None:

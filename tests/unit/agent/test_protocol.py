@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from google.protobuf import descriptor as d
 
-from pko.agent import protogen
-from pko.agent.proto import agent_pb2
+from pko.protocol import protogen
+from pko.protocol.proto import agent_pb2
 
 T = d.FieldDescriptor
 
@@ -18,7 +18,7 @@ def test_regenerating_changes_nothing(tmp_path: Path) -> None:
     generated = protogen.generate(tmp_path)
     for name, path in generated.items():
         committed = protogen.PROTO_PACKAGE_DIR / name
-        assert path.read_text() == committed.read_text(), f"{name} is stale: run python -m pko.agent.protogen"
+        assert path.read_text() == committed.read_text(), f"{name} is stale: run python -m pko.protocol.protogen"
 
 
 def test_service_and_package() -> None:

@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry, Gauge
 
 from pko.api import conditions, names
 from pko.api import stack as stack_api
+from pko.controllers.settings import Settings
 from pko.controllers.stack import reconciler as stack_reconciler
 from pko.controllers.stack import source as source_mod
 from pko.kube import client as kclient
@@ -173,8 +174,10 @@ class StackController:
         await self.flux.close()
 
 
-def setup(mgr: manager.Manager, client: kclient.Client, *, workers: int = 25,
-          github_api_url: str | None = None, retry_max_backoff: float | None = None) -> StackController:
+def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings, *,
+          github_api_url: str | None = None) -> StackController:
+    """Register the Stack controller on `mgr`."""
+    workers, retry_max_backoff = settings.workers, settings.retry_max_backoff
     stacks = mgr.informer(resources.STACK, indexers={
         PREREQUISITE_INDEX: _prerequisites, PROGRAM_INDEX: _program, FLUX_INDEX: _flux,
     })

@@ -21,6 +21,7 @@ from typing import Any
 from pko.api import conditions, durations, names
 from pko.api import update as up_api
 from pko.api.meta import Condition
+from pko.kube import builtins
 
 # Condition reasons (the Go operator's).
 REASON_PROGRESSING = "Progressing"
@@ -170,19 +171,12 @@ def outputs_secret(update: up_api.Update, outputs: Mapping[str, tuple[bytes, boo
     name = update.metadata.name or ""
     data = {_KEY_SANITIZER.sub("_", key): base64.b64encode(value).decode() for key, (value, _) in outputs.items()}
     secret_keys = sorted(_KEY_SANITIZER.sub("_", key) for key, (_, secret) in outputs.items() if secret)
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {
-            "name": names.outputs_secret_name(name),
-            "namespace": update.metadata.namespace,
-            "labels": names.update_component_labels(name),
-            "annotations": {names.ANNOTATION_SECRETS: json.dumps(secret_keys, separators=(",", ":"))},
-        },
-        "immutable": True,
-        "type": "Opaque",
-        "data": data,
-    }
+    return builtins.secret(
+        name=names.outputs_secret_name(name), namespace=update.metadata.namespace,
+        labels=names.update_component_labels(name),
+        annotations={names.ANNOTATION_SECRETS: json.dumps(secret_keys, separators=(",", ":"))},
+        data=data, immutable=True, type_="Opaque",
+    )
 
 
 def engine_log_fields(update: up_api.Update, event: Mapping[str, Any]) -> dict[str, Any]:

@@ -24,16 +24,15 @@ import grpc
 import grpc.aio
 from google.protobuf import json_format
 
-from pko.agent import client as agent_client
-from pko.agent.proto import agent_pb2
 from pko.api import conditions, names
 from pko.api import update as up_api
 from pko.api import workspace as ws_api
 from pko.controllers import connect
 from pko.controllers.update import plan
-from pko.controllers.workspace.reconciler import pulumi_error_info
 from pko.kube import client as kclient
 from pko.kube import errors, events, objects, owners, resources
+from pko.protocol import client as agent_client
+from pko.protocol.proto import agent_pb2
 from pko.runtime import logcontext
 from pko.runtime.controller import Result
 
@@ -170,7 +169,7 @@ class UpdateReconciler:
                 elif which == "result":
                     return await self._absorb(update, kind, response.result)
         except grpc.aio.AioRpcError as err:
-            info = pulumi_error_info(err)
+            info = agent_client.pulumi_error_info(err)
             return plan.from_error(info.message if info else err.details(), info.reason if info else None)
         except ValueError as err:
             return plan.failed("InvalidSpec", str(err))
@@ -183,6 +182,7 @@ class UpdateReconciler:
         if spec.message is not None:
             common["message"] = spec.message
         target = list(spec.target or [])
+        stream: agent_client.StreamCall
         if kind == up_api.UP:
             request = agent_pb2.UpRequest(target=target, replace=list(spec.replace or []), **common)
             _set(request, expect_no_changes=spec.expect_no_changes, target_dependents=spec.target_dependents,

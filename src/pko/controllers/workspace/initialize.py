@@ -13,9 +13,9 @@ from collections.abc import Callable, Sequence
 
 from google.protobuf import json_format, struct_pb2
 
-from pko.agent.proto import agent_pb2
 from pko.api import versions
 from pko.api import workspace as ws_api
+from pko.protocol.proto import agent_pb2
 
 JSON_CONFIG_MIN_VERSION = versions.Version(3, 202, 0)
 

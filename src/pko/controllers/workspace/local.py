@@ -29,8 +29,11 @@ from typing import Any
 
 from pko.api import names
 from pko.api import workspace as ws_api
+from pko.controllers.workspace import runtime
 from pko.kube import client as kclient
 from pko.kube import objects, resources
+from pko.runtime import controller as ctl
+from pko.runtime import manager
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +181,8 @@ class _Resolver:
 
 
 class LocalRuntime:
-    """Runs each Workspace's agent as local processes under `root/<namespace>/<name>/<revision>/`."""
+    """Runs each Workspace's agent as local processes under `root/<namespace>/<name>/<revision>/` (a
+    :class:`~pko.controllers.workspace.runtime.WorkspaceRuntime`)."""
 
     def __init__(
         self,
@@ -215,6 +219,31 @@ class LocalRuntime:
             agent = await self._start(workspace, template, revision)
             self.agents[key] = agent
             return agent
+
+    # --- the WorkspaceRuntime interface (pko.controllers.workspace.runtime) -----------------------------------
+
+    async def place(self, obj: objects.Object, workspace: ws_api.Workspace,
+                    statefulset: dict[str, Any]) -> runtime.Placement:
+        try:
+            agent = await self.ensure(workspace, statefulset)
+        except StartFailed as err:
+            return runtime.Pending(ctl.Result(requeue=True), runtime.WAITING_FOR_REPLICAS,
+                                   f"Waiting for the workspace agent: {err}")
+
+        async def mark() -> bool:
+            agent.initialized = True
+            return True
+
+        return runtime.Placed(agent.address, agent.initialized, mark, agent.translate)
+
+    async def remove(self, key: objects.ObjectKey) -> None:
+        await self.stop(key)
+
+    def watch(self, mgr: manager.Manager, controller: ctl.Controller) -> None:
+        """An agent that exits re-queues its Workspace (a kubelet would restart the pod)."""
+        self.on_exit = lambda key: controller.queue.add(key)  # the queue of the controller's current run
+
+    # --- lifecycle ---------------------------------------------------------------------------------------------
 
     async def stop(self, key: objects.ObjectKey) -> None:
         lock = self._locks.setdefault(key, asyncio.Lock())

@@ -3,8 +3,8 @@
 Why: users' existing `podTemplate` overrides, network policies and dashboards select on these names, labels,
 container names, volumes and the agent command line, so they are part of the compatibility contract.
 
-Pure: a Workspace model in, plain manifest dicts out. Must never read the environment or talk to the API server;
-operator settings (the agent image) come in as arguments.
+Pure: a Workspace model in, plain manifest dicts (built from typed models: :mod:`pko.kube.builtins`) out. Must
+never read the environment or talk to the API server; operator settings (the agent image) come in as arguments.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from pko.api import names
 from pko.api import workspace as ws_api
-from pko.kube import patchmeta, smp
+from pko.kube import builtins, patchmeta, smp
 
 PULUMI_CONTAINER = "pulumi"
 SHARE_VOLUME = "share"
@@ -120,19 +120,11 @@ def service(workspace: ws_api.Workspace) -> dict[str, Any]:
     system = names.workspace_component_labels(name)
     template = (workspace.spec.service_template if workspace.spec else None) or ws_api.ServiceTemplate()
     meta = template.metadata
-    metadata: dict[str, Any] = {
-        "name": names.workspace_service_name(name),
-        "namespace": workspace.metadata.namespace,
-        "labels": {**((meta.labels if meta else None) or {}), **system},
-    }
-    if meta and meta.annotations:
-        metadata["annotations"] = dict(meta.annotations)
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": metadata,
-        "spec": {"clusterIP": "None", "selector": system, "ports": [{"name": "grpc", "port": GRPC_PORT}]},
-    }
+    return builtins.headless_service(
+        name=names.workspace_service_name(name), namespace=workspace.metadata.namespace,
+        labels={**((meta.labels if meta else None) or {}), **system},
+        annotations=meta.annotations if meta else None, selector=system, ports=[("grpc", GRPC_PORT)],
+    )
 
 
 def _init_container(name: str, agent: AgentImage, env: list[dict[str, Any]], args: list[str]) -> dict[str, Any]:
@@ -271,16 +263,8 @@ def statefulset(
         template = smp.merge(template, patch, patchmeta.POD_TEMPLATE_SPEC)
     for container in [*template["spec"].get("initContainers", []), *template["spec"].get("containers", [])]:
         container.setdefault("env", []).append({"name": "PULUMI_ENV", "value": "/share/.env"})
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "metadata": {"name": names.workspace_statefulset_name(name), "namespace": workspace.metadata.namespace,
-                     "labels": dict(labels)},
-        "spec": {
-            "selector": {"matchLabels": dict(labels)},
-            "serviceName": names.workspace_service_name(name),
-            "replicas": 1,
-            "podManagementPolicy": "Parallel",
-            "template": template,
-        },
-    }
+    return builtins.statefulset(
+        name=names.workspace_statefulset_name(name), namespace=workspace.metadata.namespace, labels=labels,
+        selector=labels, service_name=names.workspace_service_name(name), replicas=1,
+        pod_management_policy="Parallel", template=template,
+    )

@@ -1,9 +1,10 @@
 """The Workspace reconciler: run the agent (pod or local), connect to it, initialise it once, report Ready.
 
-Follows the Go operator step by step (pko-v2 §3.2): Service + StatefulSet by server-side apply, wait for the
-rollout, connect with an audience-bound token, then PulumiVersion → Install → SelectStack/SetAllConfig/
-AddEnvironments per stack, and the same conditions, reasons and events. With the `local` runtime the pod is
-replaced by processes of this operator (see :mod:`pko.controllers.workspace.local`).
+Follows the Go operator step by step (pko-v2 §3.2): the StatefulSet the agent runs as is handed to the
+workspace runtime (:mod:`~pko.controllers.workspace.runtime`: the ``pod`` runtime applies it with its Service and
+waits for the rollout, the ``local`` one runs processes of this operator), then connect with an audience-bound
+token, then PulumiVersion → Install → SelectStack/SetAllConfig/AddEnvironments per stack, with the same
+conditions, reasons and events.
 
 Must never: block on an agent longer than its timeouts, put secret values into status or events.
 """
@@ -14,20 +15,21 @@ import datetime
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import grpc
 import grpc.aio
 
-from pko.agent import client as agent_client
-from pko.agent.proto import agent_pb2
 from pko.api import conditions, names
 from pko.api import workspace as ws_api
 from pko.api.meta import Condition
 from pko.controllers import connect
-from pko.controllers.workspace import initialize, local, manifests, podproblems
+from pko.controllers.workspace import initialize, manifests, runtime
+from pko.controllers.workspace.runtime import Pending, WorkspaceRuntime
 from pko.kube import client as kclient
-from pko.kube import errors, events, objects, owners, resources
+from pko.kube import events, objects, owners, resources
+from pko.protocol import client as agent_client
+from pko.protocol.proto import agent_pb2
 from pko.runtime.controller import Result
 
 log = logging.getLogger(__name__)
@@ -35,13 +37,10 @@ log = logging.getLogger(__name__)
 CONNECT_TIMEOUT = 5.0
 RETRY_AFTER = 5.0
 
-#: How often a Workspace whose pod is not available yet looks at the pod for a kubelet error.
-POD_CHECK_AFTER = 10.0
-
 # Workspace Ready reasons (the Go operator's).
 DELETING = "Deleting"
-ROLLING_UPDATE = "RollingUpdate"
-WAITING_FOR_REPLICAS = "WaitingForReplicas"
+ROLLING_UPDATE = runtime.ROLLING_UPDATE
+WAITING_FOR_REPLICAS = runtime.WAITING_FOR_REPLICAS
 CONNECTION_FAILED = "ConnectionFailed"
 INCOMPATIBLE = "IncompatibleConfiguration"
 INSTALLING = "Installing"
@@ -73,21 +72,6 @@ class _Status:
         )
 
 
-def grpc_failure(err: grpc.aio.AioRpcError) -> tuple[str, str]:
-    """(reason, message) of an agent error: the code's name, or the PulumiErrorInfo detail when present."""
-    reason = err.code().name.title().replace("_", "") if err.code() else "Unknown"
-    message = err.details() or ""
-    info = pulumi_error_info(err)
-    if info is not None:
-        return info.reason, info.message
-    return reason, message
-
-
-def pulumi_error_info(err: grpc.aio.AioRpcError) -> agent_pb2.PulumiErrorInfo | None:
-    """The `PulumiErrorInfo` detail the agent attaches to an error (e.g. UpdateConflict), if any."""
-    return agent_client.error_info(cast("list[tuple[str, str | bytes]]", err.trailing_metadata()))
-
-
 class WorkspaceReconciler:
     def __init__(
         self,
@@ -95,8 +79,8 @@ class WorkspaceReconciler:
         connector: connect.Connector,
         recorder: events.Recorder,
         agent_image: manifests.AgentImage,
+        runtime: WorkspaceRuntime,
         *,
-        local_runtime: local.LocalRuntime | None = None,
         flux_max_untar: str | None = None,
         clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
     ) -> None:
@@ -104,15 +88,14 @@ class WorkspaceReconciler:
         self.connector = connector
         self.recorder = recorder
         self.agent_image = agent_image
-        self.local = local_runtime
+        self.runtime = runtime
         self.flux_max_untar = flux_max_untar
         self.clock = clock
 
     async def __call__(self, key: objects.ObjectKey) -> Result | None:
         obj = await self.client.get_or_none(resources.WORKSPACE, key.name, key.namespace)
         if obj is None:
-            if self.local is not None:
-                await self.local.stop(key)
+            await self.runtime.remove(key)
             return None
         workspace = ws_api.Workspace.model_validate(obj)
         status = _Status(workspace, list((workspace.status.conditions if workspace.status else None) or []),
@@ -120,25 +103,23 @@ class WorkspaceReconciler:
                          workspace.status.pulumi_version if workspace.status else None)
         now = self.clock()
         if objects.is_deleting(obj):
-            if self.local is not None:
-                await self.local.stop(key)
+            await self.runtime.remove(key)
             status.ready("False", DELETING, "Workspace is being deleted", now)
             await self._save(status)
             return None
 
         statefulset = owners.set_controller_reference(
             manifests.statefulset(workspace, self.agent_image, flux_max_untar=self.flux_max_untar), obj)
-        if self.local is not None:
-            placed = await self._place_local(obj, workspace, statefulset, status)
-        else:
-            placed = await self._place_pod(obj, workspace, statefulset, status)
-        if isinstance(placed, Result) or placed is None:
+        placed = await self.runtime.place(obj, workspace, statefulset)
+        if isinstance(placed, Pending):
+            if placed.reason is not None:
+                status.ready("False", placed.reason, placed.message, now)
+                status.address = None
             await self._save(status)
-            return placed
-        address, initialized, mark_initialized, translate = placed
+            return placed.result
 
         try:
-            conn = await self.connector.connect(key.namespace, key.name, address, CONNECT_TIMEOUT)
+            conn = await self.connector.connect(key.namespace, key.name, placed.address, CONNECT_TIMEOUT)
         except connect.ConnectionFailed as err:
             await self.recorder.warning(obj, "ConnectionFailure", str(err))
             status.ready("False", CONNECTION_FAILED, str(err), now)
@@ -146,79 +127,16 @@ class WorkspaceReconciler:
             return Result(requeue_after=RETRY_AFTER)
         async with conn:
             status.address = conn.address
-            if not initialized:
-                outcome = await self._initialize(obj, workspace, conn, status, translate)
+            if not placed.initialized:
+                outcome = await self._initialize(obj, workspace, conn, status, placed.translate)
                 if outcome is not None:
                     return outcome
-                if not await mark_initialized():
+                if not await placed.mark_initialized():
                     raise RuntimeError("failed to mark the workspace pod initialised; it was deleted to retry")
                 await self.recorder.normal(obj, "Initialized", f'Initialized workspace pod "{_pod_name(key)}"')
         status.ready("True", SUCCEEDED, "", self.clock())
         await self._save(status)
         return None
-
-    # --- placement ---------------------------------------------------------------------------------------------
-
-    async def _place_pod(self, obj: objects.Object, workspace: ws_api.Workspace, statefulset: dict[str, Any],
-                         status: _Status) -> Any:
-        now = self.clock()
-        key = objects.key_of(obj)
-        await self.client.apply(owners.set_controller_reference(manifests.service(workspace), obj))
-        try:
-            applied = await self.client.apply(statefulset)
-        except errors.Invalid:
-            await self.client.delete(resources.STATEFUL_SET, statefulset["metadata"]["name"], key.namespace,
-                                     missing_ok=True)
-            await self.recorder.normal(obj, "Migrated", "Replaced the workspace statefulset")
-            return Result(requeue_after=RETRY_AFTER)
-        sts_status = applied.get("status") or {}
-        generation = applied.get("metadata", {}).get("generation")
-        if (sts_status.get("observedGeneration") != generation
-                or sts_status.get("updateRevision") != sts_status.get("currentRevision")):
-            status.ready("False", ROLLING_UPDATE, "Waiting for the statefulset to be updated", now)
-            status.address = None
-            return None
-        if (sts_status.get("availableReplicas") or 0) < 1:
-            stuck = podproblems.problem(await self.client.get_or_none(resources.POD, _pod_name(key), key.namespace))
-            message = "Waiting for the workspace pod to be available" + (f": {stuck}" if stuck else "")
-            if stuck and objects.condition(obj, conditions.READY).get("message") != message:
-                await self.recorder.warning(obj, "PodFailure", message)
-            status.ready("False", WAITING_FOR_REPLICAS, message, now)
-            status.address = None
-            # a pod that cannot start changes no StatefulSet field we watch: look again for what the kubelet says
-            return Result(requeue_after=POD_CHECK_AFTER)
-        pod = await self.client.get(resources.POD, _pod_name(key), key.namespace)
-        if objects.labels_of(pod).get("controller-revision-hash") != sts_status.get("currentRevision"):
-            return Result(requeue=True)
-        initialized = objects.annotations_of(pod).get(names.ANNOTATION_INITIALIZED, "").lower() == "true"
-
-        async def mark() -> bool:
-            try:
-                await self.client.patch(resources.POD, _pod_name(key), {
-                    "metadata": {"annotations": {names.ANNOTATION_INITIALIZED: "true"},
-                                 "resourceVersion": objects.resource_version_of(pod)}}, key.namespace)
-                return True
-            except errors.ApiError:
-                await self.client.delete(resources.POD, _pod_name(key), key.namespace, missing_ok=True)
-                return False
-
-        return manifests.service_address(workspace), initialized, mark, lambda p: p
-
-    async def _place_local(self, obj: objects.Object, workspace: ws_api.Workspace, statefulset: dict[str, Any],
-                           status: _Status) -> Any:
-        assert self.local is not None
-        try:
-            agent = await self.local.ensure(workspace, statefulset)
-        except local.StartFailed as err:
-            status.ready("False", WAITING_FOR_REPLICAS, f"Waiting for the workspace agent: {err}", self.clock())
-            status.address = None
-            return Result(requeue=True)
-
-        async def mark() -> bool:
-            agent.initialized = True
-            return True
-
-        return agent.address, agent.initialized, mark, agent.translate
 
     # --- initialisation ----------------------------------------------------------------------------------------
 
@@ -229,7 +147,7 @@ class WorkspaceReconciler:
         try:
             version = await conn.stub.PulumiVersion(agent_pb2.PulumiVersionRequest(), metadata=conn.metadata)
         except grpc.aio.AioRpcError as err:
-            reason, message = grpc_failure(err)
+            reason, message = agent_client.failure(err)
             await self.recorder.warning(obj, "ConnectionFailure", message)
             status.ready("False", reason, message, self.clock())
             await self._save(status)

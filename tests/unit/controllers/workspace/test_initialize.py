@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from google.protobuf import json_format, struct_pb2
 
-from pko.agent.proto import agent_pb2
 from pko.api import workspace as ws_api
 from pko.controllers.workspace import initialize
+from pko.protocol.proto import agent_pb2
 
 
 def _stacks(*configs: list[dict[str, Any]]) -> list[ws_api.WorkspaceStack]:

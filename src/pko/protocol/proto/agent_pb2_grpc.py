@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from pko.agent.proto import agent_pb2 as pko_dot_agent_dot_proto_dot_agent__pb2
+from pko.protocol.proto import agent_pb2 as pko_dot_protocol_dot_proto_dot_agent__pb2
 
 GRPC_GENERATED_VERSION = '1.81.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in pko/agent/proto/agent_pb2_grpc.py depends on'
+        + ' but the generated code in pko/protocol/proto/agent_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -36,58 +36,58 @@ class AutomationServiceStub:
         """
         self.WhoAmI = channel.unary_unary(
                 '/agent.AutomationService/WhoAmI',
-                request_serializer=pko_dot_agent_dot_proto_dot_agent__pb2.WhoAmIRequest.SerializeToString,
-                response_deserializer=pko_dot_agent_dot_proto_dot_agent__pb2.WhoAmIResult.FromString,
+                request_serializer=pko_dot_protocol_dot_proto_dot_agent__pb2.WhoAmIRequest.SerializeToString,
+                response_deserializer=pko_dot_protocol_dot_proto_dot_agent__pb2.WhoAmIResult.FromString,
                 _registered_method=True)
         self.SelectStack = channel.unary_unary(
                 '/agent.AutomationService/SelectStack',
-                request_serializer=pko_dot_agent_dot_proto_dot_agent__pb2.SelectStackRequest.SerializeToString,
-                response_deserializer=pko_dot_agent_dot_proto_dot_agent__pb2.SelectStackResult.FromString,
+                request_serializer=pko_dot_protocol_dot_proto_dot_agent__pb2.SelectStackRequest.SerializeToString,
+                response_deserializer=pko_dot_protocol_dot_proto_dot_agent__pb2.SelectStackResult.FromString,
                 _registered_method=True)
         self.Info = channel.unary_unary(
                 '/agent.AutomationService/Info',
-                request_serializer=pko_dot_agent_dot_proto_dot_agent__pb2.InfoRequest.SerializeToString,
-                response_deserializer=pko_dot_agent_dot_proto_dot_agent__pb2.InfoResult.FromString,
+                request_serializer=pko_dot_protocol_dot_proto_dot_agent__pb2.InfoRequest.SerializeToString,
+                response_deserializer=pko_dot_protocol_dot_proto_dot_agent__pb2.InfoResult.FromString,
                 _registered_method=True)
         self.SetAllConfig = channel.unary_unary(
                 '/agent.AutomationService/SetAllConfig',
-                request_serializer=pko_dot_agent_dot_proto_dot_agent__pb2.SetAllConfigRequest.SerializeToString,
-                response_deserializer=pko_dot_agent_dot_proto_dot_agent__pb2.SetAllConfigResult.FromString,
+                request_serializer=pko_dot_protocol_dot_proto_dot_agent__pb2.SetAllConfigRequest.SerializeToString,
+                response_deserializer=pko_dot_protocol_dot_proto_dot_agent__pb2.SetAllConfigResult.FromString,
                 _registered_method=True)
         self.AddEnvironments = channel.unary_unary(
                 '/agent.AutomationService/AddEnvironments',
-                request_serializer=pko_dot_agent_dot_proto_dot_agent__pb2.AddEnvironmentsRequest.SerializeToString,
-                response_deserializer=pko_dot_agent_dot_proto_dot_agent__pb2.AddEnvironmentsResult.FromString,
+                request_serializer=pko_dot_protocol_dot_proto_dot_agent__pb2.AddEnvironmentsRequest.SerializeToString,
+                response_deserializer=pko_dot_protocol_dot_proto_dot_agent__pb2.AddEnvironmentsResult.FromString,
                 _registered_method=True)
         self.Install = channel.unary_unary(
                 '/agent.AutomationService/Install',
-                request_serializer=pko_dot_agent_dot_proto_dot_agent__pb2.InstallRequest.SerializeToString,
-                response_deserializer=pko_dot_agent_dot_proto_dot_agent__pb2.InstallResult.FromString,
+                request_serializer=pko_dot_protocol_dot_proto_dot_agent__pb2.InstallRequest.SerializeToString,
+                response_deserializer=pko_dot_protocol_dot_proto_dot_agent__pb2.InstallResult.FromString,
                 _registered_method=True)
         self.Preview = channel.unary_stream(
                 '/agent.AutomationService/Preview',
-                request_serializer=pko_dot_agent_dot_proto_dot_agent__pb2.PreviewRequest.SerializeToString,
-                response_deserializer=pko_dot_agent_dot_proto_dot_agent__pb2.PreviewStream.FromString,
+                request_serializer=pko_dot_protocol_dot_proto_dot_agent__pb2.PreviewRequest.SerializeToString,
+                response_deserializer=pko_dot_protocol_dot_proto_dot_agent__pb2.PreviewStream.FromString,
                 _registered_method=True)
         self.Refresh = channel.unary_stream(
                 '/agent.AutomationService/Refresh',
-                request_serializer=pko_dot_agent_dot_proto_dot_agent__pb2.RefreshRequest.SerializeToString,
-                response_deserializer=pko_dot_agent_dot_proto_dot_agent__pb2.RefreshStream.FromString,
+                request_serializer=pko_dot_protocol_dot_proto_dot_agent__pb2.RefreshRequest.SerializeToString,
+                response_deserializer=pko_dot_protocol_dot_proto_dot_agent__pb2.RefreshStream.FromString,
                 _registered_method=True)
         self.Up = channel.unary_stream(
                 '/agent.AutomationService/Up',
-                request_serializer=pko_dot_agent_dot_proto_dot_agent__pb2.UpRequest.SerializeToString,
-                response_deserializer=pko_dot_agent_dot_proto_dot_agent__pb2.UpStream.FromString,
+                request_serializer=pko_dot_protocol_dot_proto_dot_agent__pb2.UpRequest.SerializeToString,
+                response_deserializer=pko_dot_protocol_dot_proto_dot_agent__pb2.UpStream.FromString,
                 _registered_method=True)
         self.Destroy = channel.unary_stream(
                 '/agent.AutomationService/Destroy',
-                request_serializer=pko_dot_agent_dot_proto_dot_agent__pb2.DestroyRequest.SerializeToString,
-                response_deserializer=pko_dot_agent_dot_proto_dot_agent__pb2.DestroyStream.FromString,
+                request_serializer=pko_dot_protocol_dot_proto_dot_agent__pb2.DestroyRequest.SerializeToString,
+                response_deserializer=pko_dot_protocol_dot_proto_dot_agent__pb2.DestroyStream.FromString,
                 _registered_method=True)
         self.PulumiVersion = channel.unary_unary(
                 '/agent.AutomationService/PulumiVersion',
-                request_serializer=pko_dot_agent_dot_proto_dot_agent__pb2.PulumiVersionRequest.SerializeToString,
-                response_deserializer=pko_dot_agent_dot_proto_dot_agent__pb2.PulumiVersionResult.FromString,
+                request_serializer=pko_dot_protocol_dot_proto_dot_agent__pb2.PulumiVersionRequest.SerializeToString,
+                response_deserializer=pko_dot_protocol_dot_proto_dot_agent__pb2.PulumiVersionResult.FromString,
                 _registered_method=True)
 
 
@@ -176,58 +176,58 @@ def add_AutomationServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'WhoAmI': grpc.unary_unary_rpc_method_handler(
                     servicer.WhoAmI,
-                    request_deserializer=pko_dot_agent_dot_proto_dot_agent__pb2.WhoAmIRequest.FromString,
-                    response_serializer=pko_dot_agent_dot_proto_dot_agent__pb2.WhoAmIResult.SerializeToString,
+                    request_deserializer=pko_dot_protocol_dot_proto_dot_agent__pb2.WhoAmIRequest.FromString,
+                    response_serializer=pko_dot_protocol_dot_proto_dot_agent__pb2.WhoAmIResult.SerializeToString,
             ),
             'SelectStack': grpc.unary_unary_rpc_method_handler(
                     servicer.SelectStack,
-                    request_deserializer=pko_dot_agent_dot_proto_dot_agent__pb2.SelectStackRequest.FromString,
-                    response_serializer=pko_dot_agent_dot_proto_dot_agent__pb2.SelectStackResult.SerializeToString,
+                    request_deserializer=pko_dot_protocol_dot_proto_dot_agent__pb2.SelectStackRequest.FromString,
+                    response_serializer=pko_dot_protocol_dot_proto_dot_agent__pb2.SelectStackResult.SerializeToString,
             ),
             'Info': grpc.unary_unary_rpc_method_handler(
                     servicer.Info,
-                    request_deserializer=pko_dot_agent_dot_proto_dot_agent__pb2.InfoRequest.FromString,
-                    response_serializer=pko_dot_agent_dot_proto_dot_agent__pb2.InfoResult.SerializeToString,
+                    request_deserializer=pko_dot_protocol_dot_proto_dot_agent__pb2.InfoRequest.FromString,
+                    response_serializer=pko_dot_protocol_dot_proto_dot_agent__pb2.InfoResult.SerializeToString,
             ),
             'SetAllConfig': grpc.unary_unary_rpc_method_handler(
                     servicer.SetAllConfig,
-                    request_deserializer=pko_dot_agent_dot_proto_dot_agent__pb2.SetAllConfigRequest.FromString,
-                    response_serializer=pko_dot_agent_dot_proto_dot_agent__pb2.SetAllConfigResult.SerializeToString,
+                    request_deserializer=pko_dot_protocol_dot_proto_dot_agent__pb2.SetAllConfigRequest.FromString,
+                    response_serializer=pko_dot_protocol_dot_proto_dot_agent__pb2.SetAllConfigResult.SerializeToString,
             ),
             'AddEnvironments': grpc.unary_unary_rpc_method_handler(
                     servicer.AddEnvironments,
-                    request_deserializer=pko_dot_agent_dot_proto_dot_agent__pb2.AddEnvironmentsRequest.FromString,
-                    response_serializer=pko_dot_agent_dot_proto_dot_agent__pb2.AddEnvironmentsResult.SerializeToString,
+                    request_deserializer=pko_dot_protocol_dot_proto_dot_agent__pb2.AddEnvironmentsRequest.FromString,
+                    response_serializer=pko_dot_protocol_dot_proto_dot_agent__pb2.AddEnvironmentsResult.SerializeToString,
             ),
             'Install': grpc.unary_unary_rpc_method_handler(
                     servicer.Install,
-                    request_deserializer=pko_dot_agent_dot_proto_dot_agent__pb2.InstallRequest.FromString,
-                    response_serializer=pko_dot_agent_dot_proto_dot_agent__pb2.InstallResult.SerializeToString,
+                    request_deserializer=pko_dot_protocol_dot_proto_dot_agent__pb2.InstallRequest.FromString,
+                    response_serializer=pko_dot_protocol_dot_proto_dot_agent__pb2.InstallResult.SerializeToString,
             ),
             'Preview': grpc.unary_stream_rpc_method_handler(
                     servicer.Preview,
-                    request_deserializer=pko_dot_agent_dot_proto_dot_agent__pb2.PreviewRequest.FromString,
-                    response_serializer=pko_dot_agent_dot_proto_dot_agent__pb2.PreviewStream.SerializeToString,
+                    request_deserializer=pko_dot_protocol_dot_proto_dot_agent__pb2.PreviewRequest.FromString,
+                    response_serializer=pko_dot_protocol_dot_proto_dot_agent__pb2.PreviewStream.SerializeToString,
             ),
             'Refresh': grpc.unary_stream_rpc_method_handler(
                     servicer.Refresh,
-                    request_deserializer=pko_dot_agent_dot_proto_dot_agent__pb2.RefreshRequest.FromString,
-                    response_serializer=pko_dot_agent_dot_proto_dot_agent__pb2.RefreshStream.SerializeToString,
+                    request_deserializer=pko_dot_protocol_dot_proto_dot_agent__pb2.RefreshRequest.FromString,
+                    response_serializer=pko_dot_protocol_dot_proto_dot_agent__pb2.RefreshStream.SerializeToString,
             ),
             'Up': grpc.unary_stream_rpc_method_handler(
                     servicer.Up,
-                    request_deserializer=pko_dot_agent_dot_proto_dot_agent__pb2.UpRequest.FromString,
-                    response_serializer=pko_dot_agent_dot_proto_dot_agent__pb2.UpStream.SerializeToString,
+                    request_deserializer=pko_dot_protocol_dot_proto_dot_agent__pb2.UpRequest.FromString,
+                    response_serializer=pko_dot_protocol_dot_proto_dot_agent__pb2.UpStream.SerializeToString,
             ),
             'Destroy': grpc.unary_stream_rpc_method_handler(
                     servicer.Destroy,
-                    request_deserializer=pko_dot_agent_dot_proto_dot_agent__pb2.DestroyRequest.FromString,
-                    response_serializer=pko_dot_agent_dot_proto_dot_agent__pb2.DestroyStream.SerializeToString,
+                    request_deserializer=pko_dot_protocol_dot_proto_dot_agent__pb2.DestroyRequest.FromString,
+                    response_serializer=pko_dot_protocol_dot_proto_dot_agent__pb2.DestroyStream.SerializeToString,
             ),
             'PulumiVersion': grpc.unary_unary_rpc_method_handler(
                     servicer.PulumiVersion,
-                    request_deserializer=pko_dot_agent_dot_proto_dot_agent__pb2.PulumiVersionRequest.FromString,
-                    response_serializer=pko_dot_agent_dot_proto_dot_agent__pb2.PulumiVersionResult.SerializeToString,
+                    request_deserializer=pko_dot_protocol_dot_proto_dot_agent__pb2.PulumiVersionRequest.FromString,
+                    response_serializer=pko_dot_protocol_dot_proto_dot_agent__pb2.PulumiVersionResult.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -255,8 +255,8 @@ class AutomationService:
             request,
             target,
             '/agent.AutomationService/WhoAmI',
-            pko_dot_agent_dot_proto_dot_agent__pb2.WhoAmIRequest.SerializeToString,
-            pko_dot_agent_dot_proto_dot_agent__pb2.WhoAmIResult.FromString,
+            pko_dot_protocol_dot_proto_dot_agent__pb2.WhoAmIRequest.SerializeToString,
+            pko_dot_protocol_dot_proto_dot_agent__pb2.WhoAmIResult.FromString,
             options,
             channel_credentials,
             insecure,
@@ -282,8 +282,8 @@ class AutomationService:
             request,
             target,
             '/agent.AutomationService/SelectStack',
-            pko_dot_agent_dot_proto_dot_agent__pb2.SelectStackRequest.SerializeToString,
-            pko_dot_agent_dot_proto_dot_agent__pb2.SelectStackResult.FromString,
+            pko_dot_protocol_dot_proto_dot_agent__pb2.SelectStackRequest.SerializeToString,
+            pko_dot_protocol_dot_proto_dot_agent__pb2.SelectStackResult.FromString,
             options,
             channel_credentials,
             insecure,
@@ -309,8 +309,8 @@ class AutomationService:
             request,
             target,
             '/agent.AutomationService/Info',
-            pko_dot_agent_dot_proto_dot_agent__pb2.InfoRequest.SerializeToString,
-            pko_dot_agent_dot_proto_dot_agent__pb2.InfoResult.FromString,
+            pko_dot_protocol_dot_proto_dot_agent__pb2.InfoRequest.SerializeToString,
+            pko_dot_protocol_dot_proto_dot_agent__pb2.InfoResult.FromString,
             options,
             channel_credentials,
             insecure,
@@ -336,8 +336,8 @@ class AutomationService:
             request,
             target,
             '/agent.AutomationService/SetAllConfig',
-            pko_dot_agent_dot_proto_dot_agent__pb2.SetAllConfigRequest.SerializeToString,
-            pko_dot_agent_dot_proto_dot_agent__pb2.SetAllConfigResult.FromString,
+            pko_dot_protocol_dot_proto_dot_agent__pb2.SetAllConfigRequest.SerializeToString,
+            pko_dot_protocol_dot_proto_dot_agent__pb2.SetAllConfigResult.FromString,
             options,
             channel_credentials,
             insecure,
@@ -363,8 +363,8 @@ class AutomationService:
             request,
             target,
             '/agent.AutomationService/AddEnvironments',
-            pko_dot_agent_dot_proto_dot_agent__pb2.AddEnvironmentsRequest.SerializeToString,
-            pko_dot_agent_dot_proto_dot_agent__pb2.AddEnvironmentsResult.FromString,
+            pko_dot_protocol_dot_proto_dot_agent__pb2.AddEnvironmentsRequest.SerializeToString,
+            pko_dot_protocol_dot_proto_dot_agent__pb2.AddEnvironmentsResult.FromString,
             options,
             channel_credentials,
             insecure,
@@ -390,8 +390,8 @@ class AutomationService:
             request,
             target,
             '/agent.AutomationService/Install',
-            pko_dot_agent_dot_proto_dot_agent__pb2.InstallRequest.SerializeToString,
-            pko_dot_agent_dot_proto_dot_agent__pb2.InstallResult.FromString,
+            pko_dot_protocol_dot_proto_dot_agent__pb2.InstallRequest.SerializeToString,
+            pko_dot_protocol_dot_proto_dot_agent__pb2.InstallResult.FromString,
             options,
             channel_credentials,
             insecure,
@@ -417,8 +417,8 @@ class AutomationService:
             request,
             target,
             '/agent.AutomationService/Preview',
-            pko_dot_agent_dot_proto_dot_agent__pb2.PreviewRequest.SerializeToString,
-            pko_dot_agent_dot_proto_dot_agent__pb2.PreviewStream.FromString,
+            pko_dot_protocol_dot_proto_dot_agent__pb2.PreviewRequest.SerializeToString,
+            pko_dot_protocol_dot_proto_dot_agent__pb2.PreviewStream.FromString,
             options,
             channel_credentials,
             insecure,
@@ -444,8 +444,8 @@ class AutomationService:
             request,
             target,
             '/agent.AutomationService/Refresh',
-            pko_dot_agent_dot_proto_dot_agent__pb2.RefreshRequest.SerializeToString,
-            pko_dot_agent_dot_proto_dot_agent__pb2.RefreshStream.FromString,
+            pko_dot_protocol_dot_proto_dot_agent__pb2.RefreshRequest.SerializeToString,
+            pko_dot_protocol_dot_proto_dot_agent__pb2.RefreshStream.FromString,
             options,
             channel_credentials,
             insecure,
@@ -471,8 +471,8 @@ class AutomationService:
             request,
             target,
             '/agent.AutomationService/Up',
-            pko_dot_agent_dot_proto_dot_agent__pb2.UpRequest.SerializeToString,
-            pko_dot_agent_dot_proto_dot_agent__pb2.UpStream.FromString,
+            pko_dot_protocol_dot_proto_dot_agent__pb2.UpRequest.SerializeToString,
+            pko_dot_protocol_dot_proto_dot_agent__pb2.UpStream.FromString,
             options,
             channel_credentials,
             insecure,
@@ -498,8 +498,8 @@ class AutomationService:
             request,
             target,
             '/agent.AutomationService/Destroy',
-            pko_dot_agent_dot_proto_dot_agent__pb2.DestroyRequest.SerializeToString,
-            pko_dot_agent_dot_proto_dot_agent__pb2.DestroyStream.FromString,
+            pko_dot_protocol_dot_proto_dot_agent__pb2.DestroyRequest.SerializeToString,
+            pko_dot_protocol_dot_proto_dot_agent__pb2.DestroyStream.FromString,
             options,
             channel_credentials,
             insecure,
@@ -525,8 +525,8 @@ class AutomationService:
             request,
             target,
             '/agent.AutomationService/PulumiVersion',
-            pko_dot_agent_dot_proto_dot_agent__pb2.PulumiVersionRequest.SerializeToString,
-            pko_dot_agent_dot_proto_dot_agent__pb2.PulumiVersionResult.FromString,
+            pko_dot_protocol_dot_proto_dot_agent__pb2.PulumiVersionRequest.SerializeToString,
+            pko_dot_protocol_dot_proto_dot_agent__pb2.PulumiVersionResult.FromString,
             options,
             channel_credentials,
             insecure,

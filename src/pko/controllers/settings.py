@@ -1,0 +1,191 @@
+"""The operator's settings: every flag, environment variable and Helm value of `pko operator`, declared once.
+
+Why: a setting used to be parsed in the command, carried by a wiring dataclass and read again from the environment
+by the component that needed it. Here each one is an :class:`Option` row — its flag (if any), the variable that
+gives its default (the Go operator's names), the chart value that sets that variable, and the :class:`Settings`
+field it fills — so a new setting touches this table, the component that uses it, and the docs. `pko operator`
+builds its argument parser from :data:`OPTIONS` (:func:`parser`) and its :class:`Settings` with :func:`from_args`;
+`pko dev` and tests build :class:`Settings` directly.
+
+Pure: the environment comes in as an argument. Must never open connections or start anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pko.api import durations
+
+Runtime = Literal["pod", "local"]
+RUNTIMES: tuple[Runtime, ...] = ("pod", "local")
+
+DEFAULT_NAMESPACE = "pulumi-kubernetes-operator"
+DEFAULT_SERVICE_ACCOUNT = "controller-manager"
+DEFAULT_WORKERS = 25
+DEFAULT_MAX_OPERATIONS = 200
+
+
+@dataclass
+class Settings:
+    """What the operator's components are configured with (see :data:`OPTIONS` for where each value comes from)."""
+
+    version: str
+    # the manager
+    kubeconfig: str | None = None  # also handed to local agents for their TokenReviews
+    kube_api_timeout: float = 30.0
+    metrics_address: str = "0"
+    health_address: str = ":8081"
+    leader_elect: bool = False
+    lease_duration: float = 60.0
+    renew_deadline: float = 45.0
+    retry_period: float = 10.0
+    log_level: str = "info"
+    log_encoder: str = "console"
+    operator_namespace: str = DEFAULT_NAMESPACE  # the Lease's, and the service account's presenting agent tokens
+    operator_service_account: str = DEFAULT_SERVICE_ACCOUNT
+    # the controllers
+    workers: int = DEFAULT_WORKERS
+    max_operations: int = DEFAULT_MAX_OPERATIONS
+    retry_max_backoff: float | None = None  # seconds; operator-wide cap of the failed-update backoff (default 24h)
+    # workspaces
+    workspace_runtime: Runtime = "pod"
+    workspace_root: Path = field(default_factory=lambda: Path.cwd() / ".pko" / "workspaces")
+    agent_image: str | None = None
+    agent_image_pull_policy: str | None = None
+    flux_max_untar: str | None = None
+    workspace_localhost: str | None = None
+    # the Program file server (see pko.controllers.program)
+    program_fs_addr: str | None = None
+    program_fs_adv_addr: str | None = None
+
+
+@dataclass(frozen=True)
+class Option:
+    """One setting: `flag` (None: environment only), the variable `env` that gives its default, the chart value
+    `helm` that sets that variable, and the :class:`Settings` field it fills (None: accepted for compatibility)."""
+
+    flag: str | None
+    setting: str | None
+    help: str
+    env: str | None = None
+    default: str | None = None
+    parse: Callable[[str], Any] | None = None
+    choices: Sequence[str] | None = None
+    switch: bool = False  # a flag without a value (`--leader-elect`)
+    helm: str | None = None
+
+    def default_text(self, environ: Mapping[str, str]) -> str | None:
+        if self.env is not None and self.env in environ:
+            return environ[self.env]
+        return self.default
+
+
+def _resolved(text: str) -> str | None:
+    return str(Path(text).resolve()) if text else None
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("--kubeconfig", "kubeconfig", "kubeconfig (default: in-cluster)", env="KUBECONFIG", parse=_resolved),
+    Option("--metrics-bind-address", "metrics_address", 'address of /metrics ("0" turns it off)', default="0"),
+    Option("--health-probe-bind-address", "health_address", "address of /healthz and /readyz", default=":8081"),
+    Option("--leader-elect", "leader_elect", "elect a leader among replicas (Lease)", switch=True),
+    Option("--metrics-secure", None, "accepted for compatibility; metrics are served over HTTP", default="true",
+           helm="controller.metricsSecure"),
+    Option("--enable-http2", None, "accepted for compatibility", default="false"),
+    Option("--program-fs-addr", "program_fs_addr", "address the Program file server listens on",
+           env="PROGRAM_FS_ADDR", default=":9090"),
+    Option("--program-fs-adv-addr", "program_fs_adv_addr", "address workspaces use to reach the Program file server",
+           env="PROGRAM_FS_ADV_ADDR"),
+    Option("--leader-election-lease-duration", "lease_duration", "", env="LEADER_ELECTION_LEASE_DURATION",
+           default="60s", parse=durations.parse, helm="leaderElection.leaseDuration"),
+    Option("--leader-election-renew-deadline", "renew_deadline", "", env="LEADER_ELECTION_RENEW_DEADLINE",
+           default="45s", parse=durations.parse, helm="leaderElection.renewDeadline"),
+    Option("--leader-election-retry-period", "retry_period", "", env="LEADER_ELECTION_RETRY_PERIOD",
+           default="10s", parse=durations.parse, helm="leaderElection.retryPeriod"),
+    Option("--kube-api-timeout", "kube_api_timeout", "", env="KUBE_API_TIMEOUT", default="30s",
+           parse=durations.parse, helm="kubeAPI.timeout"),
+    Option("--zap-log-level", "log_level", "debug, info, error (or a number)", default="info",
+           helm="controller.logLevel"),
+    Option("--zap-encoder", "log_encoder", "", default="console", choices=("console", "json"),
+           helm="controller.logFormat"),
+    Option("--zap-time-encoding", None, "", default="iso8601"),
+    Option("--zap-devel", None, "", switch=True),
+    Option("--workspace-runtime", "workspace_runtime",
+           "run workspace agents in pods (default) or as local processes (no kubelet needed)",
+           env="WORKSPACE_RUNTIME", default="pod", choices=RUNTIMES),
+    Option("--workspace-root", "workspace_root", "where the local runtime keeps workspaces", env="WORKSPACE_ROOT",
+           default=".pko/workspaces", parse=lambda text: Path(text).resolve()),
+    Option("--max-concurrent-reconciles", "workers", "", env="MAX_CONCURRENT_RECONCILES",
+           default=str(DEFAULT_WORKERS), parse=int, helm="controller.maxConcurrentReconciles"),
+    Option("--retry-max-backoff", "retry_max_backoff",
+           "operator-wide cap of the failed-update backoff (10s·3ⁿ); a Stack's retryMaxBackoffDurationSeconds "
+           "overrides it", env="RETRY_MAX_BACKOFF_DURATION", default="24h", parse=durations.parse),
+    Option("--max-concurrent-updates", "max_operations",
+           "Pulumi operations in flight at once (they do not hold reconcile workers)", env="MAX_CONCURRENT_UPDATES",
+           default=str(DEFAULT_MAX_OPERATIONS), parse=int, helm="controller.maxConcurrentUpdates"),
+    # Environment only.
+    Option(None, "operator_namespace", "the operator's namespace", env="POD_NAMESPACE", default=DEFAULT_NAMESPACE),
+    Option(None, "operator_service_account", "the operator's service account", env="POD_SA_NAME",
+           default=DEFAULT_SERVICE_ACCOUNT),
+    Option(None, "agent_image", "image of the workspace pods' init containers", env="AGENT_IMAGE",
+           helm="image.repository"),
+    Option(None, "agent_image_pull_policy", "their pull policy", env="AGENT_IMAGE_PULL_POLICY",
+           helm="image.pullPolicy"),
+    Option(None, "flux_max_untar", "largest artifact a workspace unpacks", env="FLUX_MAX_UNTAR_SIZE_BYTES",
+           helm="flux.maxUntarSizeBytes"),
+    Option(None, "workspace_localhost", "call every agent at this address", env="WORKSPACE_LOCALHOST"),
+)
+
+
+def _dest(option: Option) -> str:
+    assert option.flag is not None
+    return option.flag.lstrip("-").replace("-", "_")
+
+
+def parser(environ: Mapping[str, str] | None = None, prog: str = "pko operator") -> argparse.ArgumentParser:
+    """The argument parser of `pko operator`: one argument per flag of :data:`OPTIONS`, defaults from `environ`."""
+    env = os.environ if environ is None else environ
+    p = argparse.ArgumentParser(prog=prog, description="Run the Pulumi Kubernetes Operator (pko).")
+    for option in OPTIONS:
+        if option.flag is None:
+            continue
+        if option.switch:
+            p.add_argument(option.flag, action="store_true", help=option.help or None)
+            continue
+        kwargs: dict[str, Any] = {"default": option.default_text(env), "help": option.help or None}
+        if option.parse is not None:
+            kwargs["type"] = option.parse
+        if option.choices is not None:
+            kwargs["choices"] = list(option.choices)
+        p.add_argument(option.flag, **kwargs)
+    return p
+
+
+def _environment_only(environ: Mapping[str, str]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for option in OPTIONS:
+        if option.flag is None and option.setting is not None:
+            text = environ.get(option.env or "") or option.default  # empty counts as unset
+            values[option.setting] = option.parse(text) if option.parse and text is not None else text
+    return values
+
+
+def from_args(args: argparse.Namespace, version: str, environ: Mapping[str, str] | None = None) -> Settings:
+    """The settings from parsed flags, and from `environ` for the environment-only ones."""
+    values = _environment_only(os.environ if environ is None else environ)
+    for option in OPTIONS:
+        if option.flag is not None and option.setting is not None:
+            values[option.setting] = getattr(args, _dest(option))
+    return Settings(version=version, **values)
+
+
+def from_environment(version: str, environ: Mapping[str, str] | None = None, **fields: Any) -> Settings:
+    """Settings for an operator run in-process (``pko dev``, tests): `fields` as given, the environment-only
+    settings from `environ`, every flag at its built-in default."""
+    values = _environment_only(os.environ if environ is None else environ) | fields
+    return Settings(version=version, **values)

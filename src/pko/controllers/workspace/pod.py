@@ -1,0 +1,114 @@
+"""The ``pod`` workspace runtime: the agent runs in the pod of a StatefulSet, behind a headless Service.
+
+Follows the Go operator (pko-v2 §3.2): Service and StatefulSet by server-side apply (a StatefulSet the API server
+refuses to update in place is deleted and recreated: "Migrated"), wait for the rollout and an available replica,
+then the agent is at the Service's address. While the pod cannot start, the kubelet's reason (a refused security
+profile, a pull error, a crash loop) goes into Ready's message and a PodFailure event. The pod's
+``auto.pulumi.com/initialized`` annotation records that the agent was initialised; when it cannot be set, the pod
+is deleted so that a fresh one starts over.
+
+Must never: wait for a rollout (the StatefulSet watch re-queues the Workspace), or touch a pod of another
+revision.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pko.api import conditions, names
+from pko.api import workspace as ws_api
+from pko.controllers.workspace import manifests, podproblems
+from pko.controllers.workspace.runtime import ROLLING_UPDATE, WAITING_FOR_REPLICAS, Pending, Placed, Placement
+from pko.kube import client as kclient
+from pko.kube import errors, events, objects, owners, resources
+from pko.runtime import controller as ctl
+from pko.runtime import handlers, manager, store
+
+RETRY_AFTER = 5.0
+#: How often a Workspace whose pod is not available yet looks at the pod for a kubelet error.
+POD_CHECK_AFTER = 10.0
+
+
+def statefulset_ready(obj: objects.Object) -> bool:
+    status = obj.get("status") or {}
+    return (status.get("observedGeneration") == objects.generation_of(obj)
+            and status.get("updateRevision") == status.get("currentRevision")
+            and (status.get("availableReplicas") or 0) >= 1)
+
+
+def _rollout(obj: objects.Object) -> tuple[object, ...]:
+    status = obj.get("status") or {}
+    return (status.get("observedGeneration"), status.get("updateRevision"), status.get("currentRevision"),
+            status.get("availableReplicas"))
+
+
+def rollout_changed(event: store.Event) -> bool:
+    """The reference reconciles only when the StatefulSet becomes ready; we also follow the rollout's progress,
+    so the Workspace's Ready reason moves from RollingUpdate to WaitingForReplicas instead of going stale."""
+    if event.type == "DELETED":
+        return False
+    if statefulset_ready(event.object) and (event.old is None or not statefulset_ready(event.old)):
+        return True
+    return event.old is not None and _rollout(event.old) != _rollout(event.object)
+
+
+def pod_name(key: objects.ObjectKey) -> str:
+    return names.workspace_pod_name(key.name)
+
+
+class PodRuntime:
+    """Runs each Workspace's agent in the pod of its StatefulSet."""
+
+    def __init__(self, client: kclient.Client, recorder: events.Recorder) -> None:
+        self.client = client
+        self.recorder = recorder
+
+    async def place(self, obj: objects.Object, workspace: ws_api.Workspace,
+                    statefulset: dict[str, Any]) -> Placement:
+        key = objects.key_of(obj)
+        await self.client.apply(owners.set_controller_reference(manifests.service(workspace), obj))
+        try:
+            applied = await self.client.apply(statefulset)
+        except errors.Invalid:
+            await self.client.delete(resources.STATEFUL_SET, statefulset["metadata"]["name"], key.namespace,
+                                     missing_ok=True)
+            await self.recorder.normal(obj, "Migrated", "Replaced the workspace statefulset")
+            return Pending(ctl.Result(requeue_after=RETRY_AFTER))
+        sts_status = applied.get("status") or {}
+        generation = applied.get("metadata", {}).get("generation")
+        if (sts_status.get("observedGeneration") != generation
+                or sts_status.get("updateRevision") != sts_status.get("currentRevision")):
+            return Pending(reason=ROLLING_UPDATE, message="Waiting for the statefulset to be updated")
+        if (sts_status.get("availableReplicas") or 0) < 1:
+            stuck = podproblems.problem(await self.client.get_or_none(resources.POD, pod_name(key), key.namespace))
+            message = "Waiting for the workspace pod to be available" + (f": {stuck}" if stuck else "")
+            if stuck and objects.condition(obj, conditions.READY).get("message") != message:
+                await self.recorder.warning(obj, "PodFailure", message)
+            # a pod that cannot start changes no StatefulSet field we watch: look again for what the kubelet says
+            return Pending(ctl.Result(requeue_after=POD_CHECK_AFTER), WAITING_FOR_REPLICAS, message)
+        pod = await self.client.get(resources.POD, pod_name(key), key.namespace)
+        if objects.labels_of(pod).get("controller-revision-hash") != sts_status.get("currentRevision"):
+            return Pending(ctl.Result(requeue=True))
+        initialized = objects.annotations_of(pod).get(names.ANNOTATION_INITIALIZED, "").lower() == "true"
+
+        async def mark() -> bool:
+            try:
+                await self.client.patch(resources.POD, pod_name(key), {
+                    "metadata": {"annotations": {names.ANNOTATION_INITIALIZED: "true"},
+                                 "resourceVersion": objects.resource_version_of(pod)}}, key.namespace)
+                return True
+            except errors.ApiError:
+                await self.client.delete(resources.POD, pod_name(key), key.namespace, missing_ok=True)
+                return False
+
+        return Placed(manifests.service_address(workspace), initialized, mark)
+
+    async def remove(self, key: objects.ObjectKey) -> None:
+        """Nothing to do: the StatefulSet and Service are owned by the Workspace (garbage collection)."""
+
+    def watch(self, mgr: manager.Manager, controller: ctl.Controller) -> None:
+        controller.watch(mgr.informer(resources.STATEFUL_SET), handlers.for_controller(resources.WORKSPACE),
+                         rollout_changed)
+
+    async def close(self) -> None:
+        """Nothing to stop: the pods outlive the operator."""
