@@ -31,6 +31,7 @@ RELEASE = "pko"
 OPERATOR_TAG = "1"
 WORKSPACE_IMAGE = "docker.io/pulumi/pulumi:3.259.0-nonroot"
 PASSPHRASE = "pko-cluster-passphrase"
+WORKSPACE_SERVICE_ACCOUNT = "pulumi"
 
 
 @pytest.fixture(scope="package")
@@ -119,6 +120,13 @@ async def cnamespace(ckc: kclient.Client, real_cluster: cluster.Cluster) -> Asyn
     """A fresh namespace of the real cluster; its Stacks are deleted (and destroyed) before it goes."""
     name = f"cl-{uuid.uuid4().hex[:8]}"
     await ckc.create(resources.NAMESPACE.new(name))
+    # what a user does for every namespace with Stacks (the chart's `workspaces.serviceAccounts` does the same):
+    # the workspace pods' account may review the operator's tokens
+    await ckc.create({"apiVersion": "v1", "kind": "ServiceAccount",
+                      "metadata": {"name": WORKSPACE_SERVICE_ACCOUNT, "namespace": name}})
+    real_cluster.kubectl("create", "clusterrolebinding", f"{name}:{WORKSPACE_SERVICE_ACCOUNT}:system:auth-delegator",
+                         "--clusterrole=system:auth-delegator",
+                         f"--serviceaccount={name}:{WORKSPACE_SERVICE_ACCOUNT}")
     yield name
     for stack in (await ckc.list(resources.STACK, name)).items:
         with contextlib.suppress(errors.NotFound):
@@ -134,10 +142,10 @@ def pod_git(tmp_path_factory: pytest.TempPathFactory, real_cluster: cluster.Clus
 
 
 def workspace_template(**extra: Any) -> dict[str, Any]:
-    """A Stack's `workspaceTemplate` that runs the local stand-in of Pulumi's nonroot image, never pulling, with a
-    small CPU request so that several workspaces fit on the 2-core node."""
+    """A Stack's `workspaceTemplate` that runs the local stand-in of Pulumi's nonroot image, never pulling, as the
+    namespace's workspace account, with a small CPU request so that several workspaces fit on the 2-core node."""
     spec: dict[str, Any] = {
-        "image": WORKSPACE_IMAGE, "imagePullPolicy": "IfNotPresent",
+        "image": WORKSPACE_IMAGE, "imagePullPolicy": "IfNotPresent", "serviceAccountName": WORKSPACE_SERVICE_ACCOUNT,
         "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}},
         **extra,
     }

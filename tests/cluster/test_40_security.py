@@ -127,7 +127,9 @@ async def test_agent_refuses_callers_without_the_right_token(ckc: kclient.Client
     for account in ("intruder", "friend"):
         await ckc.create({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account, "namespace": ns}})
     # `friend` may use the workspace's RPC, as the operator's own account may: the positive control
-    real_cluster.kubectl("create", "role", "rpc", "-n", ns, "--verb=use", "--resource=workspaces.auto.pulumi.com/rpc")
+    real_cluster.kubectl("apply", "-f", "-", stdin=json.dumps({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "rpc", "namespace": ns},
+        "rules": [{"apiGroups": ["auto.pulumi.com"], "resources": ["workspaces/rpc"], "verbs": ["use"]}]}))
     real_cluster.kubectl("create", "rolebinding", "rpc", "-n", ns, "--role=rpc", f"--serviceaccount={ns}:friend")
     for account in ("intruder", "friend"):
         await ckc.create(_caller_pod(account, ns, account, f"sec.{ns}"))

@@ -22,6 +22,7 @@ from pko.testing import binaries, cluster, images, operator
 CHART = Path(__file__).resolve().parents[3] / "deploy" / "helm" / "pko"
 OPERATOR_NAMESPACE = "pko-system"
 WORKSPACE_IMAGE = "docker.io/pulumi/pulumi:3.259.0-nonroot"
+WORKSPACE_SERVICE_ACCOUNT = "pulumi"
 IMAGES = ("pause", "coredns", "python-base", "pko", "workspace")
 
 
@@ -35,7 +36,11 @@ def _helm_install(running: cluster.Cluster, tag: str) -> None:
     done = subprocess.run([
         str(binaries.require("helm")), f"--kubeconfig={running.kubeconfig}", "install", "pko", str(_chart()),
         "--namespace", OPERATOR_NAMESPACE, "--create-namespace", "--set", f"image.tag={tag}",
-        "--set", "image.pullPolicy=IfNotPresent", "--wait", "--timeout", "300s",
+        "--set", "image.pullPolicy=IfNotPresent",
+        # the workspace pods' account in the demo namespace, allowed to review the operator's tokens
+        "--set", f"workspaces.serviceAccounts[0].namespace={demo.DEMO_NAMESPACE}",
+        "--set", f"workspaces.serviceAccounts[0].name={WORKSPACE_SERVICE_ACCOUNT}",
+        "--wait", "--timeout", "300s",
     ], capture_output=True, text=True, check=False, timeout=330)
     if done.returncode != 0:
         raise RuntimeError(f"helm install failed: {done.stderr.strip()}")
@@ -71,11 +76,12 @@ async def _demo(running: cluster.Cluster, pko_image: images.BuiltImage, *, once:
     kubectl = f"KUBECONFIG={running.kubeconfig} {binaries.bin_dir() / 'kubectl'}"
     demo.say(f"node Ready; try: {kubectl} get pods -A")
     tag = pko_image.refs[0].rsplit(":", 1)[1]
-    demo.say(f"installing the operator with its Helm chart (image {pko_image.refs[0]}) ...")
-    await asyncio.to_thread(_helm_install, running, tag)
     async with kclient.Client.from_kubeconfig(running.kubeconfig) as client:
         await operator.ensure_namespace(client, demo.DEMO_NAMESPACE)
+        demo.say(f"installing the operator with its Helm chart (image {pko_image.refs[0]}) ...")
+        await asyncio.to_thread(_helm_install, running, tag)
         template = {"spec": {"image": WORKSPACE_IMAGE, "imagePullPolicy": "IfNotPresent",
+                             "serviceAccountName": WORKSPACE_SERVICE_ACCOUNT,
                              "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}}}}
         for obj in demo.demo_objects("file:///tmp", template):
             await client.apply(obj, field_manager="pko-dev")

@@ -7,10 +7,15 @@ staging directory beside the target and is moved into place only when the whole 
 archive leaves nothing behind.
 
 It must never follow a link that the archive itself created while writing, and never extract partially.
+
+The checks are ``tarfile``'s ``data`` extraction filter where Python has it (3.11.4 and later), and the same rules
+written out here where it does not: the agent executable bundles whatever Python its image has, and Debian
+bookworm's is 3.11.2.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
 import tarfile
@@ -36,6 +41,8 @@ def _check(member: tarfile.TarInfo, staging: str, max_size: int, total: int) -> 
             raise ArchiveTooLargeError(f"tar is bigger than max archive size of {max_size} bytes")
     if member.name.startswith("/") or os.path.isabs(member.name):
         raise UnsafeArchiveError(f"refusing archive entry {member.name!r}: absolute path")
+    if not HAS_DATA_FILTER:
+        return legacy_data_filter(member, staging), total
     try:
         filtered = tarfile.data_filter(member, staging)
     except tarfile.FilterError as err:
@@ -43,6 +50,35 @@ def _check(member: tarfile.TarInfo, staging: str, max_size: int, total: int) -> 
     if filtered is None:
         raise UnsafeArchiveError(f"refusing archive entry {member.name!r}")
     return filtered, total
+
+
+HAS_DATA_FILTER = hasattr(tarfile, "data_filter")
+
+
+def _inside(root: str, path: str) -> bool:
+    return os.path.commonpath([root, path]) == root
+
+
+def legacy_data_filter(member: tarfile.TarInfo, staging: str) -> tarfile.TarInfo:
+    """The ``data`` filter's rules for a Python without it: nothing outside `staging`, no absolute or escaping
+    link, no device or FIFO, and no set-uid/set-gid/sticky or group/other write bits. Returns a sanitised copy."""
+    root = os.path.realpath(staging)
+    where = os.path.realpath(os.path.join(root, member.name))
+    if not _inside(root, where):
+        raise UnsafeArchiveError(f"refusing archive entry {member.name!r}: it would be outside the destination")
+    if member.ischr() or member.isblk() or member.isfifo():
+        raise UnsafeArchiveError(f"refusing archive entry {member.name!r}: a device or FIFO")
+    if member.issym() or member.islnk():
+        if os.path.isabs(member.linkname):
+            raise UnsafeArchiveError(f"refusing archive entry {member.name!r}: an absolute link")
+        base = os.path.dirname(where) if member.issym() else root
+        if not _inside(root, os.path.realpath(os.path.join(base, member.linkname))):
+            raise UnsafeArchiveError(f"refusing archive entry {member.name!r}: a link outside the destination")
+    sanitised = copy.copy(member)
+    if member.isfile() or member.isdir():
+        mode = member.mode & 0o755
+        sanitised.mode = mode | (0o600 if member.isfile() else 0o700)  # the owner can always read and write
+    return sanitised
 
 
 def extract_tgz(stream: IO[bytes], target: Path, max_size: int = UNLIMITED) -> None:
@@ -55,7 +91,10 @@ def extract_tgz(stream: IO[bytes], target: Path, max_size: int = UNLIMITED) -> N
             with tarfile.open(fileobj=stream, mode="r|gz") as archive:
                 for member in archive:
                     checked, total = _check(member, staging, max_size, total)
-                    archive.extract(checked, staging, filter="fully_trusted", set_attrs=True)
+                    if HAS_DATA_FILTER:
+                        archive.extract(checked, staging, filter="fully_trusted", set_attrs=True)
+                    else:  # checked above; this Python has no `filter` argument
+                        archive.extract(checked, staging, set_attrs=True)
         except (tarfile.ReadError, EOFError, OSError) as err:
             if isinstance(err, UnsafeArchiveError):
                 raise

@@ -11,6 +11,14 @@ import pytest
 from pko.sources import untar
 
 
+@pytest.fixture(autouse=True, params=["data-filter", "legacy"])
+def python_filters(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every rule holds on a Python with tarfile's `data` filter (>= 3.11.4) and on one without it (Debian
+    bookworm's 3.11.2, which the agent executable bundles when built there)."""
+    if request.param == "legacy":
+        monkeypatch.setattr(untar, "HAS_DATA_FILTER", False)
+
+
 def tgz(*entries: tuple[str, str, str | bytes]) -> io.BytesIO:
     """A .tar.gz of (kind, name, content-or-link-target) entries; kind is file, dir, symlink or hardlink."""
     buffer = io.BytesIO()
