@@ -8,6 +8,8 @@ when a test that used it fails. Missing binaries fail the tests loudly: run `mak
 from __future__ import annotations
 
 import contextlib
+import io
+import logging
 import os
 import shutil
 import tempfile
@@ -19,6 +21,7 @@ import lightkube
 import pytest
 from lightkube import AsyncClient, KubeConfig
 
+from pko.cli import logs
 from pko.kube import client as kclient
 from pko.kube import errors, resources
 from pko.testing import controlplane, gitserver, operator, ports, pulumi
@@ -151,3 +154,24 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             cp = item.funcargs.get(name) if hasattr(item, "funcargs") else None
             if isinstance(cp, controlplane.ControlPlane):
                 report.sections.append((f"{name} logs", cp.logs()))
+
+
+@pytest.fixture
+def printed_logs() -> Iterator[dict[str, io.StringIO]]:
+    """What the operator's two log encodings (`json`, `console`) print for the records logged during the test."""
+    streams = {"json": io.StringIO(), "console": io.StringIO()}
+    handlers = []
+    for encoding, stream in streams.items():
+        handler = logging.StreamHandler(stream)
+        handler.setFormatter(logs.formatter(json_lines=encoding == "json"))
+        handlers.append(handler)
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.INFO)
+    root.handlers.extend(handlers)
+    try:
+        yield streams
+    finally:
+        for handler in handlers:
+            root.removeHandler(handler)
+        root.setLevel(level)

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 from typing import Any
 
@@ -104,3 +105,20 @@ async def wait_gone(client: kclient.Client, timeout: float = 120.0) -> None:
     say("the Stack was destroyed and removed.")
 
 
+
+
+async def finish(client: kclient.Client, once: bool, deleting: str) -> None:
+    """After the Ready Stack is shown: with `once`, delete it (`deleting` says how) and wait until it is gone;
+    otherwise keep running until SIGINT or SIGTERM."""
+    if once:
+        say(f"--once: deleting the Stack ({deleting}) ...")
+        await client.delete(resources.STACK, "hello-pko", DEMO_NAMESPACE)
+        await wait_gone(client)
+        return
+    say("running; edit the Program or the Stack with kubectl, or press Ctrl-C to stop.")
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    say("stopping ...")

@@ -17,14 +17,12 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from pko.cli import demo, logs
 from pko.kube import client as kclient
-from pko.kube import resources
 from pko.testing import binaries, controlplane, operator, pulumi
 
 REQUIRED = ("etcd", "kube-apiserver", "pulumi", "pulumi-language-yaml")
@@ -70,18 +68,7 @@ async def run(args: argparse.Namespace) -> int:
                     demo.say(f"error: {err}")
                     return 1
                 demo.show_ready(stack)
-                if args.once:
-                    demo.say("--once: deleting the Stack (destroyOnFinalize) and shutting down ...")
-                    await client.delete(resources.STACK, "hello-pko", demo.DEMO_NAMESPACE)
-                    await demo.wait_gone(client)
-                    return 0
-                demo.say("running; edit the Program or the Stack with kubectl, or press Ctrl-C to stop.")
-                stop = asyncio.Event()
-                loop = asyncio.get_running_loop()
-                for sig in (signal.SIGINT, signal.SIGTERM):
-                    loop.add_signal_handler(sig, stop.set)
-                await stop.wait()
-                demo.say("stopping ...")
+                await demo.finish(client, args.once, "destroyOnFinalize, then shutting down")
     return 0
 
 

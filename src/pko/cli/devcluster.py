@@ -10,13 +10,11 @@ the pod) and tears the cluster down, leaving nothing on the machine.
 from __future__ import annotations
 
 import asyncio
-import signal
 import subprocess
 from pathlib import Path
 
 from pko.cli import demo
 from pko.kube import client as kclient
-from pko.kube import resources
 from pko.testing import binaries, cluster, images, operator
 
 CHART = Path(__file__).resolve().parents[3] / "deploy" / "helm" / "pko"
@@ -90,15 +88,5 @@ async def _demo(running: cluster.Cluster, pko_image: images.BuiltImage, *, once:
         demo.show_ready(stack)
         demo.say(f"the workspace pod (kubectl get pods -n {demo.DEMO_NAMESPACE} -o wide):")
         print(running.kubectl("get", "pods", "-n", demo.DEMO_NAMESPACE, "-o", "wide").stdout, end="", flush=True)
-        if once:
-            demo.say("--once: deleting the Stack (destroyOnFinalize, in its pod) ...")
-            await client.delete(resources.STACK, "hello-pko", demo.DEMO_NAMESPACE)
-            await demo.wait_gone(client)
-            return 0
-        demo.say("running; edit the Program or the Stack with kubectl, or press Ctrl-C to stop.")
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
+        await demo.finish(client, once, "destroyOnFinalize, in its pod")
     return 0

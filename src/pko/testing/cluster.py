@@ -141,8 +141,9 @@ class Cluster:
         if all(present.get(ref) == key for ref in refs):
             return False
         self.ctr("images", "import", str(archive))
+        imported = _image_keys(self.ctr("images", "ls"))
         for ref in refs:
-            if ref not in _image_keys(self.ctr("images", "ls")):
+            if ref not in imported:
                 raise ClusterError(f"{archive} did not provide the image {ref}")
             self.ctr("images", "label", ref, f"{IMAGE_KEY_LABEL}={key}")
         return True

@@ -9,39 +9,17 @@ import contextlib
 import io
 import json
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
-import pytest
 from prometheus_client import CollectorRegistry
 
 from pko import kube
-from pko.cli import logs
 from pko.kube import ObjectKey, resources
 from pko.runtime import Manager, Result
 from pko.testing import waiting
 
 log = logging.getLogger("pko.test.reconcile-logs")
-
-
-@pytest.fixture
-def printed() -> Iterator[dict[str, io.StringIO]]:
-    streams = {"json": io.StringIO(), "console": io.StringIO()}
-    handlers = []
-    for encoding, stream in streams.items():
-        handler = logging.StreamHandler(stream)
-        handler.setFormatter(logs.formatter(json_lines=encoding == "json"))
-        handlers.append(handler)
-    root = logging.getLogger()
-    level = root.level
-    root.setLevel(logging.INFO)
-    root.handlers.extend(handlers)
-    try:
-        yield streams
-    finally:
-        for handler in handlers:
-            root.removeHandler(handler)
-        root.setLevel(level)
 
 
 @contextlib.asynccontextmanager
@@ -60,7 +38,7 @@ def _json_lines(streams: dict[str, io.StringIO]) -> list[dict[str, Any]]:
 
 
 async def test_reconcile_lines_carry_the_object(client: kube.Client, namespace: str,
-                                                printed: dict[str, io.StringIO]) -> None:
+                                                printed_logs: dict[str, io.StringIO]) -> None:
     async def reconcile(key: ObjectKey) -> Result | None:
         config = await client.get(resources.CONFIG_MAP, key.name, key.namespace)
         log.info("read the settings", extra={"keys": sorted(config.get("data") or {})})
@@ -73,9 +51,9 @@ async def test_reconcile_lines_carry_the_object(client: kube.Client, namespace: 
     async with running(manager):
         await client.create(resources.CONFIG_MAP.new("app", namespace, data={"greeting": "hi"}))
         await waiting.eventually(lambda: any(line.get("logger") == "pko.runtime.controller"
-                                             for line in _json_lines(printed)), "the reconcile to fail")
+                                             for line in _json_lines(printed_logs)), "the reconcile to fail")
 
-    ours = [line for line in _json_lines(printed) if line.get("name") == "app"]
+    ours = [line for line in _json_lines(printed_logs) if line.get("name") == "app"]
     read = next(line for line in ours if line["event"] == "read the settings")
     failed = next(line for line in ours if line["logger"] == "pko.runtime.controller")
     for line in (read, failed):
@@ -84,7 +62,7 @@ async def test_reconcile_lines_carry_the_object(client: kube.Client, namespace: 
     assert failed["level"] == "error"
     assert "app-credentials" in failed["event"]
     assert "exception" not in failed
-    console = printed["console"].getvalue()
+    console = printed_logs["console"].getvalue()
     assert "controller=logging-test" in console
     assert f"namespace={namespace}" in console
     assert "Traceback" not in console

@@ -7,54 +7,29 @@ from __future__ import annotations
 import io
 import json
 import logging
-from collections.abc import Iterator
 
-import pytest
-
-from pko.cli import logs
 from pko.kube import errors, objects
 from pko.runtime import controller, logcontext, workqueue
 
 log = logging.getLogger("pko.test.reconcile")
 
 
-@pytest.fixture
-def lines() -> Iterator[dict[str, io.StringIO]]:
-    """What the operator's two encodings print for the records logged during the test."""
-    streams = {"json": io.StringIO(), "console": io.StringIO()}
-    handlers = []
-    for encoding, stream in streams.items():
-        handler = logging.StreamHandler(stream)
-        handler.setFormatter(logs.formatter(json_lines=encoding == "json"))
-        handlers.append(handler)
-    root = logging.getLogger()
-    level = root.level
-    root.setLevel(logging.INFO)
-    root.handlers.extend(handlers)
-    try:
-        yield streams
-    finally:
-        for handler in handlers:
-            root.removeHandler(handler)
-        root.setLevel(level)
-
-
 def _json(streams: dict[str, io.StringIO]) -> list[dict[str, object]]:
     return [json.loads(line) for line in streams["json"].getvalue().splitlines()]
 
 
-def test_both_encodings_carry_the_bound_fields(lines: dict[str, io.StringIO]) -> None:
+def test_both_encodings_carry_the_bound_fields(printed_logs: dict[str, io.StringIO]) -> None:
     with logcontext.scope(controller="stack-controller", namespace="team", name="app"):
         logcontext.bind(update="app-1a2b")
         log.info("working", extra={"step": "sync"})
     log.info("outside")
 
-    inside, outside = _json(lines)
+    inside, outside = _json(printed_logs)
     assert inside["event"] == "working"
     assert {k: inside[k] for k in ("controller", "namespace", "name", "update", "step")} == {
         "controller": "stack-controller", "namespace": "team", "name": "app", "update": "app-1a2b", "step": "sync"}
     assert not {"controller", "namespace", "name", "update"} & outside.keys()
-    console = lines["console"].getvalue().splitlines()[0]
+    console = printed_logs["console"].getvalue().splitlines()[0]
     for pair in ("controller=stack-controller", "namespace=team", "name=app", "update=app-1a2b", "step=sync"):
         assert pair in console
     assert "team/app" not in console
@@ -74,18 +49,18 @@ async def _process(reconcile: controller.Reconciler) -> None:
     queue.shutdown()
 
 
-async def test_a_reconcile_logs_with_its_object(lines: dict[str, io.StringIO]) -> None:
+async def test_a_reconcile_logs_with_its_object(printed_logs: dict[str, io.StringIO]) -> None:
     async def reconcile(key: objects.ObjectKey) -> controller.Result | None:
         log.info("reconciling")
         return None
 
     await _process(reconcile)
-    (line,) = _json(lines)
+    (line,) = _json(printed_logs)
     assert line["event"] == "reconciling"
     assert (line["controller"], line["namespace"], line["name"]) == ("test-controller", "team", "app")
 
 
-async def test_expected_failures_log_one_line_without_a_traceback(lines: dict[str, io.StringIO]) -> None:
+async def test_expected_failures_log_one_line_without_a_traceback(printed_logs: dict[str, io.StringIO]) -> None:
     async def reconcile(key: objects.ObjectKey) -> controller.Result | None:
         try:
             raise errors.NotFound(404, "NotFound", 'secrets "creds" not found')
@@ -93,19 +68,19 @@ async def test_expected_failures_log_one_line_without_a_traceback(lines: dict[st
             raise RuntimeError(f"reading the credentials: {err}") from err
 
     await _process(reconcile)
-    (line,) = _json(lines)
+    (line,) = _json(printed_logs)
     assert line["level"] == "error"
     assert line["event"].startswith("reconcile failed: reading the credentials")  # type: ignore[union-attr]
     assert line["name"] == "app"
     assert "exception" not in line
-    assert "Traceback" not in lines["console"].getvalue()
+    assert "Traceback" not in printed_logs["console"].getvalue()
 
 
-async def test_unexpected_failures_keep_their_traceback(lines: dict[str, io.StringIO]) -> None:
+async def test_unexpected_failures_keep_their_traceback(printed_logs: dict[str, io.StringIO]) -> None:
     async def reconcile(key: objects.ObjectKey) -> controller.Result | None:
         raise KeyError("spec")
 
     await _process(reconcile)
-    (line,) = _json(lines)
+    (line,) = _json(printed_logs)
     assert "KeyError" in str(line["exception"])
-    assert "Traceback" in lines["console"].getvalue()
+    assert "Traceback" in printed_logs["console"].getvalue()
