@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import urllib.request
 
-from conftest import OPERATOR_NAMESPACE, OPERATOR_TAG, Release, diagnose
-
 from pko.testing import cluster
+from pko.testing.clusterbed import OPERATOR_NAMESPACE, OPERATOR_TAG, Release, diagnose
 
 
 def _operator_pod(real_cluster: cluster.Cluster) -> dict:  # type: ignore[type-arg]

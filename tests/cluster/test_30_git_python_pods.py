@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from conftest import Release, diagnose, passphrase_env, workspace_template
-
 from pko.kube import client as kclient
 from pko.kube import resources
 from pko.testing import cluster, gitserver
+from pko.testing.clusterbed import Release, diagnose, passphrase_env, workspace_template
 from pko.testing.waiting import condition, wait_for
 
 PROJECT = """name: pyproj

@@ -9,11 +9,11 @@ import json
 from typing import Any
 
 import pytest
-from conftest import Release, diagnose, passphrase_env, workspace_template
 
 from pko.kube import client as kclient
 from pko.kube import resources
 from pko.testing import cluster
+from pko.testing.clusterbed import Release, diagnose, passphrase_env, workspace_template
 from pko.testing.waiting import condition, wait_for
 
 TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"

@@ -8,9 +8,9 @@ import shutil
 from pathlib import Path
 
 import yaml
-from conftest import CHART, OPERATOR_NAMESPACE, OPERATOR_TAG, RELEASE, ROOT, Release, diagnose, helm
 
 from pko.testing import cluster
+from pko.testing.clusterbed import CHART, OPERATOR_NAMESPACE, OPERATOR_TAG, RELEASE, ROOT, Release, diagnose, helm
 
 NEW_FIELD = "pkoUpgradeProbe"
 #: Namespaced and cluster-wide kinds the chart creates for the operator (CRDs are kept on purpose).

@@ -55,6 +55,7 @@ class Settings:
     # workspaces
     workspace_runtime: Runtime = "pod"
     workspace_root: Path = field(default_factory=lambda: Path.cwd() / ".pko" / "workspaces")
+    workspace_agent: str | None = None  # the local runtime's agent executable (None: this pko's `pko agent`)
     agent_image: str | None = None
     agent_image_pull_policy: str | None = None
     flux_max_untar: str | None = None
@@ -120,6 +121,9 @@ OPTIONS: tuple[Option, ...] = (
            env="WORKSPACE_RUNTIME", default="pod", choices=RUNTIMES),
     Option("--workspace-root", "workspace_root", "where the local runtime keeps workspaces", env="WORKSPACE_ROOT",
            default=".pko/workspaces", parse=lambda text: Path(text).resolve()),
+    Option("--workspace-agent", "workspace_agent",
+           "the agent executable the local runtime runs (default: this pko's own; the Go operator's `agent` works "
+           "too)", env="WORKSPACE_AGENT"),
     Option("--max-concurrent-reconciles", "workers", "", env="MAX_CONCURRENT_RECONCILES",
            default=str(DEFAULT_WORKERS), parse=int, helm="controller.maxConcurrentReconciles"),
     Option("--retry-max-backoff", "retry_max_backoff",

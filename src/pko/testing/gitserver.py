@@ -33,6 +33,7 @@ from typing import Any
 from wsgiref.simple_server import WSGIServer, make_server
 from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
+from dulwich import protocol as git_protocol
 from dulwich import server as git_server
 from dulwich import web as git_web
 
@@ -230,11 +231,27 @@ class _Repositories(git_server.FileSystemBackend):
 class _UploadPack(git_server.UploadPackHandler):
     """upload-pack that, like git's, requires no capability of the client: go-git (Flux's source-controller, the
     reference agent) does not offer ``thin-pack``, which dulwich would otherwise insist on. dulwich sends whole
-    objects, so a client without thin packs, side-band or ofs-delta gets a pack it can read."""
+    objects, so a client without thin packs, side-band or ofs-delta gets a pack it can read.
+
+    dulwich also ends every pack with a flush-pkt. git sends one only inside side-band; without side-band (go-git
+    as the Go agent clones) those four bytes `0000` follow the pack and go-git takes them for the pack's checksum
+    ("pack footer hash … does not match"). So without side-band, nothing follows the pack."""
 
     @classmethod
     def required_capabilities(cls) -> tuple[bytes, ...]:
         return ()
+
+    def _start_pack_send_phase(self) -> None:
+        super()._start_pack_send_phase()
+        if self.has_capability(git_protocol.CAPABILITY_SIDE_BAND_64K):
+            return
+        write_pkt_line = self.proto.write_pkt_line
+
+        def no_flush(line: bytes | None) -> None:
+            if line is not None:
+                write_pkt_line(line)
+
+        self.proto.write_pkt_line = no_flush  # type: ignore[method-assign]
 
 
 def _http_app(server: GitServer) -> WSGIApplication:

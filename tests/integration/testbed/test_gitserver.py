@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pko.sources import git
-from pko.testing import gitserver, hostnet
+from pko.testing import binaries, gitserver, hostnet
 
 CLEAN_ENV = {"PATH": "/usr/bin:/bin", "GIT_TERMINAL_PROMPT": "0", "HOME": "/nonexistent", "GIT_CONFIG_NOSYSTEM": "1"}
 
@@ -67,3 +67,14 @@ def test_serves_on_an_address_of_this_machine(tmp_path: Path) -> None:
         assert server.git_url("r").startswith(f"git://{host}:")
         assert git.checkout(server.http_url("r"), "main", tmp_path / "h") == head
         assert git.checkout(server.git_url("r"), "main", tmp_path / "g") == head
+
+
+def test_go_git_clones_without_side_band(server: gitserver.GitServer, tmp_path: Path) -> None:
+    """The Go reference agent clones with go-git, which asks for no side-band: the pack must end where git's does
+    (dulwich once appended a flush-pkt, which go-git read as the pack's checksum)."""
+    head = server.create_repo("for-go", {"Pulumi.yaml": "name: p\nruntime: yaml\n"})
+    done = subprocess.run([str(binaries.require("pko-go-agent")), "init", "-t", str(tmp_path / "src"),
+                           "--git-url", server.http_url("for-go"), "--git-revision", head],
+                          env=CLEAN_ENV, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "src" / "Pulumi.yaml").read_text() == "name: p\nruntime: yaml\n"

@@ -36,7 +36,9 @@ class WorkspaceController:
 def workspace_runtime(client: kclient.Client, settings: Settings, recorder: events.Recorder) -> WorkspaceRuntime:
     """The runtime `settings` name: ``local`` (agents as child processes) or ``pod`` (StatefulSets)."""
     if settings.workspace_runtime == "local":
-        return local.LocalRuntime(client, settings.workspace_root, kubeconfig=settings.kubeconfig)
+        command = [settings.workspace_agent] if settings.workspace_agent else None
+        return local.LocalRuntime(client, settings.workspace_root, kubeconfig=settings.kubeconfig,
+                                  agent_command=command)
     return pod.PodRuntime(client, recorder)
 
 

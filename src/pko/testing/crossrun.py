@@ -1,0 +1,249 @@
+"""Scenarios that run the same way under either operator (pko's or the Go reference) in the real cluster, and the
+shape of what each one showed: the interop tier pairs each operator with the other's agent, runs these, and
+compares what a user sees (Stack and Update status, events, output Secrets, metrics).
+
+Why shapes and not values: names, timestamps, permalinks and update ids differ between any two runs; what must be
+the same is which fields exist, the condition types, statuses and reasons, the event reasons, the outputs.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pko.kube import client as kclient
+from pko.kube import resources
+from pko.testing import cluster, gitserver
+from pko.testing.clusterbed import PASSPHRASE as PASSPHRASE
+from pko.testing.clusterbed import WORKSPACE_IMAGE, WORKSPACE_SERVICE_ACCOUNT, Release, diagnose, helm, passphrase_env
+from pko.testing.clusterbed import workspace_template as workspace_template
+from pko.testing.waiting import condition, wait_for, wait_gone
+
+Object = dict[str, Any]
+
+GO_IMAGE = "docker.io/pko-test/pulumi-kubernetes-operator:v2.9.0"
+GO_CHART_SETS = ("image.registry=docker.io", "image.repository=pko-test/pulumi-kubernetes-operator",
+                 "image.tag=v2.9.0", "image.pullPolicy=IfNotPresent", "controller.metricsSecure=false",
+                 "leaderElection.leaseDuration=15s", "leaderElection.renewDeadline=10s",
+                 "leaderElection.retryPeriod=2s")
+GO_NAMESPACE = "pulumi-kubernetes-operator"
+GO_RELEASE = "pulumi-kubernetes-operator"
+
+#: A YAML Program with one config value and a secret output: a config change is an update with new outputs.
+PROGRAM = {"configuration": {"greeting": {"type": "String"}},
+           "outputs": {"greeting": "${greeting}", "token": {"fn::secret": "s3cr3t"}}}
+
+PYTHON_PROJECT = """name: pyproj
+runtime:
+  name: python
+  options:
+    toolchain: pip
+    virtualenv: venv
+"""
+PYTHON_PROGRAM = """import pulumi
+
+config = pulumi.Config()
+pulumi.export("greeting", f"hello from {config.get('who') or 'python'}")
+pulumi.export("secret", pulumi.Output.secret("s3cr3t"))
+"""
+YAML_PROJECT = """name: handwritten
+runtime: yaml
+outputs:
+  answer: 42
+  token:
+    fn::secret: s3cr3t
+"""
+
+
+@dataclass
+class Observed:
+    """What one operator showed for one scenario, as shapes (see :func:`shape`)."""
+
+    stack: dict[str, Any] = field(default_factory=dict)
+    events: set[tuple[str, str, str]] = field(default_factory=set)
+    update: dict[str, Any] = field(default_factory=dict)
+    secret: dict[str, Any] = field(default_factory=dict)
+
+
+def conditions(obj: Object) -> list[tuple[str, str, str]]:
+    return sorted((c["type"], c["status"], c.get("reason", ""))
+                  for c in (obj.get("status") or {}).get("conditions") or [])
+
+
+def stack_shape(stack: Object) -> dict[str, Any]:
+    status = stack.get("status") or {}
+    last = status.get("lastUpdate") or {}
+    return {"conditions": conditions(stack), "status": sorted(status), "lastUpdate": sorted(last),
+            "state": last.get("state"), "type": last.get("type"), "outputs": status.get("outputs"),
+            "finalizers": stack["metadata"].get("finalizers")}
+
+
+def update_shape(update: Object) -> dict[str, Any]:
+    status = update.get("status") or {}
+    return {"conditions": conditions(update), "status": sorted(status), "spec": sorted(update.get("spec") or {}),
+            "message": status.get("message")}
+
+
+def secret_shape(secret: Object) -> dict[str, Any]:
+    meta = secret["metadata"]
+    return {"type": secret.get("type"), "immutable": secret.get("immutable"),
+            "data": {k: json.loads(base64.b64decode(v)) for k, v in (secret.get("data") or {}).items()},
+            "labels": sorted(meta.get("labels") or {}), "annotations": meta.get("annotations") or {},
+            "owners": sorted((o["kind"], o.get("controller", False)) for o in meta.get("ownerReferences") or [])}
+
+
+def events(real_cluster: cluster.Cluster, namespace: str) -> set[tuple[str, str, str]]:
+    """(kind of the object, reason, type) of every event in `namespace` about our kinds."""
+    items = (real_cluster.api_get(f"/api/v1/namespaces/{namespace}/events") or {}).get("items", [])
+    return {(e["involvedObject"]["kind"], e["reason"], e["type"]) for e in items
+            if e["involvedObject"]["kind"] in ("Stack", "Update", "Workspace", "Program")}
+
+
+def metric_families(real_cluster: cluster.Cluster, namespace: str) -> dict[str, set[str]]:
+    """The operator's `pulumi_*` metric families and their label names, scraped through its Service's ClusterIP."""
+    services = (real_cluster.api_get(f"/api/v1/namespaces/{namespace}/services") or {}).get("items", [])
+    service = next(s for s in services if any(p["name"] == "http-metrics" for p in s["spec"].get("ports", [])))
+    port = next(p["port"] for p in service["spec"]["ports"] if p["name"] == "http-metrics")
+    with urllib.request.urlopen(f"http://{service['spec']['clusterIP']}:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    families: dict[str, set[str]] = {}
+    for line in text.splitlines():
+        if not line.startswith("pulumi_"):
+            continue
+        name, _, rest = line.partition("{")
+        name = name.split(" ")[0]
+        labels = {pair.split("=")[0] for pair in rest.rsplit("}", 1)[0].split(",") if "=" in pair} if rest else set()
+        families.setdefault(name, set()).update(labels)
+    return families
+
+
+def deployment(real_cluster: cluster.Cluster, namespace: str) -> str:
+    """The name of the one Deployment an operator chart installed into `namespace`."""
+    items = (real_cluster.api_get(f"/apis/apps/v1/namespaces/{namespace}/deployments") or {}).get("items", [])
+    assert len(items) == 1, [d["metadata"]["name"] for d in items]
+    return str(items[0]["metadata"]["name"])
+
+
+def set_agent_image(real_cluster: cluster.Cluster, namespace: str, image: str) -> None:
+    """Point an installed operator's workspace pods at another agent image (its `AGENT_IMAGE`), and wait for the
+    rollout: how a user runs either operator with the other's agent."""
+    name = deployment(real_cluster, namespace)
+    real_cluster.kubectl("set", "env", f"deployment/{name}", "-n", namespace, f"AGENT_IMAGE={image}")
+    real_cluster.kubectl("rollout", "status", f"deployment/{name}", "-n", namespace, "--timeout=240s",
+                         timeout=260)
+
+
+def _ready_with(key: str, value: Any) -> Callable[[Object], bool]:
+    def test(obj: Object) -> bool:
+        return (condition(obj, "Ready").get("status") == "True"
+                and ((obj.get("status") or {}).get("outputs") or {}).get(key) == value)
+    return test
+
+
+async def _bootstrap_image(ckc: kclient.Client, pod: str, namespace: str) -> str:
+    spec = (await ckc.get(resources.POD, pod, namespace))["spec"]
+    return str(next(c["image"] for c in spec["initContainers"] if c["name"] == "bootstrap"))
+
+
+async def program_stack(ckc: kclient.Client, real_cluster: cluster.Cluster, namespace: str, *,
+                        agent_image: str, name: str = "hello") -> Observed:
+    """A Program + Stack to Ready with outputs, an update after a config change, destroy on delete."""
+    seen = Observed()
+    await ckc.create(resources.PROGRAM.new(name, namespace, program=PROGRAM))
+    await ckc.create(resources.STACK.new(name, namespace, spec={
+        "stack": "dev", "programRef": {"name": name}, "backend": "file:///tmp", "envRefs": passphrase_env(),
+        "config": {"greeting": "one"}, "destroyOnFinalize": True, "workspaceTemplate": workspace_template(),
+    }))
+    stack = await wait_for(ckc, resources.STACK, name, namespace, _ready_with("greeting", "one"), timeout=400,
+                           diagnostics=lambda: diagnose(real_cluster, namespace))
+    assert stack["status"]["outputs"] == {"greeting": "one", "token": "[secret]"}
+    assert await _bootstrap_image(ckc, f"{name}-workspace-0", namespace) == agent_image
+    first = stack["status"]["lastUpdate"]
+
+    await ckc.patch(resources.STACK, name, {"spec": {"config": {"greeting": "two"}}}, namespace)
+    stack = await wait_for(ckc, resources.STACK, name, namespace, _ready_with("greeting", "two"), timeout=300,
+                           diagnostics=lambda: diagnose(real_cluster, namespace))
+    last = stack["status"]["lastUpdate"]
+    assert last["name"] != first["name"], last
+    assert last["state"] == "succeeded", last
+    seen.stack = stack_shape(stack)
+    update = await ckc.get(resources.UPDATE, last["name"], namespace)
+    seen.update = update_shape(update)
+
+    await ckc.delete(resources.STACK, name, namespace)
+    await wait_gone(ckc, resources.STACK, name, namespace, 300)
+    await wait_gone(ckc, resources.POD, f"{name}-workspace-0", namespace, 120)
+    seen.events = events(real_cluster, namespace)
+    return seen
+
+
+async def python_git_stack(ckc: kclient.Client, real_cluster: cluster.Cluster, namespace: str,
+                           git: gitserver.GitServer, *, agent_image: str, name: str = "py") -> Observed:
+    """A Git-sourced Stack with a Python program (`pulumi install` makes its virtualenv in the pod): Ready with
+    outputs, then destroyed on delete."""
+    seen = Observed()
+    repo = f"{name}-{namespace}"
+    git.create_repo(repo, {"Pulumi.yaml": PYTHON_PROJECT, "requirements.txt": "pulumi>=3.0.0,<4.0.0\n",
+                           "__main__.py": PYTHON_PROGRAM})
+    await ckc.create(resources.STACK.new(name, namespace, spec={
+        "stack": "dev", "projectRepo": git.http_url(repo), "branch": "main", "backend": "file:///tmp",
+        "envRefs": passphrase_env(), "config": {"who": "a cross-run"}, "destroyOnFinalize": True,
+        "workspaceTemplate": workspace_template(),
+    }))
+    stack = await wait_for(ckc, resources.STACK, name, namespace, _ready_with("greeting", "hello from a cross-run"),
+                           timeout=600, diagnostics=lambda: diagnose(real_cluster, namespace))
+    assert stack["status"]["outputs"]["secret"] == "[secret]"
+    assert stack["status"]["projectInfo"] == {"name": "pyproj", "runtime": "python"}
+    assert await _bootstrap_image(ckc, f"{name}-workspace-0", namespace) == agent_image
+    seen.stack = stack_shape(stack)
+    await ckc.delete(resources.STACK, name, namespace)
+    await wait_gone(ckc, resources.STACK, name, namespace, 300)
+    seen.events = events(real_cluster, namespace)
+    return seen
+
+
+async def handwritten_update(ckc: kclient.Client, real_cluster: cluster.Cluster, namespace: str,
+                             git: gitserver.GitServer, *, name: str = "byhand") -> Observed:
+    """A Workspace and an `up` Update written by hand (auto.pulumi.com, no Stack): the Update completes and its
+    outputs land in a Secret."""
+    seen = Observed()
+    repo = f"{name}-{namespace}"
+    commit = git.create_repo(repo, {"Pulumi.yaml": YAML_PROJECT})
+    await ckc.create({"apiVersion": "auto.pulumi.com/v1alpha1", "kind": "Workspace",
+                      "metadata": {"name": name, "namespace": namespace},
+                      "spec": {"image": WORKSPACE_IMAGE, "imagePullPolicy": "IfNotPresent",
+                               "serviceAccountName": WORKSPACE_SERVICE_ACCOUNT,
+                               "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}},
+                               "git": {"url": git.http_url(repo), "ref": commit},
+                               "env": [{"name": "PULUMI_CONFIG_PASSPHRASE", "value": PASSPHRASE},
+                                       {"name": "PULUMI_BACKEND_URL", "value": "file:///tmp"}],
+                               "stacks": [{"name": "dev", "create": True}]}})
+    await ckc.create({"apiVersion": "auto.pulumi.com/v1alpha1", "kind": "Update",
+                      "metadata": {"name": f"{name}-up", "namespace": namespace},
+                      "spec": {"workspaceName": name, "stackName": "dev", "type": "up", "message": "by hand"}})
+    update = await wait_for(ckc, resources.UPDATE, f"{name}-up", namespace,
+                            lambda o: condition(o, "Complete").get("status") == "True", timeout=400,
+                            diagnostics=lambda: diagnose(real_cluster, namespace))
+    seen.update = update_shape(update)
+    outputs = update["status"].get("outputs")
+    assert outputs, update["status"]
+    seen.secret = secret_shape(await ckc.get(resources.SECRET, outputs, namespace))
+    await ckc.delete(resources.WORKSPACE, name, namespace)
+    await wait_gone(ckc, resources.POD, f"{name}-workspace-0", namespace, 120)
+    seen.events = events(real_cluster, namespace)
+    return seen
+
+
+def install_go_operator(real_cluster: cluster.Cluster, chart: Path, *values: str) -> Release:
+    """The Go reference operator installed by its own Helm chart, with the image `make images` built from its
+    source, plain-HTTP metrics and fast leader election."""
+    sets = [*GO_CHART_SETS, *values]
+    done = helm(real_cluster, "install", GO_RELEASE, str(chart), "--namespace", GO_NAMESPACE, "--create-namespace",
+                *(arg for pair in sets for arg in ("--set", pair)), "--wait", "--timeout", "240s", check=False)
+    assert done.returncode == 0, f"helm install failed:\n{done.stderr}\n{diagnose(real_cluster, GO_NAMESPACE)}"
+    return Release(GO_RELEASE, GO_NAMESPACE)

@@ -1,0 +1,69 @@
+"""The Go reference operator with pko's agent: the Go operator installed by its own Helm chart (from the source it
+was built from), its `AGENT_IMAGE` pointed at pko's image, so its workspace pods run pko's agent. The same three
+scenarios as with pko's operator; then what both operators showed is compared (the parity the compatibility page
+documents)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pko.kube import client as kclient
+from pko.testing import cluster, crossrun, gitserver
+from pko.testing.clusterbed import PKO_IMAGE, ROOT, Release, uninstall
+
+GO_CHART = ROOT.parent / "shared" / "third_party" / "pulumi-kubernetes-operator" / "deploy" / "helm" / "pulumi-operator"
+
+#: Differences between the operators a user can observe, each deliberate and listed in docs/compatibility.md.
+KNOWN_DIFFERENCES: dict[str, str] = {}
+
+
+def go_chart() -> Path:
+    assert (GO_CHART / "Chart.yaml").is_file(), f"the Go operator's chart is missing: {GO_CHART}"
+    return GO_CHART
+
+
+@pytest.fixture(scope="module")
+def go_with_pko_agent(real_cluster: cluster.Cluster) -> Iterator[Release]:
+    release = crossrun.install_go_operator(real_cluster, go_chart())
+    crossrun.set_agent_image(real_cluster, crossrun.GO_NAMESPACE, PKO_IMAGE)
+    yield release
+    uninstall(real_cluster, release)
+
+
+async def test_go_operator_drives_pkos_agent(
+    ckc: kclient.Client, real_cluster: cluster.Cluster, pod_git: gitserver.GitServer,
+    new_ns: Callable[[str], Awaitable[str]], go_with_pko_agent: Release, observed: dict[tuple[str, str], Any],
+) -> None:
+    program_ns, python_ns, update_ns = await new_ns("gg"), await new_ns("gp"), await new_ns("gu")
+    program, python, update = await asyncio.gather(
+        crossrun.program_stack(ckc, real_cluster, program_ns, agent_image=PKO_IMAGE),
+        crossrun.python_git_stack(ckc, real_cluster, python_ns, pod_git, agent_image=PKO_IMAGE),
+        crossrun.handwritten_update(ckc, real_cluster, update_ns, pod_git),
+    )
+    observed["go", "program"], observed["go", "python"], observed["go", "update"] = program, python, update
+    observed["go", "metrics"] = crossrun.metric_families(real_cluster, crossrun.GO_NAMESPACE)
+    assert update.secret["data"] == {"answer": 42, "token": "s3cr3t"}
+
+
+@pytest.mark.parametrize("scenario", ["program", "python", "update"])
+def test_both_operators_show_the_same(scenario: str, observed: dict[tuple[str, str], Any]) -> None:
+    pko, go = observed.get(("pko", scenario)), observed.get(("go", scenario))
+    assert pko is not None, "pko's cross-run ran (test_10)"
+    assert go is not None, "the Go operator's cross-run ran"
+    assert pko.stack == go.stack
+    assert pko.update == go.update
+    assert pko.secret == go.secret
+    assert pko.events == go.events, f"only pko: {pko.events - go.events}; only Go: {go.events - pko.events}"
+
+
+def test_both_operators_export_the_same_metrics(observed: dict[tuple[str, str], Any]) -> None:
+    pko, go = observed.get(("pko", "metrics")), observed.get(("go", "metrics"))
+    assert pko is not None, "pko's cross-run ran (test_10)"
+    assert go is not None, "the Go operator's cross-run ran"
+    # every family the Go operator exports, pko exports with the same labels (pko may export more)
+    assert {name: pko.get(name) for name in go} == go, f"pko: {pko}\nGo: {go}"
