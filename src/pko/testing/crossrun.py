@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,8 +19,18 @@ from typing import Any
 from pko.kube import client as kclient
 from pko.kube import resources
 from pko.testing import cluster, gitserver
+from pko.testing.clusterbed import (
+    OPERATOR_NAMESPACE,
+    RELEASE,
+    ROOT,
+    WORKSPACE_IMAGE,
+    WORKSPACE_SERVICE_ACCOUNT,
+    Release,
+    diagnose,
+    helm,
+    passphrase_env,
+)
 from pko.testing.clusterbed import PASSPHRASE as PASSPHRASE
-from pko.testing.clusterbed import WORKSPACE_IMAGE, WORKSPACE_SERVICE_ACCOUNT, Release, diagnose, helm, passphrase_env
 from pko.testing.clusterbed import workspace_template as workspace_template
 from pko.testing.waiting import condition, wait_for, wait_gone
 
@@ -33,6 +43,8 @@ GO_CHART_SETS = ("image.registry=docker.io", "image.repository=pko-test/pulumi-k
                  "leaderElection.retryPeriod=2s")
 GO_NAMESPACE = "pulumi-kubernetes-operator"
 GO_RELEASE = "pulumi-kubernetes-operator"
+#: The Go operator's own Helm chart, in the source `make tools` builds it from (beside the repository).
+GO_CHART = ROOT.parent / "shared" / "third_party" / "pulumi-kubernetes-operator" / "deploy" / "helm" / "pulumi-operator"
 
 #: A YAML Program with one config value and a secret output: a config change is an update with new outputs.
 PROGRAM = {"configuration": {"greeting": {"type": "String"}},
@@ -104,22 +116,38 @@ def events(real_cluster: cluster.Cluster, namespace: str) -> set[tuple[str, str,
             if e["involvedObject"]["kind"] in ("Stack", "Update", "Workspace", "Program")}
 
 
-def metric_families(real_cluster: cluster.Cluster, namespace: str) -> dict[str, set[str]]:
-    """The operator's `pulumi_*` metric families and their label names, scraped through its Service's ClusterIP."""
+def scrape(real_cluster: cluster.Cluster, namespace: str) -> str:
+    """The `/metrics` of the operator in `namespace`, through its Service's ClusterIP (both charts name the port
+    `http-metrics`)."""
     services = (real_cluster.api_get(f"/api/v1/namespaces/{namespace}/services") or {}).get("items", [])
     service = next(s for s in services if any(p["name"] == "http-metrics" for p in s["spec"].get("ports", [])))
     port = next(p["port"] for p in service["spec"]["ports"] if p["name"] == "http-metrics")
     with urllib.request.urlopen(f"http://{service['spec']['clusterIP']}:{port}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    families: dict[str, set[str]] = {}
+        return str(response.read().decode())
+
+
+def _samples(text: str, prefix: str) -> Iterator[tuple[str, dict[str, str], float]]:
     for line in text.splitlines():
-        if not line.startswith("pulumi_"):
+        if not line.startswith(prefix):
             continue
-        name, _, rest = line.partition("{")
-        name = name.split(" ")[0]
-        labels = {pair.split("=")[0] for pair in rest.rsplit("}", 1)[0].split(",") if "=" in pair} if rest else set()
+        head, _, value = line.rpartition(" ")
+        name, _, rest = head.partition("{")
+        labels = dict(pair.split("=", 1) for pair in rest.rstrip("}").split(",") if "=" in pair)
+        yield name, {k: v.strip('"') for k, v in labels.items()}, float(value)
+
+
+def metric_families(real_cluster: cluster.Cluster, namespace: str) -> dict[str, set[str]]:
+    """The operator's `pulumi_*` metric families and their label names."""
+    families: dict[str, set[str]] = {}
+    for name, labels, _ in _samples(scrape(real_cluster, namespace), "pulumi_"):
         families.setdefault(name, set()).update(labels)
     return families
+
+
+def reconciles(real_cluster: cluster.Cluster, namespace: str, controller: str) -> float:
+    """How many reconciles `controller` of the operator in `namespace` has finished since it started."""
+    return sum(value for name, labels, value in _samples(scrape(real_cluster, namespace), "controller_runtime_")
+               if name == "controller_runtime_reconcile_total" and labels.get("controller") == controller)
 
 
 def deployment(real_cluster: cluster.Cluster, namespace: str) -> str:
@@ -188,8 +216,7 @@ async def python_git_stack(ckc: kclient.Client, real_cluster: cluster.Cluster, n
     outputs, then destroyed on delete."""
     seen = Observed()
     repo = f"{name}-{namespace}"
-    git.create_repo(repo, {"Pulumi.yaml": PYTHON_PROJECT, "requirements.txt": "pulumi>=3.0.0,<4.0.0\n",
-                           "__main__.py": PYTHON_PROGRAM})
+    git.create_repo(repo, PYTHON_FILES)
     await ckc.create(resources.STACK.new(name, namespace, spec={
         "stack": "dev", "projectRepo": git.http_url(repo), "branch": "main", "backend": "file:///tmp",
         "envRefs": passphrase_env(), "config": {"who": "a cross-run"}, "destroyOnFinalize": True,
@@ -207,14 +234,19 @@ async def python_git_stack(ckc: kclient.Client, real_cluster: cluster.Cluster, n
     return seen
 
 
+PYTHON_FILES = {"Pulumi.yaml": PYTHON_PROJECT, "requirements.txt": "pulumi>=3.0.0,<4.0.0\n",
+                "__main__.py": PYTHON_PROGRAM}
+
+
 async def handwritten_update(ckc: kclient.Client, real_cluster: cluster.Cluster, namespace: str,
-                             git: gitserver.GitServer, *, name: str = "byhand") -> Observed:
-    """A Workspace and an `up` Update written by hand (auto.pulumi.com, no Stack): the Update completes and its
-    outputs land in a Secret."""
+                             git: gitserver.GitServer, *, name: str = "byhand",
+                             files: dict[str, str] | None = None) -> Observed:
+    """A Workspace and an `up` Update written by hand (auto.pulumi.com, no Stack) on a git source (`files`; by
+    default a YAML project): the Update completes and its outputs land in a Secret."""
     seen = Observed()
     repo = f"{name}-{namespace}"
-    commit = git.create_repo(repo, {"Pulumi.yaml": YAML_PROJECT})
-    await ckc.create({"apiVersion": "auto.pulumi.com/v1alpha1", "kind": "Workspace",
+    commit = git.create_repo(repo, files or {"Pulumi.yaml": YAML_PROJECT})
+    workspace = await ckc.create({"apiVersion": "auto.pulumi.com/v1alpha1", "kind": "Workspace",
                       "metadata": {"name": name, "namespace": namespace},
                       "spec": {"image": WORKSPACE_IMAGE, "imagePullPolicy": "IfNotPresent",
                                "serviceAccountName": WORKSPACE_SERVICE_ACCOUNT,
@@ -224,12 +256,17 @@ async def handwritten_update(ckc: kclient.Client, real_cluster: cluster.Cluster,
                                        {"name": "PULUMI_BACKEND_URL", "value": "file:///tmp"}],
                                "stacks": [{"name": "dev", "create": True}]}})
     await ckc.create({"apiVersion": "auto.pulumi.com/v1alpha1", "kind": "Update",
-                      "metadata": {"name": f"{name}-up", "namespace": namespace},
+                      # both operators run only an Update with a controller (else it is "orphaned": Canceled)
+                      "metadata": {"name": f"{name}-up", "namespace": namespace, "ownerReferences": [{
+                          "apiVersion": "auto.pulumi.com/v1alpha1", "kind": "Workspace", "name": name,
+                          "uid": workspace["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}]},
                       "spec": {"workspaceName": name, "stackName": "dev", "type": "up", "message": "by hand"}})
     update = await wait_for(ckc, resources.UPDATE, f"{name}-up", namespace,
-                            lambda o: condition(o, "Complete").get("status") == "True", timeout=400,
+                            lambda o: condition(o, "Complete").get("status") == "True", timeout=600,
                             diagnostics=lambda: diagnose(real_cluster, namespace))
     seen.update = update_shape(update)
+    failed = condition(update, "Failed").get("status")
+    assert failed == "False", f"{update['status']}\n{diagnose(real_cluster, namespace)}"
     outputs = update["status"].get("outputs")
     assert outputs, update["status"]
     seen.secret = secret_shape(await ckc.get(resources.SECRET, outputs, namespace))
@@ -247,3 +284,34 @@ def install_go_operator(real_cluster: cluster.Cluster, chart: Path, *values: str
                 *(arg for pair in sets for arg in ("--set", pair)), "--wait", "--timeout", "240s", check=False)
     assert done.returncode == 0, f"helm install failed:\n{done.stderr}\n{diagnose(real_cluster, GO_NAMESPACE)}"
     return Release(GO_RELEASE, GO_NAMESPACE)
+
+
+def go_chart() -> Path:
+    assert (GO_CHART / "Chart.yaml").is_file(), f"the Go operator's chart is missing: {GO_CHART}"
+    return GO_CHART
+
+
+def go_release() -> Release:
+    return Release(GO_RELEASE, GO_NAMESPACE)
+
+
+def pko_release() -> Release:
+    return Release(RELEASE, OPERATOR_NAMESPACE)
+
+
+def helm_uninstall(real_cluster: cluster.Cluster, release: str, namespace: str) -> None:
+    """Uninstall a release if it is installed (cleanup after a test that may have stopped anywhere)."""
+    helm(real_cluster, "uninstall", release, "--namespace", namespace, "--wait", "--ignore-not-found", check=False)
+
+
+async def refused_http_stack(ckc: kclient.Client, namespace: str, git: gitserver.GitServer) -> Object:
+    """A Stack whose `projectRepo` is plain `http://`: the Go operator refuses it (its git URL parser takes only
+    https and ssh) and stalls it; pko accepts it. Returns the Stack as the operator left it."""
+    repo = f"http-{namespace}"
+    git.create_repo(repo, PYTHON_FILES)
+    await ckc.create(resources.STACK.new("http", namespace, spec={
+        "stack": "dev", "projectRepo": git.http_url(repo), "branch": "main", "backend": "file:///tmp",
+        "envRefs": passphrase_env(), "workspaceTemplate": workspace_template(),
+    }))
+    return await wait_for(ckc, resources.STACK, "http", namespace,
+                          lambda o: condition(o, "Stalled").get("status") == "True", timeout=120)
