@@ -13,9 +13,10 @@ import httpx
 import stack_e2e as e2e
 from prometheus_client import parser
 
+from pko.api import names
 from pko.kube import client as kclient
-from pko.kube import resources
-from pko.testing import gitserver, operator
+from pko.kube import objects, resources
+from pko.testing import gitserver, operator, waiting
 
 BACKOFF_CAP = 2
 
@@ -110,8 +111,16 @@ async def test_failing_stack_retries_stalls_and_recovers_on_a_fix(
     await _wait_metrics(stack_operator, {ACTIVE: 2, _failing(namespace, "flaky"): 1,
                                          _failing(namespace, "steady"): 0})
 
-    # Stalled means no more retries, however long the backoff cap allows.
-    await asyncio.sleep(3 * BACKOFF_CAP)
+    # Stalled means no more retries: once the controller is done with the Stack, the only look it has scheduled
+    # is the branch poll (a minute away), not a retry after the backoff (a retry already run would be a fifth
+    # Update).
+    controller = stack_operator.controllers.stacks.controller
+    flaky = objects.ObjectKey(namespace, "flaky")
+    await waiting.eventually(
+        lambda: waiting.idle(stack_operator.manager.registry, names.STACK_CONTROLLER)
+        and not controller.queue.is_processing(flaky), "the stack controller to be done with the stalled Stack")
+    after = waiting.next_look(controller, flaky)
+    assert after is None or after > 3 * BACKOFF_CAP, f"a retry is scheduled in {after:.1f}s"
     assert len(await e2e.updates_of(kc, "flaky", namespace)) == 4
 
     # A fix pushed to the branch deploys (a reconciliation request makes the Stack look now, not at its poll).

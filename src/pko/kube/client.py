@@ -1,4 +1,5 @@
-"""The async API client every pko component uses: plain dicts in and out, our errors, server-side apply first.
+"""The async API client every pko component uses: plain dicts in and out (or, for a read, the typed model from
+``pko.api`` the caller names), our errors, server-side apply first.
 
 A thin layer over lightkube's ``AsyncClient``. It adds what the operator needs on every call and lightkube leaves
 to the caller: kinds from :mod:`pko.kube.resources` (so CRDs and built-ins look alike), the operator's field
@@ -15,13 +16,14 @@ import contextlib
 import dataclasses
 import os
 from collections.abc import AsyncIterator, Iterator, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import httpx2
 import lightkube
 from lightkube.core import generic_client
 from lightkube.types import CascadeType, PatchType, on_error_raise
 
+from pko.api import meta
 from pko.kube import errors, objects, resources
 
 FIELD_MANAGER = "pulumi-kubernetes-operator"
@@ -32,6 +34,7 @@ _PATCH_TYPES = {"merge": PatchType.MERGE, "json": PatchType.JSON, "strategic": P
 _CASCADE = {"Background": CascadeType.BACKGROUND, "Foreground": CascadeType.FOREGROUND, "Orphan": CascadeType.ORPHAN}
 
 KindRef = resources.Kind | str
+Model = TypeVar("Model", bound=meta.Wire)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,6 +136,12 @@ class Client:
             return await self.get(kind, name, namespace)
         except errors.NotFound:
             return None
+
+    async def get_typed_or_none(self, kind: KindRef, model: type[Model], name: str,
+                                namespace: str | None = None) -> Model | None:
+        """The object as `model` (its ``pko.api`` model), or None: for a reconciler that works on the model only."""
+        found = await self.get_or_none(kind, name, namespace)
+        return None if found is None else model.model_validate(found)
 
     async def list(
         self,

@@ -19,9 +19,10 @@ NORMAL = "Normal"
 WARNING = "Warning"
 
 
-def event_for(obj: objects.Object, type_: str, reason: str, message: str, component: str,
+def event_for(obj: objects.Like, type_: str, reason: str, message: str, component: str,
               now: datetime.datetime) -> objects.Object:
     """The core/v1 Event describing `reason` on `obj` (pure)."""
+    obj = objects.as_object(obj)
     meta = obj.get("metadata", {})
     stamp = now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return resources.EVENT.new(
@@ -53,15 +54,16 @@ class Recorder:
         self.client = client
         self.component = component
 
-    async def emit(self, obj: objects.Object, type_: str, reason: str, message: str) -> None:
+    async def emit(self, obj: objects.Like, type_: str, reason: str, message: str) -> None:
+        obj = objects.as_object(obj)
         event = event_for(obj, type_, reason, message, self.component, datetime.datetime.now(datetime.UTC))
         try:
             await self.client.create(event)
         except Exception as err:  # best effort by design
             log.warning("could not record event %s on %s: %s", reason, objects.key_of(obj), err)
 
-    async def normal(self, obj: objects.Object, reason: str, message: str) -> None:
+    async def normal(self, obj: objects.Like, reason: str, message: str) -> None:
         await self.emit(obj, NORMAL, reason, message)
 
-    async def warning(self, obj: objects.Object, reason: str, message: str) -> None:
+    async def warning(self, obj: objects.Like, reason: str, message: str) -> None:
         await self.emit(obj, WARNING, reason, message)

@@ -2,7 +2,9 @@
 
 Objects travel through pko as the JSON the API server sends (``dict[str, Any]``), not as typed models: the
 informer cache stores them, the strategic merge works on them, server-side apply sends them. Typed views
-(pydantic models in ``pko.api``) are built from these dicts where a layer needs them.
+(pydantic models in ``pko.api``) are built from these dicts where a layer needs them; a reconciler then works on
+the typed model alone, and the helpers that only read an object's identity (owner references, events) take either
+(:data:`Like`), so it never keeps the dict beside the model.
 
 This module only reads and builds such dicts. It must never do I/O and never mutate an object it is given.
 """
@@ -11,8 +13,18 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from pko.api import meta
+
 Object = dict[str, Any]
 """A Kubernetes object as JSON: ``apiVersion``, ``kind``, ``metadata``, and whatever else the kind has."""
+
+Like = Object | meta.Wire
+"""An object as JSON or as its typed model from ``pko.api`` (which carries ``apiVersion``, ``kind``, ``metadata``)."""
+
+
+def as_object(obj: Like) -> Object:
+    """The JSON of ``obj``: a typed model serialised as the API server sees it, a dict as it is."""
+    return obj.to_wire() if isinstance(obj, meta.Wire) else obj
 
 
 class ObjectKey(NamedTuple):
@@ -23,6 +35,11 @@ class ObjectKey(NamedTuple):
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+    @classmethod
+    def of(cls, metadata: meta.ObjectMeta) -> ObjectKey:
+        """The key of a typed object, from its metadata (``ObjectKey.of(stack.metadata)``)."""
+        return cls(metadata.namespace or "", metadata.name or "")
 
     @classmethod
     def parse(cls, text: str) -> ObjectKey:

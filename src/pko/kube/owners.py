@@ -4,7 +4,8 @@ The Stack owns its Workspace and Updates, the Workspace owns its StatefulSet and
 outputs Secret; garbage collection and the controllers' "owned object changed → reconcile the owner" both rest
 on these references, so they are built in exactly one place.
 
-Pure functions over plain-dict objects. They never do I/O and never mutate their arguments (they return copies).
+Pure functions over plain-dict objects (an owner may also be its typed model). They never do I/O and never
+mutate their arguments (they return copies).
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ class AlreadyOwned(ValueError):
 
 
 def owner_reference(
-    owner: objects.Object, *, controller: bool = False, block_owner_deletion: bool = False
+    owner: objects.Like, *, controller: bool = False, block_owner_deletion: bool = False
 ) -> dict[str, Any]:
     """An ``ownerReferences`` entry pointing at ``owner`` (which must carry apiVersion, kind, name and uid)."""
+    owner = objects.as_object(owner)
     api_version, kind = objects.gvk_of(owner)
     name, uid = objects.name_of(owner), objects.uid_of(owner)
     if not (api_version and kind and name and uid):
@@ -35,7 +37,7 @@ def owner_reference(
     return ref
 
 
-def controller_reference(owner: objects.Object) -> dict[str, Any]:
+def controller_reference(owner: objects.Like) -> dict[str, Any]:
     """The controller reference controller-runtime writes: ``controller: true, blockOwnerDeletion: true``."""
     return owner_reference(owner, controller=True, block_owner_deletion=True)
 
@@ -86,7 +88,7 @@ def _with_reference(obj: objects.Object, ref: dict[str, Any]) -> objects.Object:
     return result
 
 
-def set_controller_reference(obj: objects.Object, owner: objects.Object) -> objects.Object:
+def set_controller_reference(obj: objects.Object, owner: objects.Like) -> objects.Object:
     """A copy of ``obj`` controlled by ``owner``. Raises :class:`AlreadyOwned` if another object controls it."""
     ref = controller_reference(owner)
     current = controller_of(obj)
@@ -98,7 +100,7 @@ def set_controller_reference(obj: objects.Object, owner: objects.Object) -> obje
 
 
 def set_owner_reference(
-    obj: objects.Object, owner: objects.Object, *, block_owner_deletion: bool = False
+    obj: objects.Object, owner: objects.Like, *, block_owner_deletion: bool = False
 ) -> objects.Object:
     """A copy of ``obj`` with a non-controller reference to ``owner`` (replacing any earlier one to it)."""
     return _with_reference(obj, owner_reference(owner, block_owner_deletion=block_owner_deletion))

@@ -27,12 +27,45 @@ MAX_HEADER_BYTES = 16 * 1024
 SHUTDOWN_SECONDS = 2.0
 
 
+def split_host_port(address: str) -> tuple[str, str]:
+    """Go's ``net.SplitHostPort``: ``":9090"`` → ``("", "9090")``, ``"[::1]:80"`` → ``("::1", "80")``."""
+    if address.startswith("["):
+        close = address.find("]")
+        if close < 0 or not address[close + 1:].startswith(":"):
+            raise ValueError(f"address {address!r}: missing port in address")
+        host, port = address[1:close], address[close + 2:]
+    else:
+        host, sep, port = address.rpartition(":")
+        if not sep:
+            raise ValueError(f"address {address!r}: missing port in address")
+        if ":" in host:
+            raise ValueError(f"address {address!r}: too many colons in address")
+    if "[" in port or "]" in port:
+        raise ValueError(f"address {address!r}: unexpected bracket")
+    return host, port
+
+
+def join_host_port(host: str, port: str) -> str:
+    """Go's ``net.JoinHostPort``: brackets around IPv6 hosts."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def bind_address(listen: str) -> tuple[str | None, int]:
+    """Host (``None``: every interface) and port to bind for a Go-style listen address (``":9090"``,
+    ``"127.0.0.1:0"``, ``"[::1]:80"``); ``ValueError`` for what Go's ``net.Listen`` would refuse."""
+    host, port = split_host_port(listen)
+    if not port.isdigit():
+        raise ValueError(f"address {listen!r}: invalid port")
+    return (host or None), int(port)
+
+
 def parse_address(address: str) -> tuple[str, int] | None:
-    """Go-style bind address: ``":8081"`` → all interfaces, ``"127.0.0.1:0"`` → a free port, ``"0"`` → off."""
+    """A probe or metrics bind address: ``":8081"`` → all IPv4 interfaces, ``"127.0.0.1:0"`` → a free port,
+    ``"0"`` (or empty) → off, as controller-runtime's ``--health-probe-bind-address``."""
     if address in ("", "0"):
         return None
-    host, _, port = address.rpartition(":")
-    return (host.strip("[]") or "0.0.0.0"), int(port)
+    host, port = bind_address(address)
+    return (host or "0.0.0.0"), port
 
 
 def response(status: int, headers: Iterable[tuple[str, str]], body: bytes) -> web.Response:

@@ -12,7 +12,6 @@ It must never listen on anything but 127.0.0.1, and it fails loudly when the bin
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import socket
@@ -63,16 +62,7 @@ async def install_crds(client: kclient.Client, timeout: float = 60.0) -> list[st
     for manifest in manifests:
         await client.apply(manifest, field_manager=FIELD_MANAGER)
     names = [str(m["metadata"]["name"]) for m in manifests]
-    deadline = time.monotonic() + timeout
-    for name in names:
-        while True:
-            crd = await client.get(operator.CRD, name)
-            if any(c.get("type") == "Established" and c.get("status") == "True"
-                   for c in (crd.get("status") or {}).get("conditions") or []):
-                break
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"CRD {name} not Established after {timeout:.0f}s")
-            await asyncio.sleep(0.2)
+    await operator.wait_established(client, names, timeout)
     return names
 
 

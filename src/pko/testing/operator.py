@@ -37,9 +37,13 @@ async def install_crds(client: kclient.Client, timeout: float = 60.0) -> None:
     manifests = crds.all_crds()
     for manifest in manifests.values():
         await client.apply(dict(manifest), field_manager=TEST_FIELD_MANAGER)
+    await wait_established(client, [str(m["metadata"]["name"]) for m in manifests.values()], timeout)
+
+
+async def wait_established(client: kclient.Client, names: list[str], timeout: float = 60.0) -> None:
+    """Wait until the API server serves each of the CRDs `names` (their ``Established`` condition)."""
     deadline = time.monotonic() + timeout
-    for manifest in manifests.values():
-        name = manifest["metadata"]["name"]
+    for name in names:
         while True:
             crd = await client.get(CRD, name)
             found = [c for c in (crd.get("status") or {}).get("conditions") or [] if c.get("type") == "Established"]

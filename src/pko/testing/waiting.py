@@ -3,7 +3,8 @@
 Polling (rather than watching) keeps these helpers independent of the runtime under test; a failure message
 always carries the object's last status (plus any extra diagnostics) so a red test says what state things were
 left in. To show that something did *not* happen, wait for the event after which it would have (the operator
-wrote a status, a controller finished its reconciles: :func:`settled`), never for a fixed time.
+wrote a status, a controller finished its reconciles: :func:`settled`), never for a fixed time; that a retry
+will not come is what the controller scheduled (:func:`next_look`), not a wait longer than the retry's delay.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from prometheus_client import CollectorRegistry
 
 from pko.kube import client as kclient
 from pko.kube import objects, resources
+from pko.runtime import controller as ctl
 
 Object = dict[str, Any]
 
@@ -93,6 +95,13 @@ async def settled(registry: CollectorRegistry, controller: str, *, after: float,
         depth = registry.get_sample_value("workqueue_depth", {**labels, "name": controller})
         raise AssertionError(f"{err} (reconciles {reconciles(registry, controller)} after {after}, "
                              f"active {active}, queued {depth})") from None
+
+
+def next_look(controller: ctl.Controller, key: objects.ObjectKey) -> float | None:
+    """Seconds until `controller` looks at `key` again by itself (a requeue a reconcile asked for), or None when
+    nothing is scheduled: only events bring it back. Call it in the loop the controller runs in."""
+    at = controller.queue.pending_after(key)
+    return None if at is None else at - asyncio.get_running_loop().time()
 
 
 async def wait_gone(client: kclient.Client, kind: resources.Kind, name: str, namespace: str,

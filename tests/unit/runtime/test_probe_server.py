@@ -1,4 +1,5 @@
-"""The probe/metrics HTTP server: Go-style addresses, routes, 404, 405 and 400 for what is not HTTP."""
+"""The probe/metrics HTTP server: Go-style addresses (shared with the program file server), routes, 404, 405
+and 400 for what is not HTTP."""
 
 from __future__ import annotations
 
@@ -16,6 +17,16 @@ from pko.runtime import httpserver
 )
 def test_parse_address(address: str, bound: tuple[str, int] | None) -> None:
     assert httpserver.parse_address(address) == bound
+
+
+def test_bind_addresses_are_go_style() -> None:
+    assert httpserver.bind_address(":9090") == (None, 9090)
+    assert httpserver.bind_address("[::1]:0") == ("::1", 0)
+    for bad in ("9090", "host:", "a:b:9090", "[::1]9090"):
+        with pytest.raises(ValueError, match="address"):
+            httpserver.bind_address(bad)
+        with pytest.raises(ValueError, match="address"):
+            httpserver.parse_address(bad)
 
 
 async def request(port: int, line: str) -> bytes:

@@ -27,6 +27,7 @@ from prometheus_client import Gauge
 
 from pko import kube, runtime
 from pko.api import names
+from pko.api import program as program_api
 from pko.controllers.program import address, fileserver, plan, serving
 from pko.kube import objects, resources
 
@@ -54,15 +55,16 @@ class Programs:
 
     async def reconcile(self, key: objects.ObjectKey) -> runtime.Result | None:
         """Bring one Program's status up to date with its generation and the advertised address."""
-        obj = self.informer.store.get(key)
-        if obj is None:
+        cached = self.informer.store.get(key)
+        if cached is None:
             return None
-        decision = plan.plan(obj, advertised=await self.server.advertised(), now=self.clock())
+        program = program_api.Program.model_validate(cached)
+        decision = plan.plan(program, advertised=await self.server.advertised(), now=self.clock())
         if decision.status is None:
             return None
-        log.info("artifact of generation %s: %s", objects.generation_of(obj), decision.artifact.digest)
+        log.info("artifact of generation %s: %s", program.metadata.generation or 0, decision.artifact.digest)
         try:
-            await self.client.apply_status(plan.status_apply(obj, decision.status),
+            await self.client.apply_status(plan.status_apply(program, decision.status),
                                            field_manager=names.FIELD_MANAGER_PROGRAM_STATUS)
         except kube.NotFound:
             return None  # deleted meanwhile

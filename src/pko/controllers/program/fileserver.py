@@ -45,7 +45,7 @@ class FileServer:
     ) -> None:
         self.lookup = lookup
         self.listen = listen
-        self._bind = address.bind_address(listen)
+        self._bind = httpserver.bind_address(listen)
         self._explicit = advertised
         self._env = env
         self._hostname = hostname
@@ -73,8 +73,8 @@ class FileServer:
         host, port = self._bind
         await self._listener.start(host, port)
         if not self._known.is_set():
-            listen_host, _ = address.split_host_port(self.listen)
-            self._set_advertised(address.join_host_port(listen_host, str(self.port)))
+            listen_host, _ = httpserver.split_host_port(self.listen)
+            self._set_advertised(httpserver.join_host_port(listen_host, str(self.port)))
         log.info("program file server listening on %s (advertised as %s)", self.listen, self._advertised)
 
     async def close(self) -> None:

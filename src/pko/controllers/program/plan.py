@@ -6,7 +6,7 @@ program again). The Go operator rewrites it on every reconcile; we write it only
 change (a new generation, another advertised address, different bytes), so an operator restart does not touch
 every Program and wake every Stack that uses one.
 
-Pure: a Program object, the advertised address and the time in; the status to apply (or nothing) out. Must
+Pure: a Program (its typed model), the advertised address and the time in; the status to apply (or nothing) out. Must
 never do I/O or read the clock.
 """
 
@@ -62,27 +62,24 @@ def desired_artifact(program: program_api.Program, built: artifacts.Artifact, ad
     }
 
 
-def plan(obj: dict[str, Any], *, advertised: str, now: datetime.datetime) -> StatusPlan:
-    """The status a Program object should have."""
-    program = program_api.Program.model_validate(obj)
+def plan(program: program_api.Program, *, advertised: str, now: datetime.datetime) -> StatusPlan:
+    """The status a Program should have."""
     built = artifacts.build(program)
     generation = program.metadata.generation or 0
     artifact = desired_artifact(program, built, advertised, now)
-    current = obj.get("status") or {}
-    current_artifact = current.get("artifact") or {}
-    if current.get("observedGeneration") == generation and all(
-        current_artifact.get(field) == artifact[field] for field in COMPARED
+    current = program.status or program_api.ProgramStatus()
+    if current.observed_generation == generation and current.artifact is not None and all(
+        getattr(current.artifact, field) == artifact[field] for field in COMPARED
     ):
         return StatusPlan(None, built)
     return StatusPlan({"observedGeneration": generation, "artifact": artifact}, built)
 
 
-def status_apply(obj: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+def status_apply(program: program_api.Program, status: dict[str, Any]) -> dict[str, Any]:
     """The server-side apply request for a Program's status subresource."""
-    meta = obj.get("metadata") or {}
     return {
         "apiVersion": program_api.API_VERSION,
         "kind": program_api.KIND,
-        "metadata": {"name": meta.get("name"), "namespace": meta.get("namespace")},
+        "metadata": {"name": program.metadata.name, "namespace": program.metadata.namespace},
         "status": status,
     }

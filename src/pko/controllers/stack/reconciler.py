@@ -6,6 +6,9 @@ prerequisites, apply the Workspace, wait for it, then save `currentUpdate` *befo
 crash in between never loses track of it). Status is written by server-side apply with the reference's field
 manager; every stall carries the reference's reason and message and, where the reference does, an event.
 
+Each object is read once into its typed model (:mod:`pko.api`) and worked on as that; JSON is built only for what
+goes back to the API server (a status apply, a finalizer patch, a new Update).
+
 Must never: put secret values into status, events or logs (outputs are masked), or drop the finalizer while a
 destroy it promised has not succeeded.
 """
@@ -18,12 +21,12 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from pko.api import conditions, names
 from pko.api import stack as stack_api
 from pko.api import update as up_api
-from pko.api.meta import Condition
+from pko.api import workspace as ws_api
+from pko.api.meta import Condition, ObjectMeta
 from pko.controllers.stack import source as source_mod
 from pko.controllers.stack import sync, updates
 from pko.controllers.stack import workspace as ws_build
@@ -41,7 +44,6 @@ NAMESPACE_TERMINATING_RETRY = 30.0
 class _Session:
     """The Stack being reconciled and the status being built for it."""
 
-    obj: objects.Object
     stack: stack_api.Stack
     status: stack_api.StackStatus
     conditions: list[Condition] = field(default_factory=list)
@@ -49,24 +51,28 @@ class _Session:
 
     @property
     def key(self) -> objects.ObjectKey:
-        return objects.key_of(self.obj)
+        return objects.ObjectKey.of(self.stack.metadata)
 
     @property
     def deleting(self) -> bool:
-        return objects.is_deleting(self.obj)
+        return bool(self.stack.metadata.deletion_timestamp)
 
 
-def _observed(obj: dict[str, Any]) -> bool:
-    return bool((obj.get("status") or {}).get("observedGeneration") == objects.generation_of(obj))
+def _observed(meta: ObjectMeta, observed_generation: int | None) -> bool:
+    return observed_generation == (meta.generation or 0)
 
 
-def update_complete(update: dict[str, Any]) -> bool:
+def update_complete(update: up_api.Update) -> bool:
     """The Update finished, and its status speaks of its current generation."""
-    return _observed(update) and objects.condition_true(update, conditions.COMPLETE)
+    status = update.status or up_api.UpdateStatus()
+    return _observed(update.metadata, status.observed_generation) and conditions.is_true(status.conditions,
+                                                                                          conditions.COMPLETE)
 
 
-def workspace_ready(ws: dict[str, Any]) -> bool:
-    return (not objects.is_deleting(ws) and _observed(ws) and objects.condition_true(ws, conditions.READY))
+def workspace_ready(ws: ws_api.Workspace) -> bool:
+    status = ws.status or ws_api.WorkspaceStatus()
+    return (not ws.metadata.deletion_timestamp and _observed(ws.metadata, status.observed_generation)
+            and conditions.is_true(status.conditions, conditions.READY))
 
 
 class StackReconciler:
@@ -86,22 +92,20 @@ class StackReconciler:
         self.retry_max_backoff = retry_max_backoff
 
     async def __call__(self, key: objects.ObjectKey) -> Result | None:
-        obj = await self.client.get_or_none(resources.STACK, key.name, key.namespace)
-        if obj is None:
+        stack = await self.client.get_typed_or_none(resources.STACK, stack_api.Stack, key.name, key.namespace)
+        if stack is None:
             return None
-        stack = stack_api.Stack.model_validate(obj)
         status = (stack.status or stack_api.StackStatus()).model_copy(deep=True)
         status.observed_generation = stack.metadata.generation
         status.observed_reconcile_request = sync.reconcile_request(stack)
         if status.current_update is not None and status.current_update.name:
             logcontext.bind(update=status.current_update.name)
-        s = _Session(obj, stack, status, list(status.conditions or []))
-        finalizers = list(obj["metadata"].get("finalizers") or [])
+        s = _Session(stack, status, list(status.conditions or []))
+        finalizers = list(stack.metadata.finalizers or [])
         if s.deleting and names.FINALIZER not in finalizers:
             return None
         if not s.deleting and names.FINALIZER not in finalizers:
-            obj["metadata"]["finalizers"] = [*finalizers, names.FINALIZER]
-            s.obj = obj = await self.client.replace(obj)
+            s.stack = stack = await self._write_finalizers(stack, [*finalizers, names.FINALIZER])
 
         if status.current_update is not None and not await self._absorb(s):
             return None  # the Update is still running; its completion brings us back
@@ -132,9 +136,9 @@ class StackReconciler:
         synced, message = sync.is_synced(stack.model_copy(update={"status": status}), resolved.commit, self.clock(),
                                          self.retry_max_backoff)
         if not synced:
-            await self.recorder.normal(s.obj, "StackUpdateDetected", message)
+            await self.recorder.normal(s.stack, "StackUpdateDetected", message)
         else:
-            return await self._synced(s, desired_ws)
+            return await self._synced(s, objects.name_of(desired_ws))
 
         if not s.deleting:
             blocked = await self._prerequisites(s)
@@ -148,7 +152,7 @@ class StackReconciler:
                                                    conditions.MESSAGE_WAITING_FOR_WORKSPACE, now=self.clock())
         await self._save(s)
         try:
-            ws = await self.client.apply(desired_ws)
+            ws = ws_api.Workspace.model_validate(await self.client.apply(desired_ws))
         except errors.ApiError as err:
             if s.deleting and _namespace_terminating(err):
                 message = (f"namespace {key.namespace} is terminating; the stack cannot be destroyed. To remove the "
@@ -158,21 +162,21 @@ class StackReconciler:
                                          NAMESPACE_TERMINATING_RETRY)
             raise
         if not workspace_ready(ws):
-            stalled = objects.condition(ws, conditions.STALLED)
-            if stalled.get("status") == "True":
+            stalled = conditions.find(ws.status.conditions if ws.status else None, conditions.STALLED)
+            if stalled is not None and stalled.status == "True":
                 if s.deleting and status.last_update is None:
                     await self._remove_finalizer(s)
                     return None
                 reason = (conditions.STALLED_PULUMI_VERSION_TOO_LOW
-                          if stalled.get("reason") == "IncompatibleConfiguration"
+                          if stalled.reason == "IncompatibleConfiguration"
                           else conditions.STALLED_WORKSPACE_FAILED)
-                return await self._stall(s, reason, f"{stalled.get('reason')}: {stalled.get('message')}", False, None)
+                return await self._stall(s, reason, f"{stalled.reason}: {stalled.message}", False, None)
             return None  # the Workspace watch brings us back when it is ready
 
         s.conditions = conditions.mark_reconciling(s.conditions, conditions.RECONCILING_PROCESSING,
                                                    conditions.MESSAGE_STACK_PROCESSING, now=self.clock())
         now = self.clock()
-        update = updates.build(stack, s.obj, ws, message, int(now.timestamp() * 1000))
+        update = updates.build(stack, ws, message, int(now.timestamp() * 1000))
         s.status.current_update = stack_api.CurrentStackUpdate(
             generation=stack.metadata.generation, reconcile_request=sync.reconcile_request(stack),
             name=objects.name_of(update), commit=resolved.commit)
@@ -203,18 +207,18 @@ class StackReconciler:
         """Fold a finished current Update into `lastUpdate`; False (status saved) while it is still running."""
         current = s.status.current_update
         assert current is not None
-        update_obj = await self.client.get_or_none(resources.UPDATE, current.name or "", s.key.namespace)
-        if update_obj is None or not update_complete(update_obj):
+        update = await self.client.get_typed_or_none(resources.UPDATE, up_api.Update, current.name or "",
+                                                     s.key.namespace)
+        if update is None or not update_complete(update):
             s.conditions = conditions.mark_reconciling(s.conditions, conditions.RECONCILING_PROCESSING,
                                                        conditions.MESSAGE_STACK_PROCESSING, now=self.clock())
             await self._save(s)
             return False
-        update = up_api.Update.model_validate(update_obj)
         now = self.clock()
-        if objects.condition_true(update_obj, conditions.FAILED):
+        if conditions.is_true(update.status.conditions if update.status else None, conditions.FAILED):
             s.status.last_update = sync.record_failure(current, update, s.status.last_update, now)
             message = (update.status.message if update.status else None) or ""
-            await self.recorder.warning(s.obj, "StackUpdateFailure", f"Failed to update stack: {message}")
+            await self.recorder.warning(s.stack, "StackUpdateFailure", f"Failed to update stack: {message}")
         else:
             outputs_name = update.status.outputs if update.status else None
             if outputs_name:
@@ -226,12 +230,12 @@ class StackReconciler:
             s.status.last_update = sync.record_success(current, update, now)
             if update.status and update.status.project_info:
                 s.status.project_info = update.status.project_info
-            await self.recorder.normal(s.obj, "StackCreated", "Successfully updated stack")
+            await self.recorder.normal(s.stack, "StackCreated", "Successfully updated stack")
         s.finalize_update = update.metadata.name
         s.status.current_update = None
         return True
 
-    async def _synced(self, s: _Session, desired_ws: dict[str, Any]) -> Result | None:
+    async def _synced(self, s: _Session, workspace_name: str) -> Result | None:
         last = s.status.last_update
         assert last is not None
         now = self.clock()
@@ -250,8 +254,8 @@ class StackReconciler:
         if last.state != stack_api.STATE_FAILED and stack_api.spec_of(s.stack).workspace_reclaim_policy == "Delete":
             await self._finalize_update(s)
             try:
-                await self.client.delete(resources.WORKSPACE, objects.name_of(desired_ws), s.key.namespace)
-                await self.recorder.normal(s.obj, "WorkspaceDeleted", "Workspace deleted per reclaim policy")
+                await self.client.delete(resources.WORKSPACE, workspace_name, s.key.namespace)
+                await self.recorder.normal(s.stack, "WorkspaceDeleted", "Workspace deleted per reclaim policy")
             except errors.NotFound:
                 pass
         await self._save(s)
@@ -261,14 +265,14 @@ class StackReconciler:
         failed: list[str] = []
         problem = ""
         for prerequisite in stack_api.spec_of(s.stack).prerequisites or ():
-            other_obj = await self.client.get_or_none(resources.STACK, prerequisite.name, s.key.namespace)
-            if other_obj is None:
+            other = await self.client.get_typed_or_none(resources.STACK, stack_api.Stack, prerequisite.name,
+                                                        s.key.namespace)
+            if other is None:
                 failed.append(prerequisite.name)
                 # The reference wraps the API server's NotFound error text.
                 problem = (f'unable to fetch prerequisite "{prerequisite.name}": '
                            f'{stack_api.PLURAL}.{stack_api.GROUP} "{prerequisite.name}" not found')
                 continue
-            other = stack_api.Stack.model_validate(other_obj)
             unsatisfied = sync.prerequisite_problem(prerequisite.requirement, other, self.clock())
             if unsatisfied is None:
                 continue
@@ -276,7 +280,7 @@ class StackReconciler:
             problem = f'prerequisite not satisfied for "{prerequisite.name}": {unsatisfied.message}'
             if unsatisfied.request_resync_of is not None:
                 request = f"after-{unsatisfied.request_resync_of}"
-                if objects.annotations_of(other_obj).get(names.ANNOTATION_RECONCILE_REQUEST) != request:
+                if sync.reconcile_request(other) != request:
                     await self.client.apply(
                         {"apiVersion": stack_api.API_VERSION, "kind": stack_api.KIND,
                          "metadata": {"name": prerequisite.name, "namespace": s.key.namespace,
@@ -289,7 +293,7 @@ class StackReconciler:
     async def _stall(self, s: _Session, reason: str, message: str, event: bool,
                      requeue_after: float | None) -> Result | None:
         if event:
-            await self.recorder.warning(s.obj, "StackConfigInvalid", message)
+            await self.recorder.warning(s.stack, "StackConfigInvalid", message)
         s.conditions = conditions.mark_stalled(s.conditions, reason, message, now=self.clock())
         await self._save(s)
         return Result(requeue_after=requeue_after) if requeue_after else None
@@ -324,13 +328,21 @@ class StackReconciler:
             log.warning("could not release update %s: %s", name, err)
 
     async def _remove_finalizer(self, s: _Session) -> None:
-        current = await self.client.get_or_none(resources.STACK, s.key.name, s.key.namespace)
+        current = await self.client.get_typed_or_none(resources.STACK, stack_api.Stack, s.key.name, s.key.namespace)
         if current is None:
             return
-        finalizers = list(current["metadata"].get("finalizers") or [])
+        finalizers = list(current.metadata.finalizers or [])
         if names.FINALIZER in finalizers:
-            current["metadata"]["finalizers"] = [f for f in finalizers if f != names.FINALIZER]
-            await self.client.replace(current)
+            await self._write_finalizers(current, [f for f in finalizers if f != names.FINALIZER])
+
+    async def _write_finalizers(self, stack: stack_api.Stack, finalizers: list[str]) -> stack_api.Stack:
+        """Set the Stack's finalizers and nothing else, on the version it was read at (a Conflict when someone
+        changed it meanwhile: the reconcile is retried on the newer version)."""
+        meta = stack.metadata
+        patched = await self.client.patch(
+            resources.STACK, meta.name or "",
+            {"metadata": {"finalizers": finalizers, "resourceVersion": meta.resource_version}}, meta.namespace)
+        return stack_api.Stack.model_validate(patched)
 
 
 def _namespace_terminating(err: errors.ApiError) -> bool:

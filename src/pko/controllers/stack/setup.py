@@ -19,6 +19,8 @@ from prometheus_client import CollectorRegistry, Gauge
 
 from pko.api import conditions, names
 from pko.api import stack as stack_api
+from pko.api import update as up_api
+from pko.api import workspace as ws_api
 from pko.controllers.settings import Settings
 from pko.controllers.stack import reconciler as stack_reconciler
 from pko.controllers.stack import source as source_mod
@@ -211,12 +213,17 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings, *,
     controller.watch(mgr.informer(resources.PROGRAM), handlers.for_mapping(program_users), revision_changed)
 
     def workspace_signal(obj: objects.Object) -> bool:
-        return stack_reconciler.workspace_ready(obj) or objects.condition_true(obj, conditions.STALLED)
+        workspace = ws_api.Workspace.model_validate(obj)
+        return stack_reconciler.workspace_ready(workspace) or conditions.is_true(
+            workspace.status.conditions if workspace.status else None, conditions.STALLED)
+
+    def update_complete(obj: objects.Object) -> bool:
+        return stack_reconciler.update_complete(up_api.Update.model_validate(obj))
 
     controller.watch(mgr.informer(resources.WORKSPACE), handlers.for_controller(resources.STACK),
                      _transition(workspace_signal))
     controller.watch(mgr.informer(resources.UPDATE), handlers.for_mapping(_stack_owners),
-                     _transition(stack_reconciler.update_complete))
+                     _transition(update_complete))
 
     metrics = StackMetrics(mgr.registry)
     stacks.add_handler(metrics.observe)

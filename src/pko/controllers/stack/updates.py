@@ -15,7 +15,8 @@ from typing import Any
 from pko.api import names
 from pko.api import stack as stack_api
 from pko.api import update as up_api
-from pko.kube import objects, owners, patchmeta, resources, smp
+from pko.api import workspace as ws_api
+from pko.kube import owners, patchmeta, resources, smp
 
 TTL_AFTER_COMPLETED = "24h0m0s"
 
@@ -26,13 +27,12 @@ def kind_for(stack: stack_api.Stack) -> str:
     return up_api.PREVIEW if stack_api.spec_of(stack).preview else up_api.UP
 
 
-def build(stack: stack_api.Stack, stack_obj: objects.Object, workspace: objects.Object, message: str,
-          unix_millis: int) -> dict[str, Any]:
+def build(stack: stack_api.Stack, workspace: ws_api.Workspace, message: str, unix_millis: int) -> dict[str, Any]:
     name = stack.metadata.name or ""
     stack_spec = stack_api.spec_of(stack)
     kind = kind_for(stack)
     spec: dict[str, Any] = {
-        "workspaceName": objects.name_of(workspace),
+        "workspaceName": workspace.metadata.name or "",
         "stackName": stack_spec.stack,
         "type": kind,
         "ttlAfterCompleted": TTL_AFTER_COMPLETED,
@@ -50,4 +50,4 @@ def build(stack: stack_api.Stack, stack_obj: objects.Object, workspace: objects.
     if stack_spec.update_template:
         update = smp.merge(update, copy.deepcopy(dict(stack_spec.update_template)), patchmeta.UPDATE)
     update = owners.set_controller_reference(update, workspace)
-    return owners.set_owner_reference(update, stack_obj, block_owner_deletion=True)
+    return owners.set_owner_reference(update, stack, block_owner_deletion=True)

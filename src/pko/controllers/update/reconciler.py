@@ -84,13 +84,13 @@ class UpdateReconciler:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     async def __call__(self, key: objects.ObjectKey) -> Result | None:
-        obj = await self.client.get_or_none(resources.UPDATE, key.name, key.namespace)
-        if obj is None:
+        update = await self.client.get_typed_or_none(resources.UPDATE, up_api.Update, key.name, key.namespace)
+        if update is None:
             return None
-        update = up_api.Update.model_validate(obj)
         now = self.clock()
-        decision = plan.decide(update, running=key in self.active, deleting=objects.is_deleting(obj),
-                               has_controller=owners.controller_of(obj) is not None, now=now)
+        controlled = any(ref.controller for ref in update.metadata.owner_references or ())
+        decision = plan.decide(update, running=key in self.active, deleting=bool(update.metadata.deletion_timestamp),
+                               has_controller=controlled, now=now)
         match decision.action:
             case plan.Action.IGNORE:
                 return None
@@ -98,7 +98,7 @@ class UpdateReconciler:
                 return Result(requeue_after=decision.requeue_after)
             case plan.Action.EXPIRE:
                 await self.client.delete(resources.UPDATE, key.name, key.namespace, missing_ok=True)
-                await self.recorder.normal(obj, "UpdateExpired", "Update has expired")
+                await self.recorder.normal(update, "UpdateExpired", "Update has expired")
                 return None
             case plan.Action.ABORT:
                 await self._save(update, plan.failed(plan.REASON_ABORTED))
@@ -110,11 +110,11 @@ class UpdateReconciler:
             return Result(requeue_after=RETRY_AFTER)
 
         spec = update.spec or up_api.UpdateSpec()
-        workspace_obj = await self.client.get_or_none(resources.WORKSPACE, spec.workspace_name or "", key.namespace)
-        if workspace_obj is None:
+        workspace = await self.client.get_typed_or_none(resources.WORKSPACE, ws_api.Workspace,
+                                                        spec.workspace_name or "", key.namespace)
+        if workspace is None:
             await self._save(update, plan.waiting(plan.REASON_WORKSPACE_NOT_FOUND, "the workspace does not exist"))
             return Result(requeue_after=RETRY_AFTER)
-        workspace = ws_api.Workspace.model_validate(workspace_obj)
         ready = conditions.find((workspace.status.conditions if workspace.status else None), conditions.READY)
         if ready is None or ready.status != "True" or not (workspace.status and workspace.status.address):
             await self._save(update, plan.waiting(plan.REASON_WORKSPACE_NOT_READY, "the workspace is not ready"))
@@ -123,28 +123,28 @@ class UpdateReconciler:
             conn = await self.connector.connect(key.namespace, workspace.metadata.name or "",
                                                 workspace.status.address, CONNECT_TIMEOUT)
         except connect.ConnectionFailed as err:
-            await self.workspace_recorder.warning(workspace_obj, "ConnectionFailure", str(err))
+            await self.workspace_recorder.warning(workspace, "ConnectionFailure", str(err))
             await self._save(update, plan.waiting(plan.REASON_TRANSIENT, str(err)))
             return Result(requeue_after=RETRY_AFTER)
 
-        update = up_api.Update.model_validate(await self._save(update, plan.started()))
+        update = await self._save(update, plan.started())
         logcontext.bind(update=key.name)  # the operation's task inherits it
-        self.active[key] = asyncio.create_task(self._operate(key, obj, update, conn), name=f"update-{key}")
+        self.active[key] = asyncio.create_task(self._operate(key, update, conn), name=f"update-{key}")
         return None
 
     # --- the operation -----------------------------------------------------------------------------------------
 
-    async def _operate(self, key: objects.ObjectKey, obj: objects.Object, update: up_api.Update,
-                       conn: connect.Connection) -> None:
+    async def _operate(self, key: objects.ObjectKey, update: up_api.Update, conn: connect.Connection) -> None:
         try:
             async with conn:
-                outcome = await self._run(obj, update, conn)
+                outcome = await self._run(update, conn)
             await self._save(update, outcome)
             failed = outcome.failed[0] == "True"
             if failed:
-                await self.recorder.warning(obj, "UpdateFailed", f"Failed to update the stack: {outcome.message or ''}")
+                await self.recorder.warning(update, "UpdateFailed",
+                                            f"Failed to update the stack: {outcome.message or ''}")
             else:
-                await self.recorder.normal(obj, "UpdateSucceeded", "Successfully updated the stack")
+                await self.recorder.normal(update, "UpdateSucceeded", "Successfully updated the stack")
         except asyncio.CancelledError:
             log.warning("interrupted by shutdown")
             raise
@@ -155,7 +155,7 @@ class UpdateReconciler:
             if self.enqueue is not None:
                 self.enqueue(key)
 
-    async def _run(self, obj: objects.Object, update: up_api.Update, conn: connect.Connection) -> plan.Outcome:
+    async def _run(self, update: up_api.Update, conn: connect.Connection) -> plan.Outcome:
         spec = update.spec or up_api.UpdateSpec()
         kind = spec.type or ""
         try:
@@ -210,8 +210,7 @@ class UpdateReconciler:
         secret_name = None
         if kind == up_api.UP and len(result.outputs):
             outputs = {key: (value.value, value.secret) for key, value in result.outputs.items()}
-            secret = owners.set_controller_reference(
-                plan.outputs_secret(update, outputs), update.model_dump(by_alias=True, exclude_none=True, mode="json"))
+            secret = owners.set_controller_reference(plan.outputs_secret(update, outputs), update)
             # AlreadyExists: written by an earlier attempt at this very Update; it is immutable and identical.
             with contextlib.suppress(errors.AlreadyExists):
                 await self.client.create(secret)
@@ -233,13 +232,15 @@ class UpdateReconciler:
 
     # --- status ------------------------------------------------------------------------------------------------
 
-    async def _save(self, update: up_api.Update, outcome: plan.Outcome) -> objects.Object:
+    async def _save(self, update: up_api.Update, outcome: plan.Outcome) -> up_api.Update:
+        """Apply the status `outcome` gives; the Update as the API server has it now."""
         body = plan.status_body(update, outcome, self.clock())
-        return await self.client.apply_status(
+        saved = await self.client.apply_status(
             {"apiVersion": up_api.API_VERSION, "kind": up_api.KIND,
              "metadata": {"name": update.metadata.name, "namespace": update.metadata.namespace}, "status": body},
             field_manager=names.FIELD_MANAGER_UPDATE_STATUS,
         )
+        return up_api.Update.model_validate(saved)
 
 
 def _set(message: Any, **fields: Any) -> None:

@@ -222,8 +222,7 @@ class LocalRuntime:
 
     # --- the WorkspaceRuntime interface (pko.controllers.workspace.runtime) -----------------------------------
 
-    async def place(self, obj: objects.Object, workspace: ws_api.Workspace,
-                    statefulset: dict[str, Any]) -> runtime.Placement:
+    async def place(self, workspace: ws_api.Workspace, statefulset: dict[str, Any]) -> runtime.Placement:
         try:
             agent = await self.ensure(workspace, statefulset)
         except StartFailed as err:

@@ -63,16 +63,15 @@ class PodRuntime:
         self.client = client
         self.recorder = recorder
 
-    async def place(self, obj: objects.Object, workspace: ws_api.Workspace,
-                    statefulset: dict[str, Any]) -> Placement:
-        key = objects.key_of(obj)
-        await self.client.apply(owners.set_controller_reference(manifests.service(workspace), obj))
+    async def place(self, workspace: ws_api.Workspace, statefulset: dict[str, Any]) -> Placement:
+        key = objects.ObjectKey.of(workspace.metadata)
+        await self.client.apply(owners.set_controller_reference(manifests.service(workspace), workspace))
         try:
             applied = await self.client.apply(statefulset)
         except errors.Invalid:
             await self.client.delete(resources.STATEFUL_SET, statefulset["metadata"]["name"], key.namespace,
                                      missing_ok=True)
-            await self.recorder.normal(obj, "Migrated", "Replaced the workspace statefulset")
+            await self.recorder.normal(workspace, "Migrated", "Replaced the workspace statefulset")
             return Pending(ctl.Result(requeue_after=RETRY_AFTER))
         sts_status = applied.get("status") or {}
         generation = applied.get("metadata", {}).get("generation")
@@ -82,8 +81,9 @@ class PodRuntime:
         if (sts_status.get("availableReplicas") or 0) < 1:
             stuck = podproblems.problem(await self.client.get_or_none(resources.POD, pod_name(key), key.namespace))
             message = "Waiting for the workspace pod to be available" + (f": {stuck}" if stuck else "")
-            if stuck and objects.condition(obj, conditions.READY).get("message") != message:
-                await self.recorder.warning(obj, "PodFailure", message)
+            ready = conditions.find(workspace.status.conditions if workspace.status else None, conditions.READY)
+            if stuck and (ready.message if ready else None) != message:
+                await self.recorder.warning(workspace, "PodFailure", message)
             # a pod that cannot start changes no StatefulSet field we watch: look again for what the kubelet says
             return Pending(ctl.Result(requeue_after=POD_CHECK_AFTER), WAITING_FOR_REPLICAS, message)
         pod = await self.client.get(resources.POD, pod_name(key), key.namespace)

@@ -93,24 +93,24 @@ class WorkspaceReconciler:
         self.clock = clock
 
     async def __call__(self, key: objects.ObjectKey) -> Result | None:
-        obj = await self.client.get_or_none(resources.WORKSPACE, key.name, key.namespace)
-        if obj is None:
+        workspace = await self.client.get_typed_or_none(resources.WORKSPACE, ws_api.Workspace, key.name,
+                                                        key.namespace)
+        if workspace is None:
             await self.runtime.remove(key)
             return None
-        workspace = ws_api.Workspace.model_validate(obj)
         status = _Status(workspace, list((workspace.status.conditions if workspace.status else None) or []),
                          workspace.status.address if workspace.status else None,
                          workspace.status.pulumi_version if workspace.status else None)
         now = self.clock()
-        if objects.is_deleting(obj):
+        if workspace.metadata.deletion_timestamp:
             await self.runtime.remove(key)
             status.ready("False", DELETING, "Workspace is being deleted", now)
             await self._save(status)
             return None
 
         statefulset = owners.set_controller_reference(
-            manifests.statefulset(workspace, self.agent_image, flux_max_untar=self.flux_max_untar), obj)
-        placed = await self.runtime.place(obj, workspace, statefulset)
+            manifests.statefulset(workspace, self.agent_image, flux_max_untar=self.flux_max_untar), workspace)
+        placed = await self.runtime.place(workspace, statefulset)
         if isinstance(placed, Pending):
             if placed.reason is not None:
                 status.ready("False", placed.reason, placed.message, now)
@@ -121,26 +121,26 @@ class WorkspaceReconciler:
         try:
             conn = await self.connector.connect(key.namespace, key.name, placed.address, CONNECT_TIMEOUT)
         except connect.ConnectionFailed as err:
-            await self.recorder.warning(obj, "ConnectionFailure", str(err))
+            await self.recorder.warning(workspace, "ConnectionFailure", str(err))
             status.ready("False", CONNECTION_FAILED, str(err), now)
             await self._save(status)
             return Result(requeue_after=RETRY_AFTER)
         async with conn:
             status.address = conn.address
             if not placed.initialized:
-                outcome = await self._initialize(obj, workspace, conn, status, placed.translate)
+                outcome = await self._initialize(workspace, conn, status, placed.translate)
                 if outcome is not None:
                     return outcome
                 if not await placed.mark_initialized():
                     raise RuntimeError("failed to mark the workspace pod initialised; it was deleted to retry")
-                await self.recorder.normal(obj, "Initialized", f'Initialized workspace pod "{_pod_name(key)}"')
+                await self.recorder.normal(workspace, "Initialized", f'Initialized workspace pod "{_pod_name(key)}"')
         status.ready("True", SUCCEEDED, "", self.clock())
         await self._save(status)
         return None
 
     # --- initialisation ----------------------------------------------------------------------------------------
 
-    async def _initialize(self, obj: objects.Object, workspace: ws_api.Workspace, conn: connect.Connection,
+    async def _initialize(self, workspace: ws_api.Workspace, conn: connect.Connection,
                           status: _Status, translate: Callable[[str], str]) -> Result | None:
         status.conditions = conditions.remove(status.conditions, conditions.STALLED)
         spec = workspace.spec or ws_api.WorkspaceSpec()
@@ -148,7 +148,7 @@ class WorkspaceReconciler:
             version = await conn.stub.PulumiVersion(agent_pb2.PulumiVersionRequest(), metadata=conn.metadata)
         except grpc.aio.AioRpcError as err:
             reason, message = agent_client.failure(err)
-            await self.recorder.warning(obj, "ConnectionFailure", message)
+            await self.recorder.warning(workspace, "ConnectionFailure", message)
             status.ready("False", reason, message, self.clock())
             await self._save(status)
             raise RuntimeError(f"PulumiVersion failed: {message}") from err
@@ -157,7 +157,7 @@ class WorkspaceReconciler:
         if problem is not None:
             status.stalled(INCOMPATIBLE, problem, self.clock())
             status.ready("False", INCOMPATIBLE, problem, self.clock())
-            await self.recorder.warning(obj, "StackInitializationFailure", problem)
+            await self.recorder.warning(workspace, "StackInitializationFailure", problem)
             await self._save(status)
             return Result()
 
@@ -167,7 +167,7 @@ class WorkspaceReconciler:
             await conn.stub.Install(agent_pb2.InstallRequest(), metadata=conn.metadata)
         except grpc.aio.AioRpcError as err:
             message = err.details() or str(err.code())
-            await self.recorder.warning(obj, "InstallationFailure", message)
+            await self.recorder.warning(workspace, "InstallationFailure", message)
             status.stalled(INSTALLATION_FAILED, message, self.clock())
             status.ready("False", INSTALLATION_FAILED, message, self.clock())
             await self._save(status)
@@ -191,7 +191,7 @@ class WorkspaceReconciler:
                         agent_pb2.AddEnvironmentsRequest(environment=stack.environment), metadata=conn.metadata)
             except grpc.aio.AioRpcError as err:
                 message = err.details() or str(err.code())
-                await self.recorder.warning(obj, "StackInitializationFailure",
+                await self.recorder.warning(workspace, "StackInitializationFailure",
                                             f'Failed to initialize stack "{stack.name}": {message}')
                 status.stalled(INITIALIZATION_FAILED, message, self.clock())
                 status.ready("False", INITIALIZATION_FAILED, message, self.clock())

@@ -59,9 +59,8 @@ Placement = Placed | Pending
 class WorkspaceRuntime(Protocol):
     """Runs the agent of each Workspace."""
 
-    async def place(self, obj: objects.Object, workspace: ws_api.Workspace,
-                    statefulset: dict[str, Any]) -> Placement:
-        """Make the agent of `workspace` (the object `obj`) run as `statefulset` describes it."""
+    async def place(self, workspace: ws_api.Workspace, statefulset: dict[str, Any]) -> Placement:
+        """Make the agent of `workspace` run as `statefulset` describes it."""
         ...
 
     async def remove(self, key: objects.ObjectKey) -> None:

@@ -21,12 +21,16 @@ PROGRAM: dict[str, Any] = {
 }
 
 
+def _plan(obj: dict[str, Any], *, advertised: str, now: datetime.datetime) -> plan.StatusPlan:
+    return plan.plan(program_api.Program.model_validate(obj), advertised=advertised, now=now)
+
+
 def _with_status(obj: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
     return {**copy.deepcopy(obj), "status": status}
 
 
 def test_new_program_gets_observed_generation_and_artifact() -> None:
-    decision = plan.plan(PROGRAM, advertised="pko-0:9090", now=NOW)
+    decision = _plan(PROGRAM, advertised="pko-0:9090", now=NOW)
     built = artifacts.build(program_api.Program.model_validate(PROGRAM))
     assert decision.status == {
         "observedGeneration": 2,
@@ -43,18 +47,18 @@ def test_new_program_gets_observed_generation_and_artifact() -> None:
 
 
 def test_status_already_current_is_left_alone() -> None:
-    first = plan.plan(PROGRAM, advertised="pko-0:9090", now=NOW)
+    first = _plan(PROGRAM, advertised="pko-0:9090", now=NOW)
     assert first.status is not None
-    assert plan.plan(_with_status(PROGRAM, first.status), advertised="pko-0:9090", now=LATER).status is None
+    assert _plan(_with_status(PROGRAM, first.status), advertised="pko-0:9090", now=LATER).status is None
 
 
 def test_new_generation_rewrites_the_status_with_a_new_url_and_time() -> None:
-    first = plan.plan(PROGRAM, advertised="pko-0:9090", now=NOW)
+    first = _plan(PROGRAM, advertised="pko-0:9090", now=NOW)
     assert first.status is not None
     edited = _with_status(PROGRAM, first.status)
     edited["metadata"]["generation"] = 3
     edited["program"]["variables"]["who"] = "pulumi"
-    second = plan.plan(edited, advertised="pko-0:9090", now=LATER)
+    second = _plan(edited, advertised="pko-0:9090", now=LATER)
     assert second.status is not None
     assert second.status["observedGeneration"] == 3
     artifact = second.status["artifact"]
@@ -65,9 +69,9 @@ def test_new_generation_rewrites_the_status_with_a_new_url_and_time() -> None:
 
 
 def test_other_advertised_address_rewrites_the_url() -> None:
-    first = plan.plan(PROGRAM, advertised="pko-0:9090", now=NOW)
+    first = _plan(PROGRAM, advertised="pko-0:9090", now=NOW)
     assert first.status is not None
-    moved = plan.plan(_with_status(PROGRAM, first.status), advertised="pko-1:9090", now=LATER)
+    moved = _plan(_with_status(PROGRAM, first.status), advertised="pko-1:9090", now=LATER)
     assert moved.status is not None
     assert moved.status["artifact"]["url"] == "http://pko-1:9090/programs/team/hello/2"
 
@@ -76,7 +80,7 @@ def test_status_written_by_someone_else_for_this_generation_is_corrected() -> No
     foreign = {"observedGeneration": 2, "artifact": {"path": "programs/team/hello/2.tar.gz", "url": "http://x/",
                                                      "revision": "2", "digest": "sha256:00", "size": 1,
                                                      "lastUpdateTime": "2020-01-01T00:00:00Z"}}
-    decision = plan.plan(_with_status(PROGRAM, foreign), advertised="pko-0:9090", now=NOW)
+    decision = _plan(_with_status(PROGRAM, foreign), advertised="pko-0:9090", now=NOW)
     assert decision.status is not None
     assert decision.status["artifact"]["digest"].startswith("sha256:")
     assert decision.status["artifact"]["digest"] != "sha256:00"
@@ -91,7 +95,7 @@ def test_urls_from_advertised_addresses() -> None:
 
 def test_status_apply_names_only_the_object_and_its_status() -> None:
     status = {"observedGeneration": 2}
-    assert plan.status_apply(PROGRAM, status) == {
+    assert plan.status_apply(program_api.Program.model_validate(PROGRAM), status) == {
         "apiVersion": "pulumi.com/v1",
         "kind": "Program",
         "metadata": {"name": "hello", "namespace": "team"},

@@ -9,6 +9,7 @@ import pytest
 
 from pko.api import names
 from pko.api import stack as stack_api
+from pko.api import workspace as ws_api
 from pko.controllers.stack import updates
 from pko.controllers.stack import workspace as ws_build
 
@@ -262,13 +263,11 @@ def test_valid_git_specs_pass() -> None:
 
 WORKSPACE = {"apiVersion": "auto.pulumi.com/v1alpha1", "kind": "Workspace",
              "metadata": {"name": "app", "namespace": "ns", "uid": "ws-uid"}}
-STACK_OBJ = {"apiVersion": "pulumi.com/v1", "kind": "Stack", "metadata": {"name": "app", "namespace": "ns",
-                                                                          "uid": "uid-1"}}
 
 
 def _build(stack: stack_api.Stack, message: str = "Initial stack update",
            millis: int = 0x18f3a2b4c5d) -> dict[str, Any]:
-    return updates.build(stack, STACK_OBJ, WORKSPACE, message, millis)
+    return updates.build(stack, ws_api.Workspace.model_validate(WORKSPACE), message, millis)
 
 
 def test_up_update_has_the_references_shape() -> None:
