@@ -1,4 +1,4 @@
-"""A real git server for tests and ``pko dev``: smart HTTP (with optional basic auth), ``git://`` and SSH.
+"""A real git server for tests and ``pko dev``: smart HTTP(S) (with optional basic auth), ``git://`` and SSH.
 
 Repositories are bare repositories made and committed to with Debian's ``git``. They are served over HTTP by
 dulwich's WSGI git server (:mod:`dulwich.web`) behind per-repository basic auth, by ``git daemon``, and — when
@@ -6,6 +6,12 @@ asked — by an ``sshd`` that accepts only a generated client key. Nothing here 
 comes from git or dulwich. Over HTTP the protocol is v0 (a v2 request falls back to it, as git clients expect), and
 only advertised commits can be fetched by id (``allow_any_sha`` applies to ``git://`` and SSH, which run git's
 own ``upload-pack``); pushes are refused.
+
+When asked (``tls=True``), the same WSGI app with the same basic auth is also served over HTTPS, because the Go
+reference operator accepts only ``https`` and ``ssh`` git URLs for a Stack. Each server makes its own throw-away CA
+(:mod:`pko.testing.testca`); clients trust it through ``ca_path`` and their usual environment variables
+(``GIT_SSL_CAINFO`` for git, ``SSL_CERT_FILE`` for Go and for pko's dulwich/OpenSSL fetch), never by turning
+verification off.
 
 Everything listens on ``host``: loopback by default, or an address of this machine (so pods of a test cluster can
 reach the same repositories). It must never listen on any other address, and it fails loudly when git or sshd is
@@ -23,6 +29,7 @@ import shutil
 import signal
 import socket
 import socketserver
+import ssl
 import subprocess
 import threading
 import time
@@ -37,9 +44,12 @@ from dulwich import protocol as git_protocol
 from dulwich import server as git_server
 from dulwich import web as git_web
 
-from pko.testing import hostnet, ports
+from pko.testing import hostnet, ports, testca
 
 LOOPBACK = "127.0.0.1"
+
+#: How long a client may take to finish its TLS handshake before its connection is dropped.
+TLS_HANDSHAKE_TIMEOUT = 10.0
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "pko test", "GIT_AUTHOR_EMAIL": "test@pko.invalid",
@@ -94,15 +104,18 @@ class SSHServer:
 
 @dataclass
 class GitServer:
-    """Bare repositories under ``root``, served over HTTP, git:// and (optionally) SSH on ``host``."""
+    """Bare repositories under ``root``, served over HTTP, git:// and (optionally) HTTPS and SSH on ``host``."""
 
     root: Path
     host: str = LOOPBACK
     http_port: int = 0
     daemon_port: int = 0
+    https_port: int = 0
     ssh: SSHServer | None = None
+    tls: testca.ServingCertificate | None = None
     _credentials: dict[str, tuple[str, str]] = field(default_factory=dict)
     _httpd: WSGIServer | None = None
+    _httpsd: WSGIServer | None = None
     _daemon: subprocess.Popen[bytes] | None = None
 
     @property
@@ -161,6 +174,25 @@ class GitServer:
     def http_url(self, name: str) -> str:
         return f"http://{_url_host(self.host)}:{self.http_port}/{name}.git"
 
+    def https_url(self, name: str) -> str:
+        """The HTTPS URL of repository `name`; its certificate is signed by the CA at ``ca_path``."""
+        if self.tls is None:
+            raise GitServerError("the git server was started without TLS")
+        return f"https://{_url_host(self.host)}:{self.https_port}/{name}.git"
+
+    @property
+    def ca_path(self) -> Path:
+        """The PEM file of the CA that signed the HTTPS certificate: what ``GIT_SSL_CAINFO`` or ``SSL_CERT_FILE``
+        should name for a client to trust this server (and only it: the file holds no public CA)."""
+        if self.tls is None:
+            raise GitServerError("the git server was started without TLS")
+        return self.tls.ca_path
+
+    @property
+    def ca_pem(self) -> str:
+        """The CA certificate in PEM, e.g. for a Secret or ConfigMap mounted into a pod."""
+        return self.ca_path.read_text()
+
     def git_url(self, name: str) -> str:
         return f"git://{_url_host(self.host)}:{self.daemon_port}/{name}.git"
 
@@ -185,10 +217,11 @@ class GitServer:
     # --- lifecycle --------------------------------------------------------------------------------------------
 
     def stop(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
+        for httpd in (self._httpd, self._httpsd):
+            if httpd is not None:
+                httpd.shutdown()
+                httpd.server_close()
+        self._httpd = self._httpsd = None
         for proc in (self._daemon, self.ssh.process if self.ssh else None):
             if proc is not None and proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
@@ -211,6 +244,37 @@ class _ThreadingWSGIServer(socketserver.ThreadingMixIn, WSGIServer):
 
 
 class _ThreadingWSGIServer6(_ThreadingWSGIServer):
+    address_family = socket.AF_INET6
+
+
+class _TLSWSGIServer(_ThreadingWSGIServer):
+    """A threading WSGI server speaking TLS: the listening socket stays plain and each accepted connection is wrapped in
+    its own request thread, so a client that is slow to handshake (or never does) holds up only itself — wrapping the
+    listening socket would run every handshake in the accept loop. A failed handshake (an untrusted certificate, a
+    plain HTTP request) just drops that connection. After the response the server says ``close_notify``, so clients
+    that read the body to the end of the connection (HTTP/1.0) see a clean end, not a truncation."""
+
+    ssl_context: ssl.SSLContext
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        request.settimeout(TLS_HANDSHAKE_TIMEOUT)
+        try:
+            tls = self.ssl_context.wrap_socket(request, server_side=True)
+        except (OSError, ValueError):  # ssl.SSLError and timeouts are OSErrors
+            return
+        with tls:
+            tls.settimeout(None)  # as on plain HTTP: the request itself has no deadline
+            super().finish_request(tls, client_address)
+            tls.settimeout(TLS_HANDSHAKE_TIMEOUT)
+            with contextlib.suppress(OSError, ValueError):
+                tls.unwrap()
+
+    def setup_environ(self) -> None:
+        super().setup_environ()
+        self.base_environ["HTTPS"] = "on"  # so wsgi.url_scheme is https
+
+
+class _TLSWSGIServer6(_TLSWSGIServer):
     address_family = socket.AF_INET6
 
 
@@ -317,17 +381,33 @@ def _wait_port(host: str, port: int, process: subprocess.Popen[bytes], log_path:
     raise GitServerError(f"nothing listening on port {port} after {timeout}s: {log_path.read_text()[-2000:]}")
 
 
-def start(workdir: Path, *, ssh: bool = False, host: str = LOOPBACK) -> GitServer:
-    """Start the HTTP and git:// servers (and sshd when `ssh`) on `host` for repositories under `workdir`."""
+def _serve_https(server: GitServer, app: WSGIApplication) -> None:
+    """The same WSGI app (same basic auth) over TLS, with a new CA and certificate for the server's host."""
+    server.tls = testca.issue(server.root / "tls", server.host)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(server.tls.cert_path, server.tls.key_path)
+    server_class: type[_TLSWSGIServer] = _TLSWSGIServer6 if ":" in server.host else _TLSWSGIServer
+    httpsd = make_server(server.host, 0, app, server_class=server_class, handler_class=_QuietHandler)
+    httpsd.ssl_context = context
+    server._httpsd = httpsd
+    server.https_port = httpsd.server_address[1]
+    threading.Thread(target=httpsd.serve_forever, name="pko-git-https", daemon=True).start()
+
+
+def start(workdir: Path, *, ssh: bool = False, host: str = LOOPBACK, tls: bool = False) -> GitServer:
+    """Start the HTTP and git:// servers (and sshd when `ssh`, HTTPS when `tls`) on `host` for repositories
+    under `workdir`."""
     server = GitServer(workdir, check_host(host))
     server.repos.mkdir(parents=True, exist_ok=True)
     try:
+        app = _http_app(server)
         server_class = _ThreadingWSGIServer6 if ":" in host else _ThreadingWSGIServer
-        httpd: WSGIServer = make_server(host, 0, _http_app(server), server_class=server_class,
-                                        handler_class=_QuietHandler)
+        httpd: WSGIServer = make_server(host, 0, app, server_class=server_class, handler_class=_QuietHandler)
         server._httpd = httpd
         server.http_port = httpd.server_address[1]
         threading.Thread(target=httpd.serve_forever, name="pko-git-http", daemon=True).start()
+        if tls:
+            _serve_https(server, app)
 
         server.daemon_port = ports.free_port()
         log_path = workdir / "git-daemon.log"
@@ -347,8 +427,8 @@ def start(workdir: Path, *, ssh: bool = False, host: str = LOOPBACK) -> GitServe
 
 
 @contextlib.contextmanager
-def running(workdir: Path, *, ssh: bool = False, host: str = LOOPBACK) -> Iterator[GitServer]:
-    server = start(workdir, ssh=ssh, host=host)
+def running(workdir: Path, *, ssh: bool = False, host: str = LOOPBACK, tls: bool = False) -> Iterator[GitServer]:
+    server = start(workdir, ssh=ssh, host=host, tls=tls)
     try:
         yield server
     finally:
