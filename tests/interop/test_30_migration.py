@@ -53,11 +53,11 @@ async def no_operator_left(real_cluster: cluster.Cluster) -> AsyncIterator[None]
 
 
 def workspace_template(state: Path) -> dict[str, Any]:
-    template = crossrun.workspace_template()
-    template["spec"]["podTemplate"] = {"spec": {
-        "volumes": [{"name": "state", "hostPath": {"path": str(state), "type": "Directory"}}],
-        "containers": [{"name": "pulumi", "volumeMounts": [{"name": "state", "mountPath": "/state"}]}],
-    }}
+    """Pods that trust the git server's CA and keep the stacks' state on the node."""
+    template = crossrun.trusting_workspace_template()
+    pod = template["spec"]["podTemplate"]["spec"]
+    pod["volumes"].append({"name": "state", "hostPath": {"path": str(state), "type": "Directory"}})
+    pod["containers"][0]["volumeMounts"].append({"name": "state", "mountPath": "/state"})
     return template
 
 
@@ -139,7 +139,8 @@ async def test_go_to_pko_and_back(
     new_ns: Callable[[str], Awaitable[str]], state: Path, no_operator_left: None,
 ) -> None:
     ns = await new_ns("mig")
-    crossrun.install_go_operator(real_cluster, crossrun.go_chart())
+    crossrun.install_go_operator(real_cluster, crossrun.go_chart(), git_ca=pod_git.ca_pem)
+    await crossrun.trust_git_ca(ckc, ns, pod_git)
     repo = f"git-{ns}"
     pod_git.create_repo(repo, {"Pulumi.yaml": "name: gitproj\nruntime: yaml\noutputs:\n  source: git\n"})
     await ckc.create(resources.PROGRAM.new("prog", ns, program=crossrun.PROGRAM))
@@ -147,7 +148,7 @@ async def test_go_to_pko_and_back(
     await ckc.create(resources.STACK.new("prog", ns, spec=stack_spec(
         state, programRef={"name": "prog"}, config={"greeting": "before"}, destroyOnFinalize=True)))
     await ckc.create(resources.STACK.new("gitstack", ns, spec=stack_spec(
-        state, projectRepo=pod_git.http_url(repo), branch="main")))
+        state, projectRepo=pod_git.https_url(repo), branch="main")))
     await ckc.create(resources.STACK.new(FAILING, ns, spec=stack_spec(state, programRef={"name": FAILING})))
 
     def diagnostics() -> str:
@@ -164,7 +165,7 @@ async def test_go_to_pko_and_back(
     # Go → pko: uninstall the Go operator (its CRDs stay), hand the CRDs to pko's release, install pko
     uninstall(real_cluster, crossrun.go_release())
     adopt_crds(real_cluster, RELEASE, OPERATOR_NAMESPACE)
-    install_pko(real_cluster, "controller.metricsSecure=false")
+    install_pko(real_cluster, "controller.metricsSecure=false", git_ca=pod_git.ca_pem)
     await settled(real_cluster, OPERATOR_NAMESPACE, 3)
     after_pko = await assert_kept(ckc, ns, before)
     assert {p: history(state, p) for p in histories} == histories, "no update ran against the stacks' state"
@@ -181,7 +182,7 @@ async def test_go_to_pko_and_back(
 
     # pko → Go (a rollback): uninstall pko (its CRDs are kept), install the Go operator again
     uninstall(real_cluster, crossrun.pko_release())
-    crossrun.install_go_operator(real_cluster, crossrun.go_chart())
+    crossrun.install_go_operator(real_cluster, crossrun.go_chart(), git_ca=pod_git.ca_pem)
     await settled(real_cluster, crossrun.GO_NAMESPACE, 3)
     await assert_kept(ckc, ns, before)
 

@@ -10,6 +10,7 @@ cluster runs on a machine at a time, and the tiers after it need no kubelet.
 from __future__ import annotations
 
 import contextlib
+import json
 import subprocess
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -103,11 +104,32 @@ def diagnose(real_cluster: cluster.Cluster, namespace: str) -> str:
     return "\n".join(parts)
 
 
+CA_CONFIGMAP = "git-ca"
+CA_DIR = "/etc/pko-test-ca"
+#: What makes pko's agent, the Go agent and both operators trust the test git server's CA (OpenSSL and Go both).
+CA_ENV = {"name": "SSL_CERT_FILE", "value": f"{CA_DIR}/ca.pem"}
+
+
+def trusted_ca_values(real_cluster: cluster.Cluster, namespace: str, ca_pem: str) -> list[str]:
+    """Chart values (both charts name them alike) that make an operator trust a git server's CA: ConfigMap `git-ca`
+    in `namespace`, mounted at :data:`CA_DIR`, named by `SSL_CERT_FILE`. An operator lists a Stack's branch itself,
+    so it needs the CA as much as the workspace pods do."""
+    real_cluster.kubectl("create", "namespace", namespace, check=False)
+    real_cluster.kubectl("apply", "-f", "-", stdin=json.dumps({
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": CA_CONFIGMAP, "namespace": namespace},
+        "data": {"ca.pem": ca_pem}}))
+    return [f"extraEnv[0].name={CA_ENV['name']}", f"extraEnv[0].value={CA_ENV['value']}",
+            f"extraVolumes[0].name={CA_CONFIGMAP}", f"extraVolumes[0].configMap.name={CA_CONFIGMAP}",
+            f"extraVolumeMounts[0].name={CA_CONFIGMAP}", f"extraVolumeMounts[0].mountPath={CA_DIR}"]
+
+
 def install_pko(real_cluster: cluster.Cluster, *values: str, release: str = RELEASE,
-                namespace: str = OPERATOR_NAMESPACE) -> Release:
+                namespace: str = OPERATOR_NAMESPACE, git_ca: str | None = None) -> Release:
     """`helm install` of pko's chart with the image built from the Dockerfile (tag `1`) and fast leader election;
-    `values` are more `--set` pairs."""
+    `values` are more `--set` pairs; `git_ca` a CA (PEM) to trust for git over https."""
     sets = [f"image.tag={OPERATOR_TAG}", "image.pullPolicy=IfNotPresent", *FAST_ELECTION, *values]
+    if git_ca is not None:
+        sets += trusted_ca_values(real_cluster, namespace, git_ca)
     done = helm(real_cluster, "install", release, str(CHART), "--namespace", namespace, "--create-namespace",
                 *(arg for pair in sets for arg in ("--set", pair)), "--wait", "--timeout", "240s", check=False)
     assert done.returncode == 0, f"helm install failed:\n{done.stderr}\n{diagnose(real_cluster, namespace)}"
@@ -154,8 +176,9 @@ async def new_namespace(ckc: kclient.Client, real_cluster: cluster.Cluster, pref
 
 @pytest.fixture(scope="package")
 def pod_git(tmp_path_factory: pytest.TempPathFactory, real_cluster: cluster.Cluster) -> Iterator[gitserver.GitServer]:
-    """The test git server, listening at the node's address so that workspace pods reach it."""
-    with gitserver.running(tmp_path_factory.mktemp("pod-git"), host=real_cluster.node_ip) as server:
+    """The test git server, listening at the node's address so that workspace pods reach it, over http and https
+    (its CA: `server.ca_pem`; the Go operator takes only https and ssh repositories)."""
+    with gitserver.running(tmp_path_factory.mktemp("pod-git"), host=real_cluster.node_ip, tls=True) as server:
         yield server
 
 

@@ -20,6 +20,9 @@ from pko.kube import client as kclient
 from pko.kube import resources
 from pko.testing import cluster, gitserver
 from pko.testing.clusterbed import (
+    CA_CONFIGMAP,
+    CA_DIR,
+    CA_ENV,
     OPERATOR_NAMESPACE,
     RELEASE,
     ROOT,
@@ -29,6 +32,7 @@ from pko.testing.clusterbed import (
     diagnose,
     helm,
     passphrase_env,
+    trusted_ca_values,
 )
 from pko.testing.clusterbed import PASSPHRASE as PASSPHRASE
 from pko.testing.clusterbed import workspace_template as workspace_template
@@ -210,17 +214,40 @@ async def program_stack(ckc: kclient.Client, real_cluster: cluster.Cluster, name
     return seen
 
 
+async def trust_git_ca(ckc: kclient.Client, namespace: str, git: gitserver.GitServer) -> None:
+    """The git server's CA as ConfigMap `git-ca` in `namespace`, for pods to mount at :data:`CA_DIR`."""
+    await ckc.create({"apiVersion": "v1", "kind": "ConfigMap",
+                      "metadata": {"name": CA_CONFIGMAP, "namespace": namespace}, "data": {"ca.pem": git.ca_pem}})
+
+
+def trusting_workspace_template() -> dict[str, Any]:
+    """:func:`workspace_template` whose `fetch` init container and `pulumi` container trust the git server's CA:
+    the pod template is merged into the generated pod by container name, as a user adds a private CA."""
+    template = workspace_template()
+    mount = {"name": CA_CONFIGMAP, "mountPath": CA_DIR, "readOnly": True}
+    template["spec"]["podTemplate"] = {"spec": {
+        "volumes": [{"name": CA_CONFIGMAP, "configMap": {"name": CA_CONFIGMAP}}],
+        "initContainers": [{"name": "fetch", "env": [CA_ENV], "volumeMounts": [mount]}],
+        "containers": [{"name": "pulumi", "env": [CA_ENV], "volumeMounts": [mount]}],
+    }}
+    return template
+
+
 async def python_git_stack(ckc: kclient.Client, real_cluster: cluster.Cluster, namespace: str,
-                           git: gitserver.GitServer, *, agent_image: str, name: str = "py") -> Observed:
+                           git: gitserver.GitServer, *, agent_image: str, name: str = "py",
+                           https: bool = False) -> Observed:
     """A Git-sourced Stack with a Python program (`pulumi install` makes its virtualenv in the pod): Ready with
-    outputs, then destroyed on delete."""
+    outputs, then destroyed on delete. `https`: from the git server's https address, the pods trusting its CA."""
     seen = Observed()
     repo = f"{name}-{namespace}"
     git.create_repo(repo, PYTHON_FILES)
+    if https:
+        await trust_git_ca(ckc, namespace, git)
     await ckc.create(resources.STACK.new(name, namespace, spec={
-        "stack": "dev", "projectRepo": git.http_url(repo), "branch": "main", "backend": "file:///tmp",
-        "envRefs": passphrase_env(), "config": {"who": "a cross-run"}, "destroyOnFinalize": True,
-        "workspaceTemplate": workspace_template(),
+        "stack": "dev", "projectRepo": git.https_url(repo) if https else git.http_url(repo), "branch": "main",
+        "backend": "file:///tmp", "envRefs": passphrase_env(), "config": {"who": "a cross-run"},
+        "destroyOnFinalize": True,
+        "workspaceTemplate": trusting_workspace_template() if https else workspace_template(),
     }))
     stack = await wait_for(ckc, resources.STACK, name, namespace, _ready_with("greeting", "hello from a cross-run"),
                            timeout=600, diagnostics=lambda: diagnose(real_cluster, namespace))
@@ -276,10 +303,14 @@ async def handwritten_update(ckc: kclient.Client, real_cluster: cluster.Cluster,
     return seen
 
 
-def install_go_operator(real_cluster: cluster.Cluster, chart: Path, *values: str) -> Release:
+def install_go_operator(real_cluster: cluster.Cluster, chart: Path, *values: str, git_ca: str | None = None
+                        ) -> Release:
     """The Go reference operator installed by its own Helm chart, with the image `make images` built from its
-    source, plain-HTTP metrics and fast leader election."""
+    source, plain-HTTP metrics and fast leader election. `git_ca`: a CA (PEM) it trusts for git over https (it
+    lists a Stack's branch itself), through the chart's `extraEnv`/`extraVolumes`."""
     sets = [*GO_CHART_SETS, *values]
+    if git_ca is not None:
+        sets += trusted_ca_values(real_cluster, GO_NAMESPACE, git_ca)
     done = helm(real_cluster, "install", GO_RELEASE, str(chart), "--namespace", GO_NAMESPACE, "--create-namespace",
                 *(arg for pair in sets for arg in ("--set", pair)), "--wait", "--timeout", "240s", check=False)
     assert done.returncode == 0, f"helm install failed:\n{done.stderr}\n{diagnose(real_cluster, GO_NAMESPACE)}"

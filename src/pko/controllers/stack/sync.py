@@ -113,7 +113,8 @@ def record_failure(current: stack_api.CurrentStackUpdate, update: up_api.Update,
         type=update.spec.type if update.spec else None, state=stack_api.STATE_FAILED, message=status.message,
         last_attempted_commit=current.commit, last_successful_commit=last.last_successful_commit if last else None,
         permalink=status.permalink, last_resync_time=conditions.format_time(now),
-        failures=((last.failures or 0) + 1) if same_inputs and last is not None else 0,
+        # zero is left out, as the Go operator's `omitempty` leaves it out
+        failures=((last.failures or 0) + 1) if same_inputs and last is not None else None,
     )
 
 
@@ -124,7 +125,7 @@ def record_success(current: stack_api.CurrentStackUpdate, update: up_api.Update,
         generation=current.generation, reconcile_request=current.reconcile_request, name=update.metadata.name,
         type=update.spec.type if update.spec else None, state=stack_api.STATE_SUCCEEDED,
         last_attempted_commit=current.commit, last_successful_commit=current.commit,
-        permalink=status.permalink, last_resync_time=conditions.format_time(now), failures=0,
+        permalink=status.permalink, last_resync_time=conditions.format_time(now),
     )
 
 
