@@ -1,4 +1,4 @@
-"""The self-contained agent executable (PyInstaller onefile, built by tools/agent-bin/build.sh) does what the
+"""The self-contained agent executable (one file, built by tools/agent-bin/build.sh) does what the
 workspace pod asks of it with no Python beside it: init from git, serve (also in kube auth mode), Up, and a clean
 exit on SIGTERM."""
 
