@@ -1,16 +1,18 @@
 # syntax=docker/dockerfile:1
 # pko's image: the operator (`pko operator`) and, beside it, what workspace pods take from it: the standalone agent
 # executable `/agent` and `tini` as `/tini` (their `bootstrap` init container runs `cp /agent /tini /share/`, so both
-# must run in any Linux image: a PyInstaller onefile and the static tini). One image, as the reference ships.
+# must run in any Linux image: a static launcher carrying the PyInstaller-built agent, and the static tini). One image,
+# as the reference ships.
 #
 #   docker build -t docker.io/pko/pko:v0.1.0 .     (the Helm chart's default image; see docs/install.md)
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 # --- build: the operator's virtualenv and the agent executable ------------------------------------------------------
 FROM ${PYTHON_IMAGE} AS build
-# binutils: PyInstaller reads shared-library headers with objdump. tini: Debian's tini-static (0.19.0, as upstream).
+# binutils: PyInstaller reads shared-library headers with objdump (and strips them). gcc, libc6-dev: the agent's
+# static launcher (tools/agent-bin/launcher.c). tini: Debian's tini-static (0.19.0, as upstream).
 RUN apt-get update \
- && apt-get install -y --no-install-recommends binutils tini \
+ && apt-get install -y --no-install-recommends binutils gcc libc6-dev tini \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY pyproject.toml README.md ./

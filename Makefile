@@ -33,7 +33,8 @@ dev: tools
 demo-cluster: tools
 	$(VENV)/bin/pko dev --runtime pod --once
 
-# The standalone agent executable (PyInstaller onefile) the operator image ships; cached by source hash.
+# The standalone agent executable the operator image ships (static launcher + PyInstaller onedir tree, one file);
+# cached by source hash.
 agent-bin: venv
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash tools/agent-bin/build.sh
 

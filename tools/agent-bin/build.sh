@@ -1,24 +1,35 @@
 #!/usr/bin/env bash
-# Build the self-contained workspace agent executable (PyInstaller onefile) into a cache outside the repository:
+# Build the self-contained workspace agent executable into a cache outside the repository:
 #   $PKO_BIN_DIR/pko-agent-<version>-<source hash>/pko-agent, plus the symlink $PKO_BIN_DIR/pko-agent.
-# The source hash covers src/pko and pyproject.toml, so a changed agent is rebuilt and an unchanged one is reused.
-# Prints the executable's path as its last line. Needs the dev venv with pyinstaller 6.22 (PYTHON overrides it).
-# What goes in follows the imports of `pko agent`: the agent, the shared protocol and the layers below them; the
-# operator's controllers are never imported by the agent (an import-linter contract), so nothing pko needs excluding.
+# The source hash covers src/pko, pyproject.toml and this directory, so a changed agent is rebuilt and an unchanged
+# one is reused. Prints the executable's path as its last line. Needs the dev venv with pyinstaller 6.22 (PYTHON
+# overrides it) and a C compiler that links statically (gcc and libc6-dev on Debian; CC overrides it).
+# One file in three parts: launcher.c (static, runs in any Linux image), then PyInstaller's onedir tree of
+# `pko agent` (pko-agent.spec) as an uncompressed archive, then a trailer (pack.py). The launcher unpacks the tree
+# beside itself on the first run and only execs it afterwards, where a PyInstaller onefile would unpack ~60 MB on
+# every run. What goes in the tree follows the imports of `pko agent`: the agent, the shared protocol and the layers
+# below them; the operator's controllers are never imported by the agent (an import-linter contract).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 PYTHON="${PYTHON:-$ROOT/.venv/bin/python}"
 BIN_DIR="${PKO_BIN_DIR:-$HOME/.cache/pko/bin}"
+CC="${CC:-cc}"
 
 "$PYTHON" -c 'import PyInstaller' 2>/dev/null || {
   echo "pyinstaller is not installed in $PYTHON: pip install 'pyinstaller==6.22.*'" >&2
   exit 1
 }
 
+command -v "$CC" >/dev/null || {
+  echo "no C compiler ($CC) for the agent's launcher: apt-get install gcc libc6-dev" >&2
+  exit 1
+}
+
 VERSION="$("$PYTHON" -c 'import pko; print(pko.__version__)')"
 HASH="$(cd "$ROOT" && find src/pko pyproject.toml tools/agent-bin -type f \( -name '*.py' -o -name '*.pyi' \
-          -o -name '*.proto' -o -name '*.toml' -o -name '*.sh' \) -print0 | LC_ALL=C sort -z \
+          -o -name '*.proto' -o -name '*.toml' -o -name '*.sh' -o -name '*.c' -o -name '*.spec' \) -print0 \
+        | LC_ALL=C sort -z \
         | xargs -0 sha256sum | sha256sum | cut -c1-12)"
 OUT="$BIN_DIR/pko-agent-$VERSION-$HASH"
 
@@ -26,15 +37,11 @@ if [[ ! -x "$OUT/pko-agent" ]]; then
   WORK="$(mktemp -d "${TMPDIR:-/tmp}/pko-agent-build.XXXXXX")"
   trap 'rm -rf "$WORK"' EXIT
   echo "building the pko agent executable into $OUT" >&2
-  "$PYTHON" -m PyInstaller --noconfirm --clean --onefile --name pko-agent --log-level WARN \
-    --paths "$ROOT/src" \
-    --collect-submodules pko.agent --collect-submodules pko.sources \
-    --exclude-module pulumi --exclude-module grpc_tools --exclude-module pytest --exclude-module tkinter \
-    --distpath "$WORK/dist" --workpath "$WORK/build" --specpath "$WORK" \
-    "$ROOT/tools/agent-bin/pko_agent_main.py" >&2
+  "$PYTHON" -m PyInstaller --noconfirm --clean --log-level WARN \
+    --distpath "$WORK/dist" --workpath "$WORK/build" "$ROOT/tools/agent-bin/pko-agent.spec" >&2
+  "$CC" -static -O2 -s -Wall -Wextra -Werror -o "$WORK/launcher" "$ROOT/tools/agent-bin/launcher.c" >&2
   mkdir -p "$OUT.partial"
-  cp "$WORK/dist/pko-agent" "$OUT.partial/pko-agent"
-  chmod 755 "$OUT.partial/pko-agent"
+  "$PYTHON" "$ROOT/tools/agent-bin/pack.py" "$WORK/launcher" "$WORK/dist/pko-agent" "$OUT.partial/pko-agent"
   rm -rf "$OUT"
   mv "$OUT.partial" "$OUT"
 fi

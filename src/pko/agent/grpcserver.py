@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from pko.agent.auth import KubeAuth
 from pko.agent.errors import AgentError
 from pko.agent.service import AutomationService
 from pko.protocol.proto import agent_pb2_grpc
@@ -32,6 +31,8 @@ Context = grpc.aio.ServicerContext[Any, Any]
 
 
 if TYPE_CHECKING:
+    from pko.agent.auth import KubeAuth
+
     _Interceptor = grpc.aio.ServerInterceptor[Any, Any]
 else:  # not generic at run time
     _Interceptor = grpc.aio.ServerInterceptor

@@ -6,7 +6,9 @@ and shallowness from the ``GIT_*`` variables, including a GitHub App installatio
 ``FLUX_MAX_UNTAR_SIZE_BYTES``), or just a project file (``--project-name --project-runtime`` writes ``Pulumi.yaml``).
 A directory already holding a checkout is left as it is (a restarted init container must not fail).
 
-It must never log credentials from the environment.
+It must never log credentials from the environment. The Flux fetcher (httpx) and the GitHub App exchange (httpx,
+PyJWT, cryptography) are imported only when their source is used: they were most of the import time of a plain git
+checkout, which every workspace pod's init container pays.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from pko.sources import flux, git, githubapp
+from pko.sources import git
 
 log = logging.getLogger("pko.agent.init")
 
@@ -67,8 +69,13 @@ def git_auth(env: Mapping[str, str]) -> git.GitAuth:
     installation = env.get("GIT_GITHUB_APP_INSTALLATION_ID", "")
     private_key = env.get("GIT_GITHUB_APP_PRIVATE_KEY", "")
     if app_id and installation and private_key:
-        token = githubapp.installation_token(app_id, installation, private_key,
-                                             api_url=env.get("GIT_GITHUB_APP_API_URL", githubapp.API_URL))
+        from pko.sources import githubapp
+
+        try:
+            token = githubapp.installation_token(app_id, installation, private_key,
+                                                 api_url=env.get("GIT_GITHUB_APP_API_URL", githubapp.API_URL))
+        except githubapp.GitHubAppError as err:
+            raise InitError(f"unable to fetch git source: {err}") from err
         return git.GitAuth(username="x-access-token", password=token)
     return git.GitAuth.from_env(env)
 
@@ -85,6 +92,8 @@ def run(options: InitOptions, env: Mapping[str, str]) -> None:
     options.validate()
     target = Path(options.target_dir)
     if options.flux_url:
+        from pko.sources import flux
+
         try:
             target.mkdir(mode=0o750, parents=True, exist_ok=True)
         except OSError as err:
@@ -104,7 +113,7 @@ def run(options: InitOptions, env: Mapping[str, str]) -> None:
         except git.AlreadyCheckedOutError:
             log.info("repository was previously checked out in %s", target)
             return
-        except (git.GitError, githubapp.GitHubAppError) as err:
+        except git.GitError as err:
             raise InitError(f"unable to fetch git source: {err}") from err
         log.info("git artifact fetched into %s at %s", target, commit)
     else:

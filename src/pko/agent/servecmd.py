@@ -15,12 +15,14 @@ import signal
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from pko import kube
-from pko.agent import auth, grpcserver
+from pko.agent import grpcserver
 from pko.agent.service import AutomationService
 from pko.agent.workspace import StackNotFoundError, Workspace
+
+if TYPE_CHECKING:
+    from pko import kube
 
 log = logging.getLogger("pko.agent.serve")
 
@@ -68,6 +70,8 @@ class ServeOptions:
 
 def kube_client(kubeconfig: str = "", context: str = "") -> kube.Client:
     """The API client for reviews: from `kubeconfig` when given, else in-cluster or ``$KUBECONFIG``."""
+    from pko import kube
+
     return kube.Client.from_kubeconfig(kubeconfig or None, context=context or None, timeout=REVIEW_TIMEOUT)
 
 
@@ -147,6 +151,8 @@ async def run(options: ServeOptions) -> None:
     authenticator = None
     client = None
     if options.auth_mode == AUTH_KUBE:
+        from pko.agent import auth
+
         try:
             client = kube_client(options.kubeconfig, options.context)
         except Exception as err:

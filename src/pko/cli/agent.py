@@ -5,21 +5,23 @@ The operator starts the agent in the workspace pod as ``/share/agent -- serve --
 same flags, defaults and environment variables (``WORKSPACE_NAMESPACE``, ``WORKSPACE_NAME``, ``GIT_*``, ...) are
 accepted here, and root flags (``-v``, ``--kubeconfig``, ``--context``) may come before or after the subcommand.
 
-This module only parses arguments and sets up logging; it must never hold agent logic.
+This module only parses arguments and sets up logging; it must never hold agent logic. It imports each command's
+module only when that command runs: every workspace pod execs the agent for ``init`` and for ``serve``, and neither
+should pay for the other's imports (``serve`` loads gRPC, ``init`` loads git and HTTP clients; ``version`` neither).
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import os
 import sys
 from collections.abc import Sequence
 
 import pko
-from pko.agent import initcmd, servecmd
 from pko.cli import lifeline
+
+AUTH_NONE = "none"  # servecmd.AUTH_NONE, spelled here so that parsing the flags imports no command
 
 
 def _root_flags(parser: argparse.ArgumentParser, suppress: bool) -> None:
@@ -44,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--env-file", default="", help="an environment file to load (e.g. .env)")
     serve.add_argument("--host", default="0.0.0.0", help="server bind address")
     serve.add_argument("--port", type=int, default=50051, help="server port")
-    serve.add_argument("--auth-mode", default=servecmd.AUTH_NONE, help="authorization mode (none, kube)")
+    serve.add_argument("--auth-mode", default=AUTH_NONE, help="authorization mode (none, kube)")
     serve.add_argument("--kube-audience", action="append", default=[], dest="kube_audiences",
                        help="the audience to expect in the token (kube auth mode; repeatable)")
     serve.add_argument("--kube-workspace-namespace", default=os.environ.get("WORKSPACE_NAMESPACE", ""),
@@ -93,6 +95,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(pko.__version__)
         return 0
     if args.command == "init":
+        from pko.agent import initcmd
+
         options = initcmd.InitOptions(args.target_dir, args.git_url, args.git_revision, args.flux_url,
                                       args.flux_digest, args.project_name, args.project_runtime)
         try:
@@ -101,6 +105,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             log.error("%s", err)
             return 1
         return 0
+    import asyncio
+
+    from pko.agent import servecmd
+
     serve = servecmd.ServeOptions(
         workspace=args.workspace, skip_install=args.skip_install, stack=args.stack,
         secrets_provider=args.secrets_provider, env_file=args.env_file, host=args.host, port=args.port,

@@ -1,4 +1,4 @@
-"""The self-contained agent executable (PyInstaller onefile, built by tools/agent-bin/build.sh) does what the
+"""The self-contained agent executable (one file, built by tools/agent-bin/build.sh) does what the
 workspace pod asks of it with no Python beside it: init from git, serve (also in kube auth mode), Up, and a clean
 exit on SIGTERM."""
 
@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import subprocess
 import uuid
@@ -16,6 +17,7 @@ import grpc
 import pytest
 from agent_testlib import AgentFactory, config_item, drive
 
+import pko
 from pko.protocol.proto import agent_pb2
 from pko.testing import binaries, gitserver
 from pko.testing.controlplane import ControlPlane
@@ -56,6 +58,34 @@ def bare_env(pulumi_env: dict[str, str]) -> dict[str, str]:
     env = {k: v for k, v in pulumi_env.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
     env["PATH"] = os.pathsep.join([str(binaries.bin_dir()), "/usr/bin", "/bin"])
     return env
+
+
+def test_executable_unpacks_once_beside_itself(tmp_path: Path, agent_binary: Path, bare_env: dict[str, str]) -> None:
+    """As in a pod: `cp /agent /share/`, then concurrent first runs share one tree, later runs reuse it."""
+    share = tmp_path / "share"
+    share.mkdir()
+    agent = share / "agent"
+    shutil.copy2(agent_binary, agent)
+
+    def version() -> subprocess.Popen[str]:
+        return subprocess.Popen([str(agent), "version"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=bare_env)
+
+    first = [version() for _ in range(4)]
+    for process in first:
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 0, err
+        assert out.strip() == pko.__version__
+    entries = sorted(p.name for p in share.iterdir())
+    assert len(entries) == 2, entries  # the executable and one complete tree, no temporary leftovers
+    tree = share / entries[0]
+    assert tree.name.startswith(".pko-agent-")
+    assert oct(tree.stat().st_mode & 0o777) == oct(0o755)
+    unpacked = tree.stat().st_ino, (tree / "pko-agent").stat().st_mtime_ns
+
+    again = version()
+    assert again.communicate(timeout=120)[0].strip() == pko.__version__
+    assert (tree.stat().st_ino, (tree / "pko-agent").stat().st_mtime_ns) == unpacked
 
 
 async def test_init_serve_up_with_the_executable(tmp_path: Path, agent_binary: Path, bare_env: dict[str, str],

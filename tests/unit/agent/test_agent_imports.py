@@ -1,0 +1,90 @@
+"""Each agent command imports only what it needs: every workspace pod execs the agent for `init` and for `serve`, and
+start-up time is mostly imports. `version` and `init` must not load gRPC, protobuf, the Kubernetes client (lightkube,
+pydantic) or the HTTP clients; `serve` loads the Kubernetes client only in kube auth mode. Checked on the modules a
+fresh interpreter holds after running the command line, not on time."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from dulwich import porcelain
+
+from pko.agent import servecmd
+from pko.cli import agent as cli
+
+GRPC = ("grpc", "google.protobuf", "pko.protocol", "pko.agent.grpcserver", "pko.agent.service")
+KUBE = ("lightkube", "pydantic", "pko.kube", "pko.api", "pko.agent.auth")
+HTTP = ("httpx", "httpx2", "jwt", "cryptography", "pko.sources.flux", "pko.sources.githubapp")
+
+RUN = """
+import json, runpy, sys
+out, sys.argv = sys.argv[1], ["agent", *sys.argv[2:]]
+try:
+    runpy.run_module("pko.cli.agent", run_name="__main__")
+except SystemExit as exit:
+    code = exit.code
+else:
+    code = 0
+with open(out, "w") as f:
+    json.dump({"code": code, "modules": sorted(sys.modules)}, f)
+"""
+
+IMPORT = """
+import json, sys
+import pko.agent.servecmd
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def _loaded(modules: list[str], packages: tuple[str, ...]) -> list[str]:
+    return [m for m in modules if any(m == p or m.startswith(p + ".") for p in packages)]
+
+
+def run_agent(tmp_path: Path, *args: str) -> list[str]:
+    out = tmp_path / "modules.json"
+    done = subprocess.run([sys.executable, "-c", RUN, str(out), *args], capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(out.read_text())
+    assert result["code"] == 0, done.stderr
+    modules: list[str] = result["modules"]
+    return modules
+
+
+def test_version_imports_no_command(tmp_path: Path) -> None:
+    modules = run_agent(tmp_path, "version")
+    assert _loaded(modules, (*GRPC, *KUBE, *HTTP, "asyncio", "pko.agent.initcmd", "pko.agent.servecmd")) == []
+
+
+@pytest.mark.parametrize("source", ["git", "project"])
+def test_init_imports_no_grpc_kube_or_http_client(tmp_path: Path, source: str) -> None:
+    if source == "git":
+        repo = tmp_path / "repo"
+        porcelain.init(str(repo))
+        (repo / "Pulumi.yaml").write_text("name: p\nruntime: yaml\n")
+        porcelain.add(str(repo), [str(repo / "Pulumi.yaml")])
+        commit = porcelain.commit(str(repo), message=b"program", author=b"t <t@localhost>",
+                                  committer=b"t <t@localhost>").decode()
+        args = ["--git-url", repo.as_uri(), "--git-revision", commit]
+    else:
+        args = ["--project-name", "p", "--project-runtime", "yaml"]
+    target = tmp_path / "target"
+    modules = run_agent(tmp_path, "init", "-t", str(target), *args)
+    assert (target / "Pulumi.yaml").is_file()  # the command really ran
+    assert "pko.agent.initcmd" in modules
+    assert _loaded(modules, (*GRPC, *KUBE, *HTTP, "pko.agent.servecmd")) == []
+
+
+def test_serve_loads_the_kube_client_only_for_kube_auth() -> None:
+    done = subprocess.run([sys.executable, "-c", IMPORT], capture_output=True, text=True, timeout=60, check=True)
+    modules = json.loads(done.stdout)
+    assert "grpc" in modules
+    assert _loaded(modules, (*KUBE, *HTTP)) == []
+
+
+def test_auth_mode_default_is_servecmds() -> None:
+    assert cli.AUTH_NONE == servecmd.AUTH_NONE
