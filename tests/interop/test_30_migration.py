@@ -141,7 +141,7 @@ async def test_go_to_pko_and_back(
     ns = await new_ns("mig")
     crossrun.install_go_operator(real_cluster, crossrun.go_chart(), git_ca=pod_git.ca_pem)
     await crossrun.trust_git_ca(ckc, ns, pod_git)
-    repo = f"git-{ns}"
+    repo = f"pko/git-{ns}"  # owner/name: the Go operator refuses a repository URL with one path segment
     pod_git.create_repo(repo, {"Pulumi.yaml": "name: gitproj\nruntime: yaml\noutputs:\n  source: git\n"})
     await ckc.create(resources.PROGRAM.new("prog", ns, program=crossrun.PROGRAM))
     await ckc.create(resources.PROGRAM.new(FAILING, ns, program={"outputs": {"oops": "${undefinedVariable}"}}))

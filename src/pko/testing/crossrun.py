@@ -239,7 +239,7 @@ async def python_git_stack(ckc: kclient.Client, real_cluster: cluster.Cluster, n
     """A Git-sourced Stack with a Python program (`pulumi install` makes its virtualenv in the pod): Ready with
     outputs, then destroyed on delete. `https`: from the git server's https address, the pods trusting its CA."""
     seen = Observed()
-    repo = f"{name}-{namespace}"
+    repo = f"pko/{name}-{namespace}"  # owner/name: the Go operator refuses a repository URL with one path segment
     git.create_repo(repo, PYTHON_FILES)
     if https:
         await trust_git_ca(ckc, namespace, git)

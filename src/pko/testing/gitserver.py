@@ -328,7 +328,8 @@ def _http_app(server: GitServer) -> WSGIApplication:
     git = git_web.make_wsgi_chain(backend, handlers=handlers)
 
     def app(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        repo = environ.get("PATH_INFO", "").lstrip("/").split("/", 1)[0].removesuffix(".git")
+        # the repository's name is the path up to `.git`: `org/name.git/info/refs` is repository `org/name`
+        repo = environ.get("PATH_INFO", "").lstrip("/").partition(".git")[0]
         if not server.authorized(repo, environ.get("HTTP_AUTHORIZATION", "")):
             start_response("401 Unauthorized", [("WWW-Authenticate", 'Basic realm="pko-test"'),
                                                  ("Content-Length", "0")])

@@ -204,3 +204,16 @@ def test_pko_agent_init_clones_over_https_with_ssl_cert_file(server: gitserver.G
         refused = pko_init(tmp_path / "no", **env)
         assert refused.returncode != 0
         assert "CERTIFICATE_VERIFY_FAILED" in refused.stdout + refused.stderr, refused.stdout + refused.stderr
+
+
+def test_nested_repository_names_with_their_credentials(server: gitserver.GitServer, tmp_path: Path) -> None:
+    """`owner/name` repositories, as the Go operator requires of a Stack's URL (two path segments at least); a
+    protected one asks for its own credentials."""
+    head = server.create_repo("org/nested", {"README": "nested\n"})
+    server.protect("org/nested", "pko", "nested-secret")
+    refused = _git("ls-remote", server.http_url("org/nested"))
+    assert refused.returncode != 0
+    url = server.http_url("org/nested").replace("http://", "http://pko:nested-secret@")
+    listed = _git("ls-remote", url)
+    assert listed.returncode == 0, listed.stderr
+    assert head in listed.stdout
