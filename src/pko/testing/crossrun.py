@@ -101,8 +101,9 @@ def stack_shape(stack: Object) -> dict[str, Any]:
 
 def update_shape(update: Object) -> dict[str, Any]:
     status = update.get("status") or {}
+    # the test bed's backends are files: no permalink, whichever agent ran
     return {"conditions": conditions(update), "status": sorted(status), "spec": sorted(update.get("spec") or {}),
-            "message": status.get("message")}
+            "message": status.get("message"), "permalink": status.get("permalink")}
 
 
 def secret_shape(secret: Object) -> dict[str, Any]:

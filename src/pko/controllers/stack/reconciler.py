@@ -178,7 +178,8 @@ class StackReconciler:
         now = self.clock()
         update = updates.build(stack, ws, message, int(now.timestamp() * 1000))
         s.status.current_update = stack_api.CurrentStackUpdate(
-            generation=stack.metadata.generation, reconcile_request=sync.reconcile_request(stack),
+            # an empty request is left out, as the Go operator's `omitempty` leaves it out
+            generation=stack.metadata.generation, reconcile_request=sync.reconcile_request(stack) or None,
             name=objects.name_of(update), commit=resolved.commit)
         logcontext.bind(update=objects.name_of(update))
         await self._save(s)

@@ -109,7 +109,7 @@ def record_failure(current: stack_api.CurrentStackUpdate, update: up_api.Update,
     same_inputs = (last is not None and last.generation == current.generation
                    and (last.reconcile_request or "") == (current.reconcile_request or ""))
     return stack_api.StackUpdateState(
-        generation=current.generation, reconcile_request=current.reconcile_request, name=update.metadata.name,
+        generation=current.generation, reconcile_request=current.reconcile_request or None, name=update.metadata.name,
         type=update.spec.type if update.spec else None, state=stack_api.STATE_FAILED, message=status.message,
         last_attempted_commit=current.commit, last_successful_commit=last.last_successful_commit if last else None,
         permalink=status.permalink, last_resync_time=conditions.format_time(now),
@@ -122,7 +122,7 @@ def record_success(current: stack_api.CurrentStackUpdate, update: up_api.Update,
                    now: datetime.datetime) -> stack_api.StackUpdateState:
     status = update.status or up_api.UpdateStatus()
     return stack_api.StackUpdateState(
-        generation=current.generation, reconcile_request=current.reconcile_request, name=update.metadata.name,
+        generation=current.generation, reconcile_request=current.reconcile_request or None, name=update.metadata.name,
         type=update.spec.type if update.spec else None, state=stack_api.STATE_SUCCEEDED,
         last_attempted_commit=current.commit, last_successful_commit=current.commit,
         permalink=status.permalink, last_resync_time=conditions.format_time(now),

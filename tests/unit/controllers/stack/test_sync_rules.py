@@ -375,3 +375,10 @@ def test_old_success_is_out_of_date_and_names_the_update_to_request_after(within
     other = _stack(name="a", last=_last(ago=ago, name="a-18f"))
     assert sync.prerequisite_problem(_requirement(within), other, NOW) == sync.Unsatisfied(
         "prerequisite is out of date", "a-18f")
+
+
+def test_an_empty_reconcile_request_is_left_out_of_last_update() -> None:
+    """As the Go operator's `omitempty` does: a Stack written by one operator reads the same under the other."""
+    for last in (sync.record_success(_current(request=""), _update(), NOW),
+                 sync.record_failure(_current(request=""), _update(), None, NOW)):
+        assert "reconcileRequest" not in last.model_dump(by_alias=True, exclude_none=True)
