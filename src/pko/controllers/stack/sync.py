@@ -156,10 +156,11 @@ def mark_result(found: Sequence[Condition] | None, last: stack_api.StackUpdateSt
         return conditions.mark_ready(found, now=now)
     failures = last.failures or 0
     if stalled(last, policy):
-        message = (conditions.update_failed_retry_message(last.type or "", failures,
-                                                          durations.format_seconds(policy.stalled_retry_interval))
-                   if policy.stalled_retry_interval > 0 else conditions.update_failed_message(last.type or "",
-                                                                                              failures))
+        if policy.stalled_retry_interval > 0:
+            message = conditions.update_failed_retry_message(last.type or "", failures,
+                                                             durations.format_seconds(policy.stalled_retry_interval))
+        else:
+            message = conditions.update_failed_message(last.type or "", failures)
         return conditions.mark_stalled(found, conditions.STALLED_UPDATE_FAILED, message, now=now)
     if last.type == up_api.PREVIEW:
         return conditions.mark_reconciling(found, conditions.RECONCILING_PREVIEW_FAILED,

@@ -114,7 +114,7 @@ def test_the_operator_limit_applies_to_stacks_without_their_own() -> None:
 def test_a_failure_never_counted_stalls_only_with_max_failures_zero() -> None:
     stack = _stack(None, seconds_ago=10**6, retryPolicy={"maxFailures": 0})
     assert _conditions(sync.mark_result(None, _last(stack), NOW, policy=sync.RetryPolicy(max_failures=0)))[
-        "Stalled"] == ("True", "UpdateFailed", "up failed 0 times; not retrying until the spec or source changes")
+        "Stalled"] == ("True", "UpdateFailed", "up failed once; not retrying until the spec or source changes")
 
 
 # --- stalled retry -----------------------------------------------------------------------------------------------
