@@ -4,9 +4,15 @@ table declares."""
 
 from __future__ import annotations
 
-from helmchart import CHART, ROOT
+import pytest
+from helmchart import CHART, ROOT, Render
 
 from pko.controllers import settings
+from pko.controllers.stack import setup as stack_setup
+from pko.controllers.stack import sync
+
+POLICY_VARIABLES = {"MAX_UPDATE_FAILURES", "RETRY_BACKOFF_BASE", "RETRY_BACKOFF_FACTOR", "RETRY_MAX_BACKOFF_DURATION",
+                    "STALLED_RETRY_INTERVAL"}
 
 
 def test_every_helm_value_of_a_setting_is_used_by_the_chart() -> None:
@@ -29,3 +35,44 @@ def test_flags_and_environment_make_settings() -> None:
     assert (made.kube_api_timeout, made.retry_max_backoff, made.workspace_runtime) == (60.0, 3600.0, "local")
     assert (made.max_operations, made.lease_duration, made.operator_service_account) == (200, 60.0,
                                                                                            "controller-manager")
+
+
+def test_failure_policy_from_chart_values_to_the_stack_policy(render: Render) -> None:
+    """The chart's failure-policy values become the operator's variables, and those its Stack policy; 0 failures
+    is a value (stall at once), not "unset"."""
+    objects = render({"controller": {"maxUpdateFailures": 0, "retryBackoffBase": "30s", "retryBackoffFactor": 1.5,
+                                     "retryMaxBackoff": "2h", "stalledRetryInterval": "6h"}})
+    deployment = next(o for o in objects if o["kind"] == "Deployment")
+    container = next(c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "manager")
+    environ = {e["name"]: e["value"] for e in container["env"] if "value" in e}
+    assert {k: v for k, v in environ.items() if k in POLICY_VARIABLES} == {
+        "MAX_UPDATE_FAILURES": "0", "RETRY_BACKOFF_BASE": "30s", "RETRY_BACKOFF_FACTOR": "1.5",
+        "RETRY_MAX_BACKOFF_DURATION": "2h", "STALLED_RETRY_INTERVAL": "6h"}
+    made = settings.from_args(settings.parser(environ).parse_args([]), "v1", environ)
+    assert stack_setup.retry_policy(made) == sync.RetryPolicy(max_failures=0, backoff_base=30.0, backoff_factor=1.5,
+                                                              max_backoff=7200.0, stalled_retry_interval=21600.0)
+
+
+def test_default_chart_leaves_the_reference_failure_policy(render: Render) -> None:
+    deployment = next(o for o in render() if o["kind"] == "Deployment")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert not {e["name"] for e in container["env"]} & POLICY_VARIABLES
+    made = settings.from_args(settings.parser({}).parse_args([]), "v1", {})
+    assert stack_setup.retry_policy(made) == sync.RetryPolicy(max_failures=3, backoff_base=10.0, backoff_factor=3.0,
+                                                              max_backoff=86400.0, stalled_retry_interval=0.0)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--max-update-failures", "-1"], "non-negative integer must be at least 0: '-1'"),
+    (["--max-update-failures", "two"], "invalid non-negative integer: 'two'"),
+    (["--retry-backoff-base", "0s"], "positive duration must be greater than 0: '0s'"),
+    (["--retry-backoff-factor", "0.5"], "factor of at least 1 must be at least 1: '0.5'"),
+    (["--retry-max-backoff=-1h"], "positive duration must be greater than 0: '-1h'"),
+    (["--stalled-retry-interval", "soon"], "invalid non-negative duration: 'soon'"),
+])
+def test_meaningless_failure_policy_flags_are_refused(args: list[str], message: str,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        settings.parser({}).parse_args(args)
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err

@@ -55,6 +55,8 @@ def test_examples_cover_the_documented_cases() -> None:
     assert any("configRef" in s and any(isinstance(v, dict | list) for v in (s.get("config") or {}).values())
                for s in stacks), "structured config"
     assert any(s.get("preview") is True for s in stacks), "preview"
+    assert any(s.get("suspend") is True for s in stacks), "suspend (pko)"
+    assert any(s.get("retryPolicy") for s in stacks), "failure policy (pko)"
     assert {"Program", "Workspace", "Update", "GitRepository"} <= {d["kind"] for d in docs}
 
 

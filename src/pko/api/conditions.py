@@ -38,6 +38,10 @@ MESSAGE_STACK_PROCESSING = "stack is being processed"
 RECONCILING_RETRY = "RetryingAfterFailure"
 RECONCILING_PREVIEW_FAILED = "PreviewFailed"
 RECONCILING_PREREQUISITE_NOT_SATISFIED = "PrerequisiteNotSatisfied"
+# pko: `spec.suspend` (Reconciling=False; not a reason of the Go operator).
+RECONCILING_SUSPENDED = "Suspended"
+MESSAGE_SUSPENDED = "the stack is suspended (spec.suspend is true): no new update starts until it is false"
+MESSAGE_SUSPENDED_AFTER = "the stack is suspended: no update starts after this one"
 
 # Stalled reasons.
 STALLED_SPEC_INVALID = "SpecInvalid"
@@ -57,8 +61,19 @@ def preview_failed_message(attempts: int) -> str:
     return f"preview failed ({attempts} attempt(s))"
 
 
+def _failed(update_type: str, failures: int) -> str:
+    # No failure counted stalls only with pko's `maxFailures: 0`: one update failed, and none was retried.
+    return f"{update_type} failed {failures} times" if failures else f"{update_type} failed once"
+
+
 def update_failed_message(update_type: str, failures: int) -> str:
-    return f"{update_type} failed {failures} times; not retrying until the spec or source changes"
+    return f"{_failed(update_type, failures)}; not retrying until the spec or source changes"
+
+
+def update_failed_retry_message(update_type: str, failures: int, interval: str) -> str:
+    """pko: the `UpdateFailed` message when a stalled retry is configured (`retryPolicy.stalledRetryInterval…`)."""
+    return (f"{_failed(update_type, failures)}; retrying {interval} after the last failure, or when the spec or "
+            "source changes")
 
 
 def format_time(moment: datetime.datetime) -> str:

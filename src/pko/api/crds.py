@@ -5,7 +5,8 @@ controllers use, so that they cannot drift; a test compares the committed files 
 versions, categories, printer columns, the status subresource and the Stack name rule are the Go operator's.
 
 Must never: write files (the CLI does that), or add anything to a CRD that the Go operator's CRD does not have
-(shortNames, conversion webhooks, defaults).
+(shortNames, conversion webhooks, defaults) beyond the optional Stack fields pko adds (``suspend``,
+``retryPolicy``: additive, no defaults, listed in the parity test's allow-list and docs/compatibility.md).
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ Why: a Stack names a Pulumi stack, where its program comes from (git, a Flux sou
 secrets and environment, and how the operator should run it. Everything here is the Go operator's wire contract,
 including its deprecated fields (still accepted and honoured) and ``workspaceTemplate`` / ``updateTemplate``,
 which are apply configurations of Workspace / Update kept as plain JSON because they are strategic-merge-patched
-onto the generated objects.
+onto the generated objects. pko adds two optional fields, ``suspend`` and ``retryPolicy``
+(docs/suspend-and-retries.md); left out, a Stack means what it means to the Go operator.
 
 Must never: default anything the Go CRD does not default (``workspaceReclaimPolicy`` has an enum, no default),
 or interpret ``config`` values (strings or any structured JSON).
@@ -18,7 +19,7 @@ import pydantic
 
 from pko.api import update, workspace
 from pko.api.meta import Conditions, ObjectMeta, ObjectMetaApply, Time, Wire
-from pko.api.schema import ApplyConfigurationOf, ListType, Schemaless
+from pko.api.schema import ApplyConfigurationOf, ListType, Minimum, Schemaless
 
 GROUP = "pulumi.com"
 VERSION = "v1"
@@ -150,6 +151,25 @@ class PrerequisiteRef(Wire):
     requirement: RequirementSpec | None = None
 
 
+class RetryPolicy(Wire):
+    """pko: how this Stack retries failed updates. Each field left out takes the operator's default (its flags
+    `--max-update-failures`, `--retry-backoff-base`, `--retry-backoff-factor`, `--stalled-retry-interval`); the
+    backoff cap stays `retryMaxBackoffDurationSeconds`."""
+
+    max_failures: Annotated[int, Minimum(0)] | None = pydantic.Field(
+        None, description="The Stack is Stalled once status.lastUpdate.failures (failed retries of the same spec) "
+                          "reaches this; 0 stalls at the first failed update (operator default 3).")
+    backoff_base_seconds: Annotated[int, Minimum(1)] | None = pydantic.Field(
+        None, description="Wait after the first failure; with n failures counted the wait is base·factor^n, up to "
+                          "retryMaxBackoffDurationSeconds (operator default 10).")
+    backoff_factor: Annotated[int, Minimum(1)] | None = pydantic.Field(
+        None, description="Growth of the wait between retries; 1 retries at a constant interval (operator "
+                          "default 3).")
+    stalled_retry_interval_seconds: Annotated[int, Minimum(0)] | None = pydantic.Field(
+        None, description="Retry a Stack Stalled by failed updates this long after its last failure; 0 never "
+                          "does (operator default: off).")
+
+
 WorkspaceTemplate = Annotated[dict[str, Any], ApplyConfigurationOf(
     spec=workspace.WorkspaceSpec, status=workspace.WorkspaceStatus, metadata=ObjectMetaApply,
 )]
@@ -202,6 +222,11 @@ class StackSpec(Wire):
     update_template: UpdateTemplate | None = None
     workspace_reclaim_policy: WorkspaceReclaimPolicy | None = None
     environment: Annotated[list[str], ListType("atomic")] | None = None
+    # pko additions (docs/suspend-and-retries.md): absent, the Stack behaves exactly as with the Go operator.
+    suspend: bool | None = pydantic.Field(
+        None, description="pko: start no new update while true (one in flight finishes); deleting the Stack "
+                          "still runs its finalizer.")
+    retry_policy: RetryPolicy | None = None
 
 
 class StackUpdateState(Wire):

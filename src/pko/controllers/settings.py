@@ -52,6 +52,12 @@ class Settings:
     workers: int = DEFAULT_WORKERS
     max_operations: int = DEFAULT_MAX_OPERATIONS
     retry_max_backoff: float | None = None  # seconds; operator-wide cap of the failed-update backoff (default 24h)
+    # the failure policy's other operator-wide defaults (None: the reference's 3 / 10s / 3 / never); a Stack's
+    # spec.retryPolicy overrides each
+    max_update_failures: int | None = None
+    retry_backoff_base: float | None = None  # seconds
+    retry_backoff_factor: float | None = None
+    stalled_retry_interval: float | None = None  # seconds; 0: a Stalled Stack waits for a change
     # workspaces
     workspace_runtime: Runtime = "pod"
     workspace_root: Path = field(default_factory=lambda: Path.cwd() / ".pko" / "workspaces")
@@ -84,6 +90,25 @@ class Option:
         if self.env is not None and self.env in environ:
             return environ[self.env]
         return self.default
+
+
+def _at_least(low: float, parse: Callable[[str], float], what: str, *, strict: bool = False
+              ) -> Callable[[str], Any]:
+    """A parser that refuses values below `low` (or equal to it, when `strict`) with a message argparse shows."""
+    def checked(text: str) -> Any:
+        try:
+            value = parse(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid {what}: {text!r}") from None
+        if value < low or (strict and value == low):
+            raise argparse.ArgumentTypeError(
+                f"{what} must be {'greater than' if strict else 'at least'} {low:g}: {text!r}")
+        return value
+    checked.__name__ = what  # argparse names the type in its messages
+    return checked
+
+
+_POSITIVE_DURATION = _at_least(0, durations.parse, "positive duration", strict=True)
 
 
 def _resolved(text: str) -> str | None:
@@ -128,7 +153,24 @@ OPTIONS: tuple[Option, ...] = (
            default=str(DEFAULT_WORKERS), parse=int, helm="controller.maxConcurrentReconciles"),
     Option("--retry-max-backoff", "retry_max_backoff",
            "operator-wide cap of the failed-update backoff (10s·3ⁿ); a Stack's retryMaxBackoffDurationSeconds "
-           "overrides it", env="RETRY_MAX_BACKOFF_DURATION", default="24h", parse=durations.parse),
+           "overrides it", env="RETRY_MAX_BACKOFF_DURATION", default="24h", parse=_POSITIVE_DURATION,
+           helm="controller.retryMaxBackoff"),
+    Option("--max-update-failures", "max_update_failures",
+           "failures counted before a Stack is Stalled (0: at the first); a Stack's retryPolicy.maxFailures "
+           "overrides it", env="MAX_UPDATE_FAILURES", default="3", parse=_at_least(0, int, "non-negative integer"),
+           helm="controller.maxUpdateFailures"),
+    Option("--retry-backoff-base", "retry_backoff_base",
+           "wait after the first failed update; a Stack's retryPolicy.backoffBaseSeconds overrides it",
+           env="RETRY_BACKOFF_BASE", default="10s", parse=_POSITIVE_DURATION, helm="controller.retryBackoffBase"),
+    Option("--retry-backoff-factor", "retry_backoff_factor",
+           "growth of the wait between retries (1: constant); a Stack's retryPolicy.backoffFactor overrides it",
+           env="RETRY_BACKOFF_FACTOR", default="3", parse=_at_least(1, float, "factor of at least 1"),
+           helm="controller.retryBackoffFactor"),
+    Option("--stalled-retry-interval", "stalled_retry_interval",
+           "retry a Stack Stalled by failed updates this long after its last failure (0: never, as the Go "
+           "operator); a Stack's retryPolicy.stalledRetryIntervalSeconds overrides it",
+           env="STALLED_RETRY_INTERVAL", default="0", parse=_at_least(0, durations.parse, "non-negative duration"),
+           helm="controller.stalledRetryInterval"),
     Option("--max-concurrent-updates", "max_operations",
            "Pulumi operations in flight at once (they do not hold reconcile workers)", env="MAX_CONCURRENT_UPDATES",
            default=str(DEFAULT_MAX_OPERATIONS), parse=int, helm="controller.maxConcurrentUpdates"),

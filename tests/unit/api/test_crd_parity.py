@@ -38,6 +38,25 @@ ALLOWED: dict[tuple[str, str, str], str] = {
 }
 
 
+# Deliberate extensions: schema paths pko adds that the reference does not have, (CRD file, path) → why. Only
+# optional fields without defaults belong here, so a manifest written for the Go operator means the same; each is a
+# row of "What pko adds" in docs/compatibility.md. Stack v1alpha1 serves the same spec as v1, so both carry them.
+ADDED: dict[tuple[str, str], str] = {
+    **{("pulumi.com_stacks.yaml", f"{version} .spec.{path}"): why
+       for version in ("v1", "v1alpha1")
+       for path, why in {
+           # Flux-style suspend: no new Update while true (docs/suspend-and-retries.md).
+           "suspend": "suspend / resume a Stack",
+           # The failure policy per Stack; each field overrides an operator flag (docs/suspend-and-retries.md).
+           "retryPolicy": "per-Stack failure policy",
+           "retryPolicy.maxFailures": "failures before Stalled (the reference hard-codes 3)",
+           "retryPolicy.backoffBaseSeconds": "first backoff (the reference hard-codes 10s)",
+           "retryPolicy.backoffFactor": "backoff growth (the reference hard-codes 3)",
+           "retryPolicy.stalledRetryIntervalSeconds": "automatic retry of a Stalled Stack (the reference has none)",
+       }.items()},
+}
+
+
 def reference_dir() -> Path:
     shared = Path(os.environ.get("PKO_SHARED_DIR") or REPO.parent / "shared")
     directory = shared / REFERENCE_SUBDIR
@@ -98,7 +117,8 @@ def differences(file_name: str, reference: dict[str, Any], ours: dict[str, Any])
             if ref_node.get(key) != our_node.get(key) and (file_name, path, key) not in ALLOWED:
                 found.append(f"{file_name}: {path}: {key}: reference {ref_node.get(key)!r}, "
                              f"ours {our_node.get(key)!r}")
-    found += [f"{file_name}: {path}: not in the reference" for path in our_flat if path not in ref_flat]
+    found += [f"{file_name}: {path}: not in the reference" for path in our_flat
+              if path not in ref_flat and (file_name, path) not in ADDED]
     return found
 
 
@@ -129,6 +149,18 @@ def test_allow_list_entries_are_still_differences() -> None:
         reference = flatten(_load(reference_dir() / file_name))[path]
         ours = flatten(_load(OURS / file_name))[path]
         assert reference.get(key) != ours.get(key), (file_name, path, key)
+
+
+def test_added_paths_are_ours_only_and_optional() -> None:
+    """Every deliberate extension exists in our CRD and not in the reference, and none is required or defaulted
+    (a manifest without it must mean what it means to the Go operator)."""
+    for file_name, path in ADDED:
+        ours = flatten(_load(OURS / file_name))
+        assert path in ours, (file_name, path)
+        assert path not in flatten(_load(reference_dir() / file_name)), (file_name, path)
+        assert "default" not in ours[path], (file_name, path)
+        parent, _, leaf = path.rpartition(".")
+        assert leaf not in (ours[parent].get("required") or []), (file_name, path)
 
 
 def test_the_comparison_sees_each_kind_of_difference() -> None:

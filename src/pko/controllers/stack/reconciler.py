@@ -6,6 +6,9 @@ prerequisites, apply the Workspace, wait for it, then save `currentUpdate` *befo
 crash in between never loses track of it). Status is written by server-side apply with the reference's field
 manager; every stall carries the reference's reason and message and, where the reference does, an event.
 
+A suspended Stack (pko's `spec.suspend`) stops right after absorbing a finished Update: it resolves no source and
+starts nothing until resumed. A deleting one is not suspended: the finalizer runs as for any other Stack.
+
 Each object is read once into its typed model (:mod:`pko.api`) and worked on as that; JSON is built only for what
 goes back to the API server (a status apply, a finalizer patch, a new Update).
 
@@ -83,13 +86,16 @@ class StackReconciler:
         resolver: source_mod.Resolver,
         *,
         clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
-        retry_max_backoff: float = sync.DEFAULT_BACKOFF_CAP,
+        retry_policy: sync.RetryPolicy = sync.DEFAULT_POLICY,
     ) -> None:
         self.client = client
         self.recorder = recorder
         self.resolver = resolver
         self.clock = clock
-        self.retry_max_backoff = retry_max_backoff
+        self.retry_policy = retry_policy  # the operator-wide failure policy; a Stack's retryPolicy overrides it
+
+    def _policy(self, stack: stack_api.Stack) -> sync.RetryPolicy:
+        return sync.policy_for(stack_api.spec_of(stack), self.retry_policy)
 
     async def __call__(self, key: objects.ObjectKey) -> Result | None:
         stack = await self.client.get_typed_or_none(resources.STACK, stack_api.Stack, key.name, key.namespace)
@@ -107,7 +113,8 @@ class StackReconciler:
         if not s.deleting and names.FINALIZER not in finalizers:
             s.stack = stack = await self._write_finalizers(stack, [*finalizers, names.FINALIZER])
 
-        if status.current_update is not None and not await self._absorb(s):
+        absorbed = status.current_update is not None
+        if absorbed and not await self._absorb(s):
             return None  # the Update is still running; its completion brings us back
         spec = stack_api.spec_of(stack)
         if s.deleting and (not spec.destroy_on_finalize or spec.preview):
@@ -115,6 +122,11 @@ class StackReconciler:
             await self._save(s)
             await self._remove_finalizer(s)
             return None
+        if sync.is_suspended(stack):
+            await self._suspended(s, absorbed)
+            return None
+        if sync.shows_suspended(s.conditions):
+            await self.recorder.normal(s.stack, "StackResumed", "Stack resumed (spec.suspend is no longer true)")
 
         # Source, then the Workspace it implies.
         if (s.deleting and spec.destroy_on_finalize and not spec.preview and not spec.run_program
@@ -134,7 +146,7 @@ class StackReconciler:
             return await self._stall(s, conditions.STALLED_SPEC_INVALID, str(err), True, None)
 
         synced, message = sync.is_synced(stack.model_copy(update={"status": status}), resolved.commit, self.clock(),
-                                         self.retry_max_backoff)
+                                         defaults=self.retry_policy)
         if not synced:
             await self.recorder.normal(s.stack, "StackUpdateDetected", message)
         else:
@@ -212,7 +224,7 @@ class StackReconciler:
                                                      s.key.namespace)
         if update is None or not update_complete(update):
             s.conditions = conditions.mark_reconciling(s.conditions, conditions.RECONCILING_PROCESSING,
-                                                       conditions.MESSAGE_STACK_PROCESSING, now=self.clock())
+                                                       sync.processing_message(s.stack), now=self.clock())
             await self._save(s)
             return False
         now = self.clock()
@@ -240,27 +252,47 @@ class StackReconciler:
         last = s.status.last_update
         assert last is not None
         now = self.clock()
-        s.conditions = sync.mark_result(s.conditions, last, now)
+        s.conditions = sync.mark_result(s.conditions, last, now, policy=self._policy(s.stack))
         stack = s.stack.model_copy(update={"status": s.status})
         if s.deleting:
             if last.state != stack_api.STATE_SUCCEEDED:
                 await self._save(s)
                 waited = (now - (conditions.parse_time(last.last_resync_time) or now)).total_seconds()
-                wait = sync.cooldown(stack_api.spec_of(s.stack), last, self.retry_max_backoff)
+                wait = sync.cooldown(stack_api.spec_of(s.stack), last, defaults=self.retry_policy)
                 return Result(requeue_after=max(1.0, wait - waited))
             await self._save(s)
             await self._remove_finalizer(s)
             return None
-        after = sync.requeue_after(stack, now, self.retry_max_backoff)
-        if last.state != stack_api.STATE_FAILED and stack_api.spec_of(s.stack).workspace_reclaim_policy == "Delete":
-            await self._finalize_update(s)
-            try:
-                await self.client.delete(resources.WORKSPACE, workspace_name, s.key.namespace)
-                await self.recorder.normal(s.stack, "WorkspaceDeleted", "Workspace deleted per reclaim policy")
-            except errors.NotFound:
-                pass
+        after = sync.requeue_after(stack, now, defaults=self.retry_policy)
+        await self._reclaim_workspace(s, workspace_name)
         await self._save(s)
         return Result(requeue_after=after) if after else None
+
+    async def _suspended(self, s: _Session, absorbed: bool) -> None:
+        """Suspended: say so (once as an event), report an Update that just finished, start nothing. The Stack's
+        next change (resuming is one) brings it back; nothing is requeued, not even branch polling."""
+        if not sync.shows_suspended(s.conditions):
+            await self.recorder.normal(s.stack, "StackSuspended",
+                                       "Stack suspended: no new update starts until spec.suspend is false")
+        s.conditions = sync.mark_suspended(s.conditions, s.status.last_update, absorbed, self.clock(),
+                                           policy=self._policy(s.stack))
+        if absorbed:
+            # The workspace belongs to the Stack under its own name (stack/workspace.py).
+            await self._reclaim_workspace(s, s.key.name)
+        await self._save(s)
+
+    async def _reclaim_workspace(self, s: _Session, workspace_name: str) -> None:
+        """`workspaceReclaimPolicy: Delete`: drop the Workspace once the last update did not fail."""
+        last = s.status.last_update
+        if (last is None or last.state == stack_api.STATE_FAILED
+                or stack_api.spec_of(s.stack).workspace_reclaim_policy != stack_api.RECLAIM_DELETE):
+            return
+        await self._finalize_update(s)
+        try:
+            await self.client.delete(resources.WORKSPACE, workspace_name, s.key.namespace)
+            await self.recorder.normal(s.stack, "WorkspaceDeleted", "Workspace deleted per reclaim policy")
+        except errors.NotFound:
+            pass
 
     async def _prerequisites(self, s: _Session) -> str | None:
         failed: list[str] = []

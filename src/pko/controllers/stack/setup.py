@@ -24,6 +24,7 @@ from pko.api import workspace as ws_api
 from pko.controllers.settings import Settings
 from pko.controllers.stack import reconciler as stack_reconciler
 from pko.controllers.stack import source as source_mod
+from pko.controllers.stack import sync
 from pko.kube import client as kclient
 from pko.kube import events, objects, resources
 from pko.runtime import controller as ctl
@@ -165,6 +166,18 @@ class FluxWatches:
         await asyncio.gather(*self.tasks.values(), return_exceptions=True)
 
 
+def retry_policy(settings: Settings) -> sync.RetryPolicy:
+    """The operator-wide failure policy from the settings; each one left unset keeps the reference's value."""
+    default = sync.DEFAULT_POLICY
+    return sync.RetryPolicy(
+        max_failures=default.max_failures if settings.max_update_failures is None else settings.max_update_failures,
+        backoff_base=settings.retry_backoff_base or default.backoff_base,
+        backoff_factor=settings.retry_backoff_factor or default.backoff_factor,
+        max_backoff=settings.retry_max_backoff or default.max_backoff,
+        stalled_retry_interval=settings.stalled_retry_interval or default.stalled_retry_interval,
+    )
+
+
 @dataclass
 class StackController:
     reconciler: stack_reconciler.StackReconciler
@@ -179,7 +192,7 @@ class StackController:
 def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings, *,
           github_api_url: str | None = None) -> StackController:
     """Register the Stack controller on `mgr`."""
-    workers, retry_max_backoff = settings.workers, settings.retry_max_backoff
+    workers = settings.workers
     stacks = mgr.informer(resources.STACK, indexers={
         PREREQUISITE_INDEX: _prerequisites, PROGRAM_INDEX: _program, FLUX_INDEX: _flux,
     })
@@ -192,9 +205,7 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings, *,
 
     extra: dict[str, Any] = {"github_api_url": github_api_url} if github_api_url else {}
     resolver = source_mod.Resolver(client, watch_flux_kind=watch_flux, **extra)
-    reconciler = stack_reconciler.StackReconciler(client, recorder, resolver)
-    if retry_max_backoff:
-        reconciler.retry_max_backoff = retry_max_backoff
+    reconciler = stack_reconciler.StackReconciler(client, recorder, resolver, retry_policy=retry_policy(settings))
     controller = mgr.controller(names.STACK_CONTROLLER, reconciler, workers=workers)
     flux_watches = FluxWatches(client, mgr.namespace, stacks, lambda key: controller.queue.add(key))
 

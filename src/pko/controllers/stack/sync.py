@@ -5,13 +5,20 @@ backoff (`10s·3ⁿ`, capped); `record_failure` / `record_success` turn a finish
 `mark_result` sets the kstatus conditions; `requeue_after` says when to look again; `prerequisite_problem`
 checks another Stack against a requirement.
 
+pko additions, inert unless configured: the failure policy (:class:`RetryPolicy`: failures before Stalled, backoff
+base and factor, cap, and an automatic retry of a Stalled Stack) comes from operator flags and a Stack's
+`spec.retryPolicy`; with neither it is the reference's hard-coded 3 / 10s / 3 / 24h / never. `spec.suspend`
+(:func:`is_suspended`, :func:`mark_suspended`) stops new updates and says so in the conditions.
+
 Must never: read the clock or do I/O (callers pass `now` and the observed objects).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +36,57 @@ MIN_RESYNC = 60.0
 SECRET_MASK = "[secret]"
 
 
+@dataclass(frozen=True)
+class RetryPolicy:
+    """The failure policy: a failed update is retried after `backoff_base · backoff_factorⁿ` seconds (n: the
+    failures counted in `lastUpdate.failures`), at most `max_backoff`; once `max_failures` are counted the Stack is
+    Stalled and, when `stalled_retry_interval` is set (> 0), retried that long after its last failure anyway."""
+
+    max_failures: int = MAX_UPDATE_FAILURES
+    backoff_base: float = BASE_BACKOFF
+    backoff_factor: float = BACKOFF_FACTOR
+    max_backoff: float = DEFAULT_BACKOFF_CAP
+    stalled_retry_interval: float = 0.0  # 0: a Stalled Stack waits for a change of spec or source (the reference)
+
+    def backoff(self, failures: int) -> float:
+        """Seconds to wait after a failure with `failures` counted (the counter grows past the limit while
+        stalled retries run, so the power may overflow: it is capped, never an error)."""
+        try:
+            wait = self.backoff_base * self.backoff_factor ** failures
+        except OverflowError:
+            wait = math.inf
+        return min(wait, self.max_backoff)
+
+
+DEFAULT_POLICY = RetryPolicy()
+
+
+def policy_for(spec: stack_api.StackSpec, defaults: RetryPolicy = DEFAULT_POLICY) -> RetryPolicy:
+    """The policy for one Stack: each field its `spec.retryPolicy` sets (and the cap
+    `retryMaxBackoffDurationSeconds`, as in the reference) over the operator-wide `defaults`."""
+    own = spec.retry_policy or stack_api.RetryPolicy()
+    return RetryPolicy(
+        max_failures=defaults.max_failures if own.max_failures is None else own.max_failures,
+        backoff_base=float(own.backoff_base_seconds or 0) or defaults.backoff_base,
+        backoff_factor=float(own.backoff_factor or 0) or defaults.backoff_factor,
+        max_backoff=float(spec.retry_max_backoff_duration_seconds or 0) or defaults.max_backoff,
+        stalled_retry_interval=(defaults.stalled_retry_interval if own.stalled_retry_interval_seconds is None
+                                else float(own.stalled_retry_interval_seconds)),
+    )
+
+
+def _policy(spec: stack_api.StackSpec, default_cap: float | None, defaults: RetryPolicy) -> RetryPolicy:
+    """`default_cap` is the older way to give only the operator-wide cap; it wins over `defaults.max_backoff`."""
+    if default_cap is not None:
+        defaults = dataclasses.replace(defaults, max_backoff=default_cap)
+    return policy_for(spec, defaults)
+
+
+def stalled(last: stack_api.StackUpdateState | None, policy: RetryPolicy) -> bool:
+    """Too many failures counted: no backoff retry, only a change (or the stalled retry, when on)."""
+    return last is not None and last.state == stack_api.STATE_FAILED and (last.failures or 0) >= policy.max_failures
+
+
 def reconcile_request(stack: stack_api.Stack) -> str:
     return (stack.metadata.annotations or {}).get(names.ANNOTATION_RECONCILE_REQUEST, "")
 
@@ -38,17 +96,17 @@ def resync_frequency(spec: stack_api.StackSpec) -> float:
 
 
 def cooldown(spec: stack_api.StackSpec, last: stack_api.StackUpdateState | None,
-             default_cap: float = DEFAULT_BACKOFF_CAP) -> float:
+             default_cap: float | None = None, *, defaults: RetryPolicy = DEFAULT_POLICY) -> float:
     """Seconds to wait before retrying a failed update: 10s, 30s, 90s, ... capped by the Stack's
-    `retryMaxBackoffDurationSeconds`, else by the operator-wide cap (`--retry-max-backoff`, default 24h)."""
+    `retryMaxBackoffDurationSeconds`, else by the operator-wide cap (`--retry-max-backoff`, default 24h); base and
+    factor from the Stack's `retryPolicy`, else the operator's."""
     if last is None or last.state != stack_api.STATE_FAILED:
         return 0.0
-    cap = float(spec.retry_max_backoff_duration_seconds or 0) or default_cap
-    return min(BASE_BACKOFF * BACKOFF_FACTOR ** (last.failures or 0), cap)
+    return _policy(spec, default_cap, defaults).backoff(last.failures or 0)
 
 
 def is_synced(stack: stack_api.Stack, commit: str, now: datetime.datetime,
-              default_cap: float = DEFAULT_BACKOFF_CAP) -> tuple[bool, str]:
+              default_cap: float | None = None, *, defaults: RetryPolicy = DEFAULT_POLICY) -> tuple[bool, str]:
     """(synced, message): when not synced, the message says why an update is needed (it becomes the event
     `StackUpdateDetected` and the Update's `spec.message`)."""
     status = stack.status or stack_api.StackStatus()
@@ -77,9 +135,13 @@ def is_synced(stack: stack_api.Stack, commit: str, now: datetime.datetime,
     if last.state == stack_api.STATE_FAILED:
         if (last.last_attempted_commit or "") != commit:
             return False, f"New commit detected: {json.dumps(commit)}"
-        if (last.failures or 0) >= MAX_UPDATE_FAILURES:
+        policy = _policy(spec, default_cap, defaults)
+        if stalled(last, policy):
+            interval = policy.stalled_retry_interval
+            if interval > 0 and elapsed >= interval:
+                return False, f"Stalled retry interval elapsed: {durations.format_seconds(interval)}"
             return True, ""
-        wait = cooldown(spec, last, default_cap)
+        wait = policy.backoff(last.failures or 0)
         if elapsed >= wait:
             return False, f"Backoff time elapsed: {durations.format_seconds(wait)}"
         return True, ""
@@ -87,14 +149,19 @@ def is_synced(stack: stack_api.Stack, commit: str, now: datetime.datetime,
 
 
 def mark_result(found: Sequence[Condition] | None, last: stack_api.StackUpdateState,
-                now: datetime.datetime) -> list[Condition]:
-    """The conditions after a synced check: Ready, or retrying, or stalled after too many failures."""
+                now: datetime.datetime, *, policy: RetryPolicy = DEFAULT_POLICY) -> list[Condition]:
+    """The conditions after a synced check: Ready, or retrying, or stalled after too many failures (the message
+    names the automatic retry when one is scheduled)."""
     if last.state == stack_api.STATE_SUCCEEDED:
         return conditions.mark_ready(found, now=now)
     failures = last.failures or 0
-    if failures >= MAX_UPDATE_FAILURES:
-        return conditions.mark_stalled(found, conditions.STALLED_UPDATE_FAILED,
-                                       conditions.update_failed_message(last.type or "", failures), now=now)
+    if stalled(last, policy):
+        if policy.stalled_retry_interval > 0:
+            message = conditions.update_failed_retry_message(last.type or "", failures,
+                                                             durations.format_seconds(policy.stalled_retry_interval))
+        else:
+            message = conditions.update_failed_message(last.type or "", failures)
+        return conditions.mark_stalled(found, conditions.STALLED_UPDATE_FAILED, message, now=now)
     if last.type == up_api.PREVIEW:
         return conditions.mark_reconciling(found, conditions.RECONCILING_PREVIEW_FAILED,
                                            conditions.preview_failed_message(failures), now=now)
@@ -138,22 +205,55 @@ def masked_outputs(data: Mapping[str, bytes], secret_keys: Sequence[str]) -> dic
 
 
 def requeue_after(stack: stack_api.Stack, now: datetime.datetime,
-                  default_cap: float = DEFAULT_BACKOFF_CAP) -> float | None:
-    """When to look again at a synced Stack: backoff retry, resync, or branch polling (the smallest)."""
+                  default_cap: float | None = None, *, defaults: RetryPolicy = DEFAULT_POLICY) -> float | None:
+    """When to look again at a synced Stack: backoff retry (or stalled retry), resync, or branch polling (the
+    smallest)."""
     spec = stack_api.spec_of(stack)
     last = (stack.status or stack_api.StackStatus()).last_update
     if last is None:
         return None
     since = (now - (conditions.parse_time(last.last_resync_time) or now)).total_seconds()
+    policy = _policy(spec, default_cap, defaults)
     after: float | None = None
-    if last.state == stack_api.STATE_FAILED and (last.failures or 0) < MAX_UPDATE_FAILURES:
-        after = max(1.0, cooldown(spec, last, default_cap) - since)
+    if last.state == stack_api.STATE_FAILED and not stalled(last, policy):
+        after = max(1.0, policy.backoff(last.failures or 0) - since)
+    elif stalled(last, policy) and policy.stalled_retry_interval > 0:
+        after = max(1.0, policy.stalled_retry_interval - since)
     if last.state == stack_api.STATE_SUCCEEDED and spec.continue_resync_on_commit_match:
         after = max(1.0, resync_frequency(spec) - since)
     if spec.project_repo and spec.branch:
         poll = resync_frequency(spec)
         after = max(1.0, min(poll, after) if after else poll)
     return after
+
+
+def is_suspended(stack: stack_api.Stack) -> bool:
+    """`spec.suspend` holds: no new update starts. Deletion is not suspended (as in Flux): the finalizer still
+    runs, with the destroy `destroyOnFinalize` promised."""
+    return bool(stack_api.spec_of(stack).suspend) and stack.metadata.deletion_timestamp is None
+
+
+def shows_suspended(found: Sequence[Condition] | None) -> bool:
+    """The conditions already say suspended (so the transition's event is sent once)."""
+    reconciling = conditions.find(found, conditions.RECONCILING)
+    return (reconciling is not None and reconciling.status == "False"
+            and reconciling.reason == conditions.RECONCILING_SUSPENDED)
+
+
+def mark_suspended(found: Sequence[Condition] | None, last: stack_api.StackUpdateState | None, absorbed: bool,
+                   now: datetime.datetime, *, policy: RetryPolicy = DEFAULT_POLICY) -> list[Condition]:
+    """The conditions of a suspended Stack: `Reconciling=False/Suspended`; `Ready` (and `Stalled`) keep their
+    value, except that an Update that finished in this pass (`absorbed`) still reports its outcome."""
+    result = mark_result(found, last, now, policy=policy) if absorbed and last is not None else list(found or ())
+    return conditions.set_condition(result, conditions.RECONCILING, "False", conditions.RECONCILING_SUSPENDED,
+                                    conditions.MESSAGE_SUSPENDED, now=now)
+
+
+def processing_message(stack: stack_api.Stack) -> str:
+    """The Reconciling message while an Update runs; a suspended Stack adds that none follows it."""
+    if is_suspended(stack):
+        return f"{conditions.MESSAGE_STACK_PROCESSING}; {conditions.MESSAGE_SUSPENDED_AFTER}"
+    return conditions.MESSAGE_STACK_PROCESSING
 
 
 @dataclass(frozen=True)
