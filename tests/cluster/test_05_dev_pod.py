@@ -4,8 +4,10 @@ cluster gone without a trace. Runs before the package's shared cluster (one clus
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import yaml
@@ -13,8 +15,9 @@ import yaml
 from pko.testing import cluster
 
 
-def test_pko_dev_pod_once(tmp_path: Path) -> None:
-    workdir = tmp_path / "dev"
+def test_pko_dev_pod_once() -> None:
+    # a short directory: the kubelet's unix sockets live under it (see NodePaths.socket_problem)
+    workdir = Path(tempfile.mkdtemp(prefix="pko-dev-", dir="/tmp"))
     result = subprocess.run([sys.executable, "-m", "pko", "dev", "--runtime", "pod", "--once", "--dir", str(workdir)],
                             capture_output=True, text=True, timeout=900, check=False)
     out = result.stdout
@@ -31,3 +34,4 @@ def test_pko_dev_pod_once(tmp_path: Path) -> None:
     assert "the cluster is gone." in out
     assert "not-for-your-eyes" not in out + result.stderr
     assert cluster.leftovers((workdir / "real-cluster").resolve()) == []
+    shutil.rmtree(workdir, ignore_errors=True)

@@ -467,6 +467,9 @@ def start(workdir: Path, *, images: Iterable[Any] = (), timeout: float = 180.0) 
     """
     check_host()
     workdir = workdir.resolve()
+    problem = _paths_for(workdir).socket_problem()
+    if problem is not None:
+        raise ClusterError(problem)
     workdir.mkdir(parents=True, exist_ok=True)
     lock_fd = _lock()
     try:

@@ -10,6 +10,7 @@ that make a node work on our machines are commented where they are made; they co
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ COREDNS_IMAGE = "docker.io/pko-test/coredns:1.13.1"
 #: forgets `imagePullPolicy` fails with ErrImagePull at once instead of sending a packet off the machine.
 BLOCKED_REGISTRIES = ("docker.io", "registry.k8s.io", "ghcr.io", "quay.io", "gcr.io", "public.ecr.aws")
 DEAD_ENDPOINT = "http://127.0.0.1:9"
+UNIX_SOCKET_MAX = 107  # sun_path is 108 bytes, with the terminating NUL
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,17 @@ class NodePaths:
     @property
     def kubelet_root(self) -> Path:
         return self.root / "kubelet"
+
+    def socket_problem(self) -> str | None:
+        """Why the kubelet could not start under this root, if it could not: it binds unix sockets under its root
+        directory (the longest is ``pod-resources/<10 digits>``), and a unix socket path is limited to 108 bytes
+        with the terminating NUL. The kubelet then exits with "bind: invalid argument"; say it before."""
+        longest = self.kubelet_root / "pod-resources" / ("9" * 10)
+        if len(os.fsencode(longest)) <= UNIX_SOCKET_MAX:
+            return None
+        return (f"the node's directory {self.root} is too long: the kubelet's sockets under it "
+                f"({longest}) would exceed the {UNIX_SOCKET_MAX}-byte limit of a unix socket path; use a shorter "
+                "work directory")
 
     @property
     def kubelet_config(self) -> Path:

@@ -65,3 +65,14 @@ def test_image_keys_from_ctr_listing() -> None:
         "registry.k8s.io/pause:3.10.1 application/vnd.oci.image.manifest.v1+json sha256:cd 300.0 KiB linux/amd64 -\n"
     )
     assert cluster._image_keys(listing) == {"docker.io/pko/pko:dev": "k1", "registry.k8s.io/pause:3.10.1": ""}
+
+
+def test_a_work_directory_too_long_for_the_kubelets_sockets_is_refused_before_anything_starts() -> None:
+    short = nodeconfig.NodePaths(root=Path("/tmp/pko-dev-x/real-cluster/node"), containerd_root=Path("/c"))
+    assert short.socket_problem() is None
+    deep_root = Path("/tmp/pytest-of-root/pytest-121/test_pko_dev_pod_once0/dev/real-cluster/node")
+    deep = nodeconfig.NodePaths(root=deep_root, containerd_root=Path("/c"))
+    problem = deep.socket_problem()
+    assert problem is not None
+    assert "unix socket" in problem
+    assert "pod-resources" in problem
