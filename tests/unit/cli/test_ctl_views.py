@@ -83,7 +83,8 @@ def test_table_columns_and_ages() -> None:
     assert lines[2].split() == ["bad", "Reconciling", "up/failed", "60s", "(running)", "1",
                                 "2026-09-01T11:59:30Z", "(due)", "no"]
     wide = view.table(rows, NOW, wide=True, all_namespaces=True).splitlines()
-    assert wide[0].split()[0] == "NAMESPACE" and "UPDATE" in wide[0] and "MESSAGE" in wide[0]
+    assert wide[0].split()[0] == "NAMESPACE"
+    assert wide[0].split()[-4:] == ["UPDATE", "COMMIT", "REASON", "MESSAGE"]
     assert wide[1].split()[:2] == ["ns", "ok"]
 
 
@@ -136,8 +137,10 @@ def test_describe_names_conditions_updates_events_and_the_pod() -> None:
     text = view.describe(s, [update], [event], workspace, pod, NOW)
     assert "State:            Reconciling (RetryingAfterFailure)" in text
     assert "Next retry:       2026-09-01T11:59:30Z (due)" in text
-    assert "RetryingAfterFailure" in text and "app-1   up     Failed" in text
+    assert "RetryingAfterFailure" in text
+    assert "app-1   up     Failed" in text
     assert "Warning   StackUpdateFailure   60s   2" in text
-    assert "app-workspace-0 Running" in text and "running, ready=True, restarts=1" in text
+    assert "app-workspace-0 Running" in text
+    assert "running, ready=True, restarts=1" in text
     bare = view.describe(stack(), [], [], None, None, NOW)
     assert bare.count("<none>") == 6
