@@ -58,7 +58,8 @@ async def test_get_retry_suspend_resume_describe_logs_on_a_fleet(
     waiting["metadata"].update(labels["metadata"])
     await kc.create(waiting)
     await e2e.wait_for(kc, resources.STACK, "ok", namespace, e2e.is_ready)
-    first = await e2e.wait_for(kc, resources.STACK, "stalled", namespace, lambda o: e2e.reason(o, "Stalled") is not None)
+    first = await e2e.wait_for(kc, resources.STACK, "stalled", namespace,
+                               lambda o: e2e.reason(o, "Stalled") is not None)
     await e2e.wait_for(kc, resources.STACK, "waiting", namespace,
                        lambda o: e2e.last_update(o).get("state") == "failed" and "currentUpdate" not in o["status"])
 
