@@ -155,3 +155,9 @@ async def test_bad_input_fails_clearly_with_script_exit_codes(
     assert "elsewhere" in err
     code, out, err = await ctl(cluster, "get", "-n", namespace)
     assert (code, out, err) == (0, "", f"No Stacks found in namespace {namespace}.\n")
+    # `pko ctl` is the same command
+    proc = await asyncio.create_subprocess_exec(
+        str(SCRIPT.parent / "pko"), "ctl", "describe", "-n", namespace, "nope", "--kubeconfig", str(cluster.kubeconfig),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    _, raw = await proc.communicate()
+    assert (proc.returncode, raw.decode()) == (1, f"error: stack {namespace}/nope not found\n")
