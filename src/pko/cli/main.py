@@ -18,6 +18,7 @@ commands:
   agent      the workspace agent: serve | init | version
   crds       print the CustomResourceDefinitions
   dev        run everything locally: control plane, operator, an example Stack
+  ctl        operate Stacks: get | retry | suspend | resume | describe | logs (also `kubectl pko`)
   version    print the version
 """
 
@@ -46,13 +47,19 @@ def _dev(argv: Sequence[str]) -> int:
     return dev.main(argv)
 
 
+def _ctl(argv: Sequence[str]) -> int:
+    from pko.cli.ctl import app
+
+    return app.main(argv)
+
+
 def _version(argv: Sequence[str]) -> int:
     print(pko.__version__)
     return 0
 
 
 COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
-    "operator": _operator, "agent": _agent, "crds": _crds, "dev": _dev, "version": _version,
+    "operator": _operator, "agent": _agent, "crds": _crds, "dev": _dev, "ctl": _ctl, "version": _version,
 }
 
 

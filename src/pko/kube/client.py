@@ -151,12 +151,15 @@ class Client:
         labels: Mapping[str, str] | None = None,
         fields: Mapping[str, str] | None = None,
         chunk_size: int | None = 500,
+        selector: str | None = None,
     ) -> ObjectList:
-        """All objects of ``kind`` (in ``namespace``; ``None`` = every namespace), read in chunks."""
+        """All objects of ``kind`` (in ``namespace``; ``None`` = every namespace), read in chunks. ``selector`` is a
+        label selector as a user types it (``env in (a,b),!x``); the API server parses it and refuses a bad one
+        (:class:`errors.BadRequest`, with its own message)."""
         k = resources.resource(kind)
         params = {
             "limit": chunk_size,
-            "labelSelector": label_selector(labels),
+            "labelSelector": ",".join(s for s in (label_selector(labels), selector) if s) or None,
             "fieldSelector": label_selector(fields),
         }
         br = self.api._client.prepare_request("list", res=resources.model(k), namespace=_scope(k, namespace),
@@ -199,6 +202,15 @@ class Client:
                     yield WatchEvent(str(event_type), dict(obj))
         finally:
             await stream.aclose()
+
+    async def log(self, name: str, namespace: str, *, container: str | None = None, follow: bool = False,
+                  tail_lines: int | None = None) -> AsyncIterator[str]:
+        """A pod's log (pods/log), line by line with the newline; with ``follow`` until the container stops or
+        the caller breaks out. :class:`errors.NotFound` (or BadRequest, before the container started) otherwise."""
+        with _translated():
+            async for line in self.api.log(name, namespace=namespace, container=container, follow=follow,
+                                           tail_lines=tail_lines):
+                yield line
 
     # --- writing ---------------------------------------------------------------------------------------------
 

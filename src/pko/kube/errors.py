@@ -11,7 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx2
 import lightkube
+
+TransportError = httpx2.TransportError
+"""No answer from the API server (connection refused, timeout): passed through, named here for callers."""
 
 
 class ApiError(Exception):

@@ -2,8 +2,8 @@
 
 `is_synced` decides whether to start an update (and with which message); `cooldown` is the failed-update
 backoff (`10s·3ⁿ`, capped); `record_failure` / `record_success` turn a finished Update into `status.lastUpdate`;
-`mark_result` sets the kstatus conditions; `requeue_after` says when to look again; `prerequisite_problem`
-checks another Stack against a requirement.
+`mark_result` sets the kstatus conditions; `requeue_after` says when to look again (`next_retry_at`: when a failed
+update is retried, which `kubectl pko get` shows); `prerequisite_problem` checks another Stack against a requirement.
 
 pko additions, inert unless configured: the failure policy (:class:`RetryPolicy`: failures before Stalled, backoff
 base and factor, cap, and an automatic retry of a Stalled Stack) comes from operator flags and a Stack's
@@ -225,6 +225,23 @@ def requeue_after(stack: stack_api.Stack, now: datetime.datetime,
         poll = resync_frequency(spec)
         after = max(1.0, min(poll, after) if after else poll)
     return after
+
+
+def next_retry_at(stack: stack_api.Stack, default_cap: float | None = None, *,
+                  defaults: RetryPolicy = DEFAULT_POLICY) -> datetime.datetime | None:
+    """When the failure policy retries the Stack's failed update with no change of spec or source: its last
+    failure plus the backoff (`is_synced` lets it through from then on), or plus the stalled retry interval; None
+    when nothing failed, or when a Stalled Stack waits for a change. Suspension is not considered here."""
+    last = (stack.status or stack_api.StackStatus()).last_update
+    failed_at = conditions.parse_time(last.last_resync_time) if last is not None else None
+    if last is None or last.state != stack_api.STATE_FAILED or failed_at is None:
+        return None
+    policy = _policy(stack_api.spec_of(stack), default_cap, defaults)
+    if stalled(last, policy):
+        if policy.stalled_retry_interval <= 0:
+            return None
+        return failed_at + datetime.timedelta(seconds=policy.stalled_retry_interval)
+    return failed_at + datetime.timedelta(seconds=policy.backoff(last.failures or 0))
 
 
 def is_suspended(stack: stack_api.Stack) -> bool:
