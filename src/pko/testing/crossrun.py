@@ -86,8 +86,8 @@ class Observed:
     secret: dict[str, Any] = field(default_factory=dict)
 
 
-def conditions(obj: Object) -> list[tuple[str, str, str]]:
-    return sorted((c["type"], c["status"], c.get("reason", ""))
+def conditions(obj: Object) -> list[tuple[str, str, str, str]]:
+    return sorted((c["type"], c["status"], c.get("reason", ""), c.get("message", ""))
                   for c in (obj.get("status") or {}).get("conditions") or [])
 
 

@@ -177,9 +177,9 @@ def record_failure(current: stack_api.CurrentStackUpdate, update: up_api.Update,
                    and (last.reconcile_request or "") == (current.reconcile_request or ""))
     return stack_api.StackUpdateState(
         generation=current.generation, reconcile_request=current.reconcile_request or None, name=update.metadata.name,
-        type=update.spec.type if update.spec else None, state=stack_api.STATE_FAILED, message=status.message,
+        type=update.spec.type if update.spec else None, state=stack_api.STATE_FAILED, message=status.message or None,
         last_attempted_commit=current.commit, last_successful_commit=last.last_successful_commit if last else None,
-        permalink=status.permalink, last_resync_time=conditions.format_time(now),
+        permalink=status.permalink or None, last_resync_time=conditions.format_time(now),
         # zero is left out, as the Go operator's `omitempty` leaves it out
         failures=((last.failures or 0) + 1) if same_inputs and last is not None else None,
     )
@@ -192,7 +192,7 @@ def record_success(current: stack_api.CurrentStackUpdate, update: up_api.Update,
         generation=current.generation, reconcile_request=current.reconcile_request or None, name=update.metadata.name,
         type=update.spec.type if update.spec else None, state=stack_api.STATE_SUCCEEDED,
         last_attempted_commit=current.commit, last_successful_commit=current.commit,
-        permalink=status.permalink, last_resync_time=conditions.format_time(now),
+        permalink=status.permalink or None, last_resync_time=conditions.format_time(now),
     )
 
 

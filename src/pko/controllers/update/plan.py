@@ -125,9 +125,10 @@ def from_result(result: str, message: str, start: str | None, end: str | None, p
                 project_info: dict[str, str] | None, outputs_secret: str | None) -> Outcome:
     """The status after the agent streamed a result."""
     succeeded = result == "succeeded"
+    # the message goes to status.message only; the Go operator leaves the Failed condition's message empty
     return Outcome(
         ("False", REASON_COMPLETE, ""),
-        ("False", REASON_SUCCEEDED, message) if succeeded else ("True", REASON_UPDATE_FAILED, message),
+        ("False", REASON_SUCCEEDED, "") if succeeded else ("True", REASON_UPDATE_FAILED, ""),
         ("True", REASON_UPDATED, ""),
         message=message, start_time=start, end_time=end, permalink=permalink, outputs=outputs_secret,
         project_info=project_info,
@@ -150,11 +151,13 @@ def status_body(update: up_api.Update, outcome: Outcome, now: datetime.datetime)
                        for c in outcome.conditions(previous, update.metadata.generation, now)],
     }
     status = update.status or up_api.UpdateStatus()
-    for key, value in (("message", outcome.message if outcome.message is not None else status.message),
-                       ("startTime", outcome.start_time or status.start_time),
-                       ("endTime", outcome.end_time or status.end_time),
-                       ("permalink", outcome.permalink or status.permalink),
-                       ("outputs", outcome.outputs or status.outputs)):
+    # message, permalink and outputs are always applied, empty or not, as the Go operator's apply configuration
+    # does (`permalink: ""` on a self-managed backend); the times only once known (an empty time is invalid)
+    body["message"] = (outcome.message if outcome.message is not None else status.message) or ""
+    body["permalink"] = outcome.permalink or status.permalink or ""
+    body["outputs"] = outcome.outputs or status.outputs or ""
+    for key, value in (("startTime", outcome.start_time or status.start_time),
+                       ("endTime", outcome.end_time or status.end_time)):
         if value:
             body[key] = value
     info = outcome.project_info or (status.project_info.model_dump(mode="json") if status.project_info else None)

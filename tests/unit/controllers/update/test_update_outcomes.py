@@ -49,7 +49,8 @@ def test_started_sets_all_three_conditions_progressing() -> None:
     assert all(c["observedGeneration"] == 4 for c in body["conditions"])
     assert all(c["lastTransitionTime"] == "2025-03-01T12:00:00Z" for c in body["conditions"])
     assert body["observedGeneration"] == 4
-    assert "message" not in body
+    # applied empty, as the Go operator's apply configuration does
+    assert (body["message"], body["permalink"], body["outputs"]) == ("", "", "")
 
 
 @pytest.mark.parametrize("reason", ["Aborted", "Canceled"])
@@ -60,7 +61,7 @@ def test_failed_marks_the_update_complete_and_failed(reason: str) -> None:
         "Failed": ("True", reason, ""),
         "Complete": ("True", "Failed", ""),
     }
-    assert "message" not in body
+    assert body["message"] == ""
 
 
 def test_failed_with_a_message_reports_it() -> None:
@@ -86,7 +87,7 @@ def test_succeeded_result() -> None:
     body = _body(outcome)
     assert _conditions(body) == {
         "Progressing": ("False", "Complete", ""),
-        "Failed": ("False", "UpdateSucceeded", "update message"),
+        "Failed": ("False", "UpdateSucceeded", ""),  # the message is in status.message only, as the Go operator
         "Complete": ("True", "Updated", ""),
     }
     assert body["message"] == "update message"
@@ -102,12 +103,13 @@ def test_any_other_result_failed(result: str) -> None:
     body = _body(plan.from_result(result, "2 errors", None, None, None, None, None))
     assert _conditions(body) == {
         "Progressing": ("False", "Complete", ""),
-        "Failed": ("True", "UpdateFailed", "2 errors"),
+        "Failed": ("True", "UpdateFailed", ""),
         "Complete": ("True", "Updated", ""),
     }
     assert body["message"] == "2 errors"
-    for key in ("startTime", "endTime", "permalink", "projectInfo", "outputs"):
+    for key in ("startTime", "endTime", "projectInfo"):
         assert key not in body
+    assert (body["permalink"], body["outputs"]) == ("", "")
 
 
 def test_error_without_pulumi_error_info_is_unknown() -> None:
