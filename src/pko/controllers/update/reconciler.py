@@ -210,7 +210,8 @@ class UpdateReconciler:
         secret_name = None
         if kind == up_api.UP and len(result.outputs):
             outputs = {key: (value.value, value.secret) for key, value in result.outputs.items()}
-            secret = owners.set_controller_reference(plan.outputs_secret(update, outputs), update)
+            # owned (garbage-collected with the Update) but not controlled, as the Go operator writes it
+            secret = owners.set_owner_reference(plan.outputs_secret(update, outputs), update)
             # AlreadyExists: written by an earlier attempt at this very Update; it is immutable and identical.
             with contextlib.suppress(errors.AlreadyExists):
                 await self.client.create(secret)
