@@ -33,13 +33,14 @@ async def test_go_operator_drives_pkos_agent(
     ckc: kclient.Client, real_cluster: cluster.Cluster, pod_git: gitserver.GitServer,
     new_ns: Callable[[str], Awaitable[str]], go_with_pko_agent: Release, observed: dict[tuple[str, str], Any],
 ) -> None:
-    program_ns, python_ns, update_ns = await new_ns("gg"), await new_ns("gp"), await new_ns("gu")
+    program_ns, python_ns, update_ns, http_ns = (await new_ns("gg"), await new_ns("gp"), await new_ns("gu"),
+                                                 await new_ns("gh"))
     program, python, update, refused = await asyncio.gather(
         crossrun.program_stack(ckc, real_cluster, program_ns, agent_image=PKO_IMAGE),
         # the Go operator takes only https and ssh repositories: the pods trust the git server's CA
         crossrun.python_git_stack(ckc, real_cluster, python_ns, pod_git, agent_image=PKO_IMAGE, https=True),
         crossrun.handwritten_update(ckc, real_cluster, update_ns, pod_git),
-        crossrun.refused_http_stack(ckc, update_ns, pod_git),
+        crossrun.refused_http_stack(ckc, http_ns, pod_git),  # its own namespace: its events are not compared
     )
     observed["go", "program"], observed["go", "python"], observed["go", "update"] = program, python, update
     observed["go", "metrics"] = crossrun.metric_families(real_cluster, crossrun.GO_NAMESPACE)
