@@ -9,17 +9,11 @@ from typing import Any
 
 from pko.kube import client as kclient
 from pko.kube import resources
-from pko.testing import cluster, gitserver
+from pko.testing import cluster, crossrun, gitserver
 from pko.testing.clusterbed import Release, diagnose, passphrase_env, workspace_template
 from pko.testing.waiting import condition, wait_for
 
-PROJECT = """name: pyproj
-runtime:
-  name: python
-  options:
-    toolchain: pip
-    virtualenv: venv
-"""
+PROJECT = crossrun.PYTHON_PROJECT  # pip, with a virtualenv `venv` that `pulumi install` makes in the pod
 PROGRAM = """import sys
 import pulumi
 

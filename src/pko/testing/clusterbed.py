@@ -110,14 +110,18 @@ CA_DIR = "/etc/pko-test-ca"
 CA_ENV = {"name": "SSL_CERT_FILE", "value": f"{CA_DIR}/ca.pem"}
 
 
+def ca_configmap(namespace: str, ca_pem: str) -> dict[str, Any]:
+    """ConfigMap `git-ca` holding a CA (PEM) as `ca.pem`, for pods to mount at :data:`CA_DIR`."""
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": CA_CONFIGMAP, "namespace": namespace},
+            "data": {"ca.pem": ca_pem}}
+
+
 def trusted_ca_values(real_cluster: cluster.Cluster, namespace: str, ca_pem: str) -> list[str]:
     """Chart values (both charts name them alike) that make an operator trust a git server's CA: ConfigMap `git-ca`
     in `namespace`, mounted at :data:`CA_DIR`, named by `SSL_CERT_FILE`. An operator lists a Stack's branch itself,
     so it needs the CA as much as the workspace pods do."""
     real_cluster.kubectl("create", "namespace", namespace, check=False)
-    real_cluster.kubectl("apply", "-f", "-", stdin=json.dumps({
-        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": CA_CONFIGMAP, "namespace": namespace},
-        "data": {"ca.pem": ca_pem}}))
+    real_cluster.kubectl("apply", "-f", "-", stdin=json.dumps(ca_configmap(namespace, ca_pem)))
     return [f"extraEnv[0].name={CA_ENV['name']}", f"extraEnv[0].value={CA_ENV['value']}",
             f"extraVolumes[0].name={CA_CONFIGMAP}", f"extraVolumes[0].configMap.name={CA_CONFIGMAP}",
             f"extraVolumeMounts[0].name={CA_CONFIGMAP}", f"extraVolumeMounts[0].mountPath={CA_DIR}"]

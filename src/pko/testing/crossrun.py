@@ -29,6 +29,7 @@ from pko.testing.clusterbed import (
     WORKSPACE_IMAGE,
     WORKSPACE_SERVICE_ACCOUNT,
     Release,
+    ca_configmap,
     diagnose,
     helm,
     passphrase_env,
@@ -217,8 +218,7 @@ async def program_stack(ckc: kclient.Client, real_cluster: cluster.Cluster, name
 
 async def trust_git_ca(ckc: kclient.Client, namespace: str, git: gitserver.GitServer) -> None:
     """The git server's CA as ConfigMap `git-ca` in `namespace`, for pods to mount at :data:`CA_DIR`."""
-    await ckc.create({"apiVersion": "v1", "kind": "ConfigMap",
-                      "metadata": {"name": CA_CONFIGMAP, "namespace": namespace}, "data": {"ca.pem": git.ca_pem}})
+    await ckc.create(ca_configmap(namespace, git.ca_pem))
 
 
 def trusting_workspace_template() -> dict[str, Any]:
