@@ -56,7 +56,8 @@ def test_a_later_status_keeps_the_counts() -> None:
 
 def test_the_crd_accepts_the_counts_as_the_model_reads_them() -> None:
     update = _update({"resourceChanges": {"create": 3, "create-replacement": 1}})
-    assert update.status is not None and update.status.resource_changes == {"create": 3, "create-replacement": 1}
+    assert update.status is not None
+    assert update.status.resource_changes == {"create": 3, "create-replacement": 1}
 
 
 @pytest.mark.parametrize(("changes", "planned", "expected"), [
