@@ -200,14 +200,16 @@ def record_success(current: stack_api.CurrentStackUpdate, update: up_api.Update,
 
 def update_event_message(update: up_api.Update, failed: bool) -> str:
     """The StackCreated/StackUpdateFailure event for a finished Update: the reference's message, then the change
-    summary when the Update reported one (pko: "Successfully updated stack: 3 created, 1 updated, 0 deleted")."""
+    summary when the Update reported one (pko: "Successfully updated stack: 3 created, 1 updated, 0 deleted",
+    "Failed to update stack (0 created, 1 updated, 0 deleted): <error>")."""
     status = update.status or up_api.UpdateStatus()
     changes = status.resource_changes
     summary = (up_api.describe_changes(changes, planned=bool(update.spec and update.spec.type == up_api.PREVIEW))
                if changes is not None else None)
     if failed:
-        message = f"Failed to update stack: {status.message or ''}"
-        return f"{message} ({summary})" if summary else message
+        # the summary before the (long, truncated at 1024 characters) error text, so it always shows
+        head = f"Failed to update stack ({summary})" if summary else "Failed to update stack"
+        return f"{head}: {status.message or ''}"
     return f"Successfully updated stack: {summary}" if summary else "Successfully updated stack"
 
 

@@ -194,12 +194,14 @@ def stack_label(update: up_api.Update) -> str:
 
 def event_message(outcome: Outcome, kind: str) -> str:
     """The UpdateSucceeded/UpdateFailed event of a finished operation; with the engine's change summary
-    ("3 created, 1 updated, 0 deleted") when there was one."""
+    ("3 created, 1 updated, 0 deleted") when there was one: "Successfully updated the stack: <summary>",
+    "Failed to update the stack (<summary>): <error>"."""
     changes = outcome.resource_changes
     summary = up_api.describe_changes(changes, planned=kind == up_api.PREVIEW) if changes is not None else None
     if outcome.failed[0] == "True":
-        message = f"Failed to update the stack: {outcome.message or ''}"
-        return f"{message} ({summary})" if summary else message
+        # the summary before the (long, truncated at 1024 characters) error text, so it always shows
+        head = f"Failed to update the stack ({summary})" if summary else "Failed to update the stack"
+        return f"{head}: {outcome.message or ''}"
     return f"Successfully updated the stack: {summary}" if summary else "Successfully updated the stack"
 
 

@@ -80,7 +80,7 @@ def test_update_events_name_the_changes() -> None:
     broken = plan.from_error("boom", None)
     assert plan.event_message(broken, "up") == "Failed to update the stack: boom"
     broken.resource_changes = {"create": 1}
-    assert plan.event_message(broken, "up") == "Failed to update the stack: boom (1 created, 0 updated, 0 deleted)"
+    assert plan.event_message(broken, "up") == "Failed to update the stack (1 created, 0 updated, 0 deleted): boom"
 
 
 def test_the_stack_label_is_the_owning_stack_else_the_workspace() -> None:
@@ -124,4 +124,4 @@ def test_stack_events_name_the_changes() -> None:
         "Successfully updated stack: 3 created, 1 updated, 0 deleted")
     assert sync.update_event_message(_finished(None, message="boom"), True) == "Failed to update stack: boom"
     assert sync.update_event_message(_finished({"update": 1}, message="boom"), True) == (
-        "Failed to update stack: boom (0 created, 1 updated, 0 deleted)")
+        "Failed to update stack (0 created, 1 updated, 0 deleted): boom")
