@@ -134,6 +134,9 @@ async def test_update_metrics_and_change_summary_follow_real_updates(
     assert failure_events[0].startswith(f"Failed to update stack ({e2e_summary(changes)}): up failed")
     update = await kc.get(resources.UPDATE, failed["name"], ns)
     assert update["status"]["resourceChanges"] == changes
+    assert [m.split(": ")[0] for m in _messages(await e2e.events_of(kc, failed["name"], ns, "Update"),
+                                                "UpdateFailed")] == [
+        f"Failed to update the stack ({e2e_summary(changes)})"]
     samples = await _eventually(stack_operator, lambda s: _get(
         s, "pulumi_update_duration_seconds_count", **up, result="failed") == 1
         and _get(s, "pulumi_stack_stalled", namespace=ns, stack=name, reason="UpdateFailed") == 1)
