@@ -201,8 +201,11 @@ class UpdateReconciler:
             return
         now = self.clock()
         created = conditions.parse_time(update.metadata.creation_timestamp) or now
+        kind = (update.spec.type if update.spec else None) or ""
+        # `type` is free text in the CRD: an unknown one is labelled "unknown", so it cannot grow the label set
+        kind = kind if kind in (up_api.UP, up_api.PREVIEW, up_api.REFRESH, up_api.DESTROY) else "unknown"
         self.metrics.update_finished(
-            update.metadata.namespace or "", plan.stack_label(update), (update.spec.type if update.spec else "") or "",
+            update.metadata.namespace or "", plan.stack_label(update), kind,
             outcome.failed[0] != "True", seconds=(now - created).total_seconds(), operation_seconds=operated,
             changes=outcome.resource_changes, ended_at=now.timestamp(),
         )
