@@ -243,6 +243,10 @@ class StackUpdateState(Wire):
     permalink: str | None = None
     last_resync_time: Time | None = None
     failures: int | None = None
+    # pko addition (docs/metrics.md): the Update's `status.resourceChanges`; the Go operator never writes it
+    resource_changes: dict[str, Annotated[int, Minimum(0)]] | None = pydantic.Field(
+        None, description="pko: resources the update changed, by operation (create, update, delete, replace, "
+                          "same, ...), as its Update reported them.")
 
 
 class CurrentStackUpdate(Wire):

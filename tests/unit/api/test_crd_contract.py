@@ -275,6 +275,7 @@ def test_update_schema() -> None:
     assert "enum" not in spec["type"]
     assert spec["parallel"]["format"] == "int32"
     status = _at(_root(updates), "status")["properties"]
+    # resourceChanges: pko's addition (docs/metrics.md), on the parity test's list of additions
     assert sorted(status) == sorted(["observedGeneration", "startTime", "endTime", "permalink", "message",
-                                     "outputs", "conditions", "projectInfo"])
+                                     "outputs", "conditions", "projectInfo", "resourceChanges"])
     assert status["conditions"]["x-kubernetes-list-type"] == "map"

@@ -54,6 +54,15 @@ ADDED: dict[tuple[str, str], str] = {
            "retryPolicy.backoffFactor": "backoff growth (the reference hard-codes 3)",
            "retryPolicy.stalledRetryIntervalSeconds": "automatic retry of a Stalled Stack (the reference has none)",
        }.items()},
+    # The resource changes of an update (docs/metrics.md): status only, written by pko's controllers.
+    **{(file_name, f"{version} {path}"): "resource change counts of an update"
+       for file_name, version, base in (
+           ("auto.pulumi.com_updates.yaml", "v1alpha1", ".status"),
+           *(("pulumi.com_stacks.yaml", version, ".status.lastUpdate") for version in ("v1", "v1alpha1")),
+           # the Update status shape inside the Stack's updateTemplate (an apply configuration of the Update)
+           *(("pulumi.com_stacks.yaml", version, ".spec.updateTemplate.status") for version in ("v1", "v1alpha1")),
+       )
+       for path in (f"{base}.resourceChanges", f"{base}.resourceChanges{{}}")},
 }
 
 

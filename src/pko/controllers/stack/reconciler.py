@@ -230,8 +230,7 @@ class StackReconciler:
         now = self.clock()
         if conditions.is_true(update.status.conditions if update.status else None, conditions.FAILED):
             s.status.last_update = sync.record_failure(current, update, s.status.last_update, now)
-            message = (update.status.message if update.status else None) or ""
-            await self.recorder.warning(s.stack, "StackUpdateFailure", f"Failed to update stack: {message}")
+            await self.recorder.warning(s.stack, "StackUpdateFailure", sync.update_event_message(update, True))
         else:
             outputs_name = update.status.outputs if update.status else None
             if outputs_name:
@@ -243,7 +242,7 @@ class StackReconciler:
             s.status.last_update = sync.record_success(current, update, now)
             if update.status and update.status.project_info:
                 s.status.project_info = update.status.project_info
-            await self.recorder.normal(s.stack, "StackCreated", "Successfully updated stack")
+            await self.recorder.normal(s.stack, "StackCreated", sync.update_event_message(update, False))
         s.finalize_update = update.metadata.name
         s.status.current_update = None
         return True
