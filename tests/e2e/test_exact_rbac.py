@@ -127,6 +127,10 @@ async def test_operator_service_account_permissions_are_the_references(admin: kc
         ("use", "workspaces/rpc", "auto.pulumi.com", "team", "ws"),
         ("create", "statefulsets", "apps", "team", None),
         ("create", "secrets", "", "team", None),
+        # pko's spec.outputs (docs/outputs.md): the Secret and ConfigMap a Stack owns are created and updated.
+        ("update", "secrets", "", "team", None),
+        ("create", "configmaps", "", "team", None),
+        ("update", "configmaps", "", "team", None),
         ("list", "gitrepositories", "source.toolkit.fluxcd.io", None, None),
         ("create", "serviceaccounts/token", "", OPERATOR_NS, OPERATOR_SA),
         ("update", "leases", "coordination.k8s.io", OPERATOR_NS, "operator.pulumi.com"),
@@ -136,7 +140,9 @@ async def test_operator_service_account_permissions_are_the_references(admin: kc
             (verb, resource, namespace, name)
     denials = [
         ("delete", "secrets", "", "team", None),
-        ("update", "secrets", "", "team", None),
+        ("patch", "secrets", "", "team", None),
+        ("delete", "configmaps", "", "team", None),
+        ("patch", "configmaps", "", "team", None),
         ("create", "serviceaccounts/token", "", OPERATOR_NS, "other"),
         ("create", "serviceaccounts/token", "", "team", OPERATOR_SA),
         ("update", "leases", "coordination.k8s.io", "team", "operator.pulumi.com"),

@@ -53,6 +53,14 @@ ADDED: dict[tuple[str, str], str] = {
            "retryPolicy.backoffBaseSeconds": "first backoff (the reference hard-codes 10s)",
            "retryPolicy.backoffFactor": "backoff growth (the reference hard-codes 3)",
            "retryPolicy.stalledRetryIntervalSeconds": "automatic retry of a Stalled Stack (the reference has none)",
+           # Outputs published into a Secret / ConfigMap the Stack owns (docs/outputs.md).
+           "outputs": "outputs to a stable Secret / ConfigMap",
+           "outputs.secretName": "the Secret to write",
+           "outputs.configMapName": "the ConfigMap to write",
+           "outputs.keys": "the outputs to publish",
+           "outputs.keys[]": "an output name",
+           "outputs.template": "extra keys rendered from outputs",
+           "outputs.template{}": "a template string",
        }.items()},
     # The resource changes of an update (docs/metrics.md): status only, written by pko's controllers.
     **{(file_name, f"{version} {path}"): "resource change counts of an update"

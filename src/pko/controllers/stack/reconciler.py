@@ -30,8 +30,8 @@ from pko.api import stack as stack_api
 from pko.api import update as up_api
 from pko.api import workspace as ws_api
 from pko.api.meta import Condition, ObjectMeta
+from pko.controllers.stack import outputs, publish, sync, updates
 from pko.controllers.stack import source as source_mod
-from pko.controllers.stack import sync, updates
 from pko.controllers.stack import workspace as ws_build
 from pko.kube import client as kclient
 from pko.kube import errors, events, objects, resources
@@ -233,6 +233,8 @@ class StackReconciler:
             await self.recorder.warning(s.stack, "StackUpdateFailure", sync.update_event_message(update, True))
         else:
             outputs_name = update.status.outputs if update.status else None
+            data: dict[str, bytes] = {}
+            masked: list[str] = []
             if outputs_name:
                 secret = await self.client.get_or_none(resources.SECRET, outputs_name, s.key.namespace)
                 if secret is not None:
@@ -243,6 +245,13 @@ class StackReconciler:
             if update.status and update.status.project_info:
                 s.status.project_info = update.status.project_info
             await self.recorder.normal(s.stack, "StackCreated", sync.update_event_message(update, False))
+            if update.spec is not None and update.spec.type == up_api.UP and not s.deleting:
+                # pko's spec.outputs (docs/outputs.md): the values stay in this pass, never in status or logs.
+                s.conditions = await publish.publish(
+                    self.client, self.recorder, s.stack, update.metadata.name or "",
+                    {k: json.loads(v) for k, v in data.items()}, masked, s.conditions, now)
+        if stack_api.spec_of(s.stack).outputs is None:
+            s.conditions = outputs.clear(s.conditions)
         s.finalize_update = update.metadata.name
         s.status.current_update = None
         return True
