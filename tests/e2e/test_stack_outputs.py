@@ -91,7 +91,8 @@ async def test_outputs_are_published_to_a_secret_and_a_configmap_and_follow_upda
     # The ConfigMap: everything that holds no secret (the secret output and the template using it stay out).
     config_map = await kc.get(resources.CONFIG_MAP, "app-settings", namespace)
     assert config_map["data"] == {k: v for k, v in everything.items() if k not in ("literalSecret", "dsn")}
-    assert _controlled_by(secret, stack) and _controlled_by(config_map, stack)
+    assert _controlled_by(secret, stack)
+    assert _controlled_by(config_map, stack)
     first_update = e2e.last_update(stack)["name"]
     assert objects.annotations_of(secret)["pulumi.com/update-name"] == first_update
     condition = _published(stack)

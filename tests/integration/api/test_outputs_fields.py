@@ -42,7 +42,8 @@ def _with(outputs: Any) -> dict[str, Any]:
                  INVALID + 'spec.outputs.configMapName: Invalid value: "-app": spec.outputs.configMapName in body '
                  'should match ' + NAME, id="configmap-name-invalid"),
     pytest.param({"secretName": "a" * 254},
-                 INVALID + "[spec.outputs.secretName: Too long: may not be more than 253 bytes, " + CEL_SKIPPED + "]", id="secret-name-too-long"),
+                 INVALID + "[spec.outputs.secretName: Too long: may not be more than 253 bytes, " + CEL_SKIPPED + "]",
+                 id="secret-name-too-long"),
     pytest.param({"secretName": "app", "keys": ["has space"]},
                  INVALID + 'spec.outputs.keys[0]: Invalid value: "has space": spec.outputs.keys[0] in body should '
                  "match '^[-._a-zA-Z0-9]+$'", id="key-invalid"),
@@ -50,7 +51,8 @@ def _with(outputs: Any) -> dict[str, Any]:
                  INVALID + 'spec.outputs.keys[1]: Duplicate value: "url"', id="key-twice"),
     pytest.param({"secretName": "app", "template": {"a/b": "{{ .outputs.url }}"}},
                  INVALID + 'spec.outputs.template: Invalid value: "object": spec.outputs.template keys must be '
-                 "Secret/ConfigMap data keys: letters, digits, '-', '_' and '.', at most 253 characters", id="template-key-invalid"),
+                 "Secret/ConfigMap data keys: letters, digits, '-', '_' and '.', at most 253 characters",
+                 id="template-key-invalid"),
 ])
 def test_meaningless_outputs_are_refused(client: Client, namespace: str, outputs: Any, message: str) -> None:
     with pytest.raises(ApiError) as refused:
