@@ -157,6 +157,14 @@ async def test_a_configmap_alone_never_gets_a_secret_and_a_missing_output_is_rep
     assert await kc.get_or_none(resources.SECRET, "cm-outputs", namespace) is None
     await _no_secret_value_anywhere(kc, stack, namespace)
 
+    # Without spec.outputs (any more), the next update leaves no condition about it; what was written stays.
+    second_update = e2e.last_update(stack)["name"]
+    await kc.patch(resources.STACK, "cm", {"spec": {"outputs": None}}, namespace)
+    stack = await e2e.wait_for(kc, resources.STACK, "cm", namespace, lambda o: e2e.is_ready(o) and (
+        e2e.last_update(o)["name"] != second_update), timeout=180)
+    assert not _published(stack)
+    assert (await kc.get(resources.CONFIG_MAP, "cm-outputs", namespace))["data"] == config_map["data"]
+
 
 async def test_an_object_the_stack_does_not_own_is_never_overwritten(
     kc: kclient.Client, namespace: str, git: gitserver.GitServer, stack_operator: operator.Operator,
@@ -177,6 +185,26 @@ async def test_an_object_the_stack_does_not_own_is_never_overwritten(
     assert not still["metadata"].get("ownerReferences")
     # Nothing is half-published: the ConfigMap is not written either.
     assert await kc.get_or_none(resources.CONFIG_MAP, "grabby-outputs", namespace) is None
+
+    # The documented way out: remove the other Secret, then request a run; the Stack publishes.
+    await kc.delete(resources.SECRET, "taken", namespace)
+    await e2e.request_reconcile(kc, "grabby", namespace, "after-removing-taken")
+    stack = await e2e.wait_for(kc, resources.STACK, "grabby", namespace, lambda o: _settled_with("True")(o) and (
+        e2e.last_update(o).get("reconcileRequest") == "after-removing-taken"), timeout=180)
+    mine = await kc.get(resources.SECRET, "taken", namespace)
+    assert _controlled_by(mine, stack)
+    assert _secret_data(mine) == {"marker": "v1"}
+    assert (await kc.get(resources.CONFIG_MAP, "grabby-outputs", namespace))["data"] == {"marker": "v1"}
+
+    # A write the API server refuses (someone made the Secret immutable) is reported, not a failed reconcile.
+    await kc.patch(resources.SECRET, "taken", {"immutable": True}, namespace)
+    await e2e.request_reconcile(kc, "grabby", namespace, "immutable")
+    stack = await e2e.wait_for(kc, resources.STACK, "grabby", namespace, lambda o: _settled_with("False")(o) and (
+        e2e.last_update(o).get("reconcileRequest") == "immutable"), timeout=180)
+    condition = _published(stack)
+    assert condition["reason"] == "WriteFailed"
+    assert condition["message"].startswith("could not write Secret taken: "), condition["message"]
+    assert e2e.last_update(stack)["state"] == "succeeded"
 
 
 async def test_without_spec_outputs_the_stack_behaves_as_the_go_operator(

@@ -48,7 +48,10 @@ async def publish(client: kclient.Client, recorder: events.Recorder, stack: stac
 
     existing: list[objects.Object | None] = []
     for kind, name, field, _ in wanted:
-        current = await client.get_or_none(kind, name, namespace)
+        try:
+            current = await client.get_or_none(kind, name, namespace)
+        except errors.ApiError as err:  # never a failed reconcile: the update's result must still be recorded
+            return await refuse(outputs.REASON_WRITE_FAILED, f"could not read {kind.kind} {name}: {err.message}")
         if current is not None and outputs.foreign(current, stack):
             return await refuse(outputs.REASON_NAME_CONFLICT,
                                 f"{kind.kind} {name} already exists and is not owned by this Stack; it is never "
