@@ -110,8 +110,8 @@ def test_stack_spec_fields() -> None:
         "runProgram", "retryOnUpdateConflict", "useLocalStackOnly", "resyncFrequencySeconds",
         "retryMaxBackoffDurationSeconds", "serviceAccountName", "workspaceTemplate", "updateTemplate",
         "workspaceReclaimPolicy", "environment",
-        # pko additions (docs/suspend-and-retries.md), optional and without defaults
-        "suspend", "retryPolicy",
+        # pko additions (docs/suspend-and-retries.md, docs/outputs.md), optional and without defaults
+        "suspend", "retryPolicy", "outputs",
     ])
     assert {k: v for k, v in spec["config"].items() if k != "description"} == {
         "x-kubernetes-preserve-unknown-fields": True}
