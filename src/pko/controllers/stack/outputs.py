@@ -38,6 +38,7 @@ REASON_OUTPUT_MISSING = "OutputMissing"
 REASON_TEMPLATE_INVALID = "TemplateInvalid"
 REASON_NAME_CONFLICT = "NameConflict"
 REASON_WRITE_FAILED = "WriteFailed"
+REASON_OUTPUTS_UNAVAILABLE = "OutputsUnavailable"
 EVENT_NOT_PUBLISHED = "OutputsNotPublished"
 # Which update's outputs an object holds.
 ANNOTATION_UPDATE = "pulumi.com/update-name"

@@ -24,10 +24,11 @@ from pko.kube import errors, events, objects, resources
 
 
 async def publish(client: kclient.Client, recorder: events.Recorder, stack: stack_api.Stack, update_name: str,
-                  values: Mapping[str, Any], secret_outputs: Collection[str], found: Sequence[Condition] | None,
+                  values: Mapping[str, Any] | None, secret_outputs: Collection[str], found: Sequence[Condition] | None,
                   now: datetime.datetime) -> list[Condition]:
     """Publish the outputs of the successful Update `update_name` as the Stack's `spec.outputs` asks; the
-    conditions after it (without `OutputsPublished` when the Stack asks for nothing)."""
+    conditions after it (without `OutputsPublished` when the Stack asks for nothing). `values` None: the Update's
+    outputs could not be read, and nothing is written (an empty publication would erase the last one)."""
     spec = stack_api.spec_of(stack).outputs
     if spec is None:
         return outputs.clear(found)
@@ -37,6 +38,9 @@ async def publish(client: kclient.Client, recorder: events.Recorder, stack: stac
         await recorder.warning(stack, outputs.EVENT_NOT_PUBLISHED, f"Outputs not published: {message}")
         return outputs.mark(found, False, reason, message, now=now)
 
+    if values is None:
+        return await refuse(outputs.REASON_OUTPUTS_UNAVAILABLE,
+                            f"the outputs Secret of Update {update_name} is gone; nothing was published")
     result = outputs.plan(spec, values, secret_outputs)
     if not result.ok:
         return await refuse(result.reason, "; ".join(result.problems))

@@ -233,10 +233,11 @@ class StackReconciler:
             await self.recorder.warning(s.stack, "StackUpdateFailure", sync.update_event_message(update, True))
         else:
             outputs_name = update.status.outputs if update.status else None
-            data: dict[str, bytes] = {}
+            data: dict[str, bytes] | None = {}  # None: the Update names an outputs Secret that is gone
             masked: list[str] = []
             if outputs_name:
                 secret = await self.client.get_or_none(resources.SECRET, outputs_name, s.key.namespace)
+                data = None
                 if secret is not None:
                     data = {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
                     masked = json.loads(objects.annotations_of(secret).get(names.ANNOTATION_SECRETS, "[]"))
@@ -249,7 +250,7 @@ class StackReconciler:
                 # pko's spec.outputs (docs/outputs.md): the values stay in this pass, never in status or logs.
                 s.conditions = await publish.publish(
                     self.client, self.recorder, s.stack, update.metadata.name or "",
-                    {k: json.loads(v) for k, v in data.items()}, masked, s.conditions, now)
+                    None if data is None else {k: json.loads(v) for k, v in data.items()}, masked, s.conditions, now)
         if stack_api.spec_of(s.stack).outputs is None:
             s.conditions = outputs.clear(s.conditions)
         s.finalize_update = update.metadata.name
