@@ -17,6 +17,7 @@ import statistics
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -182,7 +183,12 @@ def _audit_time(text: str) -> float:
 def api_requests(bed: cluster.Cluster, username: str, since: float, until: float) -> int:
     """Requests `username` made between two wall-clock times (one audit entry per request: a watch is counted when
     it starts, a request when it ends)."""
-    seen: set[str] = set()
+    return sum(api_breakdown(bed, username, since, until).values())
+
+
+def api_breakdown(bed: cluster.Cluster, username: str, since: float, until: float) -> Counter[str]:
+    """The same requests by kind: "verb resource[/subresource]", e.g. "patch stacks/status"."""
+    seen: dict[str, str] = {}
     for path in sorted(bed.audit_log.parent.glob("audit*.log")):
         with path.open() as lines:
             for line in lines:
@@ -194,8 +200,12 @@ def api_requests(bed: cluster.Cluster, username: str, since: float, until: float
                         continue
                     when = _audit_time(entry.get("stageTimestamp") or entry["requestReceivedTimestamp"])
                     if since <= when <= until:
-                        seen.add(entry["auditID"])
-    return len(seen)
+                        ref = entry.get("objectRef") or {}
+                        what = ref.get("resource", entry.get("requestURI", "?"))
+                        if ref.get("subresource"):
+                            what += f"/{ref['subresource']}"
+                        seen[entry["auditID"]] = f"{entry['verb']} {what}"
+    return Counter(seen.values())
 
 
 # ---------------------------------------------------------------------------------------------------------------
