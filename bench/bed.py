@@ -211,12 +211,16 @@ def api_breakdown(bed: cluster.Cluster, username: str, since: float, until: floa
 # ---------------------------------------------------------------------------------------------------------------
 # Stacks
 
-def stack_spec(name: str, greeting: str = "hello", **extra: Any) -> Object:
-    """A Program Stack as both operators run it: the file backend inside the pod, the same small pod request."""
-    template = workspace_template()
-    template["spec"]["resources"] = {"requests": {"cpu": WORKSPACE_CPU, "memory": "64Mi"}}
-    return {"stack": "dev", "programRef": {"name": name}, "backend": "file:///tmp", "envRefs": passphrase_env(),
-            "config": {"greeting": greeting}, "workspaceTemplate": template, **extra}
+def stack_spec(name: str, greeting: str = "hello", *, local: bool = False) -> Object:
+    """A Program Stack as both operators run it: the file backend inside the pod, the same small pod request.
+    `local`: for pko's local runtime (no pod: the agents' environment names the backend)."""
+    spec: Object = {"stack": "dev", "programRef": {"name": name}, "envRefs": passphrase_env(),
+                    "config": {"greeting": greeting}}
+    if not local:
+        template = workspace_template()
+        template["spec"]["resources"] = {"requests": {"cpu": WORKSPACE_CPU, "memory": "64Mi"}}
+        spec.update(backend="file:///tmp", workspaceTemplate=template)
+    return spec
 
 
 def is_ready(stack: Object, greeting: str | None = None) -> bool:
@@ -230,10 +234,11 @@ def is_ready(stack: Object, greeting: str | None = None) -> bool:
     return greeting is None or (status.get("outputs") or {}).get("greeting") == greeting
 
 
-async def create_program_stacks(kc: kclient.Client, namespace: str, names: Iterable[str], **extra: Any) -> None:
+async def create_program_stacks(kc: kclient.Client, namespace: str, names: Iterable[str], *,
+                                local: bool = False) -> None:
     async def one(name: str) -> None:
         await kc.create(resources.PROGRAM.new(name, namespace, program=PROGRAM))
-        await kc.create(resources.STACK.new(name, namespace, spec=stack_spec(name, **extra)))
+        await kc.create(resources.STACK.new(name, namespace, spec=stack_spec(name, local=local)))
     await asyncio.gather(*(one(name) for name in names))
 
 
