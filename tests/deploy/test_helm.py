@@ -33,6 +33,9 @@ MANAGER_RULES = [
     ("pulumi.com", "stacks/finalizers", "update"),
     ("pulumi.com", "programs/status", "get patch update"),
     ("pulumi.com", "stacks/status", "get patch update"),
+    # pko: approvals (docs/approvals.md)
+    ("pulumi.com", "stackapprovals", "get list watch"),
+    ("pulumi.com", "stackapprovals/status", "get patch update"),
     ("source.toolkit.fluxcd.io", "buckets", "get list watch"),
     ("source.toolkit.fluxcd.io", "gitrepositories", "get list watch"),
     ("source.toolkit.fluxcd.io", "ocirepositories", "get list watch"),

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
-from google.protobuf import struct_pb2
+from google.protobuf import json_format, struct_pb2
 
-from pko.agent import cliargs, errors, eventlog, results
+from pko.agent import cliargs, errors, eventlog, plans, results
 from pko.agent.config import plan_config
 from pko.agent.errors import AgentError
 from pko.agent.pulumicmd import CommandError, CommandResult
@@ -52,6 +52,7 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
         self.pulumi_log_level = pulumi_log_level
         self.stopping = False
         self._stack_lock = asyncio.Lock()
+        self.plans = plans.PlanStore(workspace.workdir)
 
     # --- plumbing ---------------------------------------------------------------------------------------------
 
@@ -99,6 +100,9 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
     async def SelectStack(self, request: agent_pb2.SelectStackRequest,
                           context: grpc.aio.ServicerContext[Any, Any]) -> agent_pb2.SelectStackResult:
         async def call() -> agent_pb2.SelectStackResult:
+            # pko: announce what this agent adds to the protocol (a Go agent sends nothing), so the operator never
+            # sends a plan-gated `up` to an agent that would ignore the plan.
+            await context.send_initial_metadata(((plans.CAPABILITIES_HEADER, plans.CAPABILITY),))
             if not request.stack_name:
                 raise AgentError(grpc.StatusCode.INVALID_ARGUMENT, "invalid stack name")
             async with self._stack_lock:
@@ -234,14 +238,28 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
             await self._summarize(result, stack, outcome)
             return agent_pb2.UpStream(result=result)
 
-        async for message in self._stream(
-                context, "up", "failed to run update",
-                lambda stack, events: cliargs.up_args(request, stack, events, self.pulumi_log_level),
-                lambda event: agent_pb2.UpStream(event=event), finish):
-            yield message
+        extra: list[str] = []
+        if request.HasField("plan_digest"):
+            try:
+                extra = [f"--plan={self.plans.path_of(request.plan_digest)}"]
+            except AgentError as err:
+                await _abort(context, err)
+                return
+        try:
+            async for message in self._stream(
+                    context, "up", "failed to run update",
+                    lambda stack, events: cliargs.up_args(request, stack, events, self.pulumi_log_level) + extra,
+                    lambda event: agent_pb2.UpStream(event=event), finish):
+                yield message
+        finally:
+            if request.HasField("plan_digest"):
+                self.plans.discard(request.plan_digest)
 
     async def Preview(self, request: agent_pb2.PreviewRequest,
                       context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[agent_pb2.PreviewStream]:
+        plan_file = self.plans.scratch() if request.save_plan else None
+        changes: dict[str, int] = {}
+
         async def finish(stack: str, outcome: CommandResult) -> agent_pb2.PreviewStream:
             # Like the reference, a preview result carries no update summary.
             result = agent_pb2.PreviewResult(stdout=outcome.stdout, stderr=outcome.stderr,
@@ -249,13 +267,27 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
             link = results.permalink(outcome.stdout)
             if link:
                 result.permalink = link
+            if plan_file is not None:
+                result.plan_digest = self.plans.keep(plan_file)
+                for kind, count in changes.items():
+                    result.change_summary[kind] = count
             return agent_pb2.PreviewStream(result=result)
 
-        async for message in self._stream(
-                context, "preview", "failed to run preview",
-                lambda stack, events: cliargs.preview_args(request, stack, events, self.pulumi_log_level),
-                lambda event: agent_pb2.PreviewStream(event=event), finish):
-            yield message
+        def on_event(event: struct_pb2.Struct) -> agent_pb2.PreviewStream:
+            if plan_file is not None and "summaryEvent" in event:
+                changes.update(plans.change_summary(json_format.MessageToDict(event)) or {})
+            return agent_pb2.PreviewStream(event=event)
+
+        def args(stack: str, events: str) -> list[str]:
+            extra = [f"--save-plan={plan_file}"] if plan_file is not None else []
+            return cliargs.preview_args(request, stack, events, self.pulumi_log_level) + extra
+
+        try:
+            async for message in self._stream(context, "preview", "failed to run preview", args, on_event, finish):
+                yield message
+        finally:
+            if plan_file is not None:
+                plan_file.unlink(missing_ok=True)  # kept under its digest on success; a failed one is dropped
 
     async def Refresh(self, request: agent_pb2.RefreshRequest,
                       context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[agent_pb2.RefreshStream]:

@@ -111,7 +111,7 @@ def test_stack_spec_fields() -> None:
         "retryMaxBackoffDurationSeconds", "serviceAccountName", "workspaceTemplate", "updateTemplate",
         "workspaceReclaimPolicy", "environment",
         # pko additions (docs/suspend-and-retries.md), optional and without defaults
-        "suspend", "retryPolicy",
+        "suspend", "retryPolicy", "approval",
     ])
     assert {k: v for k, v in spec["config"].items() if k != "description"} == {
         "x-kubernetes-preserve-unknown-fields": True}
@@ -137,7 +137,7 @@ def test_stack_spec_fields() -> None:
 def test_stack_status_fields() -> None:
     status = _at(_root(crds.stacks()), "status")["properties"]
     assert sorted(status) == sorted(["observedGeneration", "observedReconcileRequest", "conditions", "outputs",
-                                     "lastUpdate", "currentUpdate", "projectInfo"])
+                                     "lastUpdate", "currentUpdate", "projectInfo", "approval"])  # approval: pko
     assert status["outputs"] == {"additionalProperties": {"x-kubernetes-preserve-unknown-fields": True},
                                  "type": "object"}
     assert status["conditions"]["x-kubernetes-list-type"] == "map"

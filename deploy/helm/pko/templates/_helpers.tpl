@@ -88,7 +88,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
-{{/* The manager's permissions (ClusterRole, or Role with rbac.createRole): the reference's, plus rbac.extraRules. */}}
+{{/* The manager's permissions (ClusterRole, or Role with rbac.createRole): the reference's, plus rbac.extraRules,
+plus reading StackApprovals and writing their status (pko, docs/approvals.md). */}}
 {{- define "pko.managerRules" -}}
 {{- with .Values.rbac.extraRules }}
 {{ toYaml . }}
@@ -128,6 +129,12 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   verbs: [update]
 - apiGroups: [pulumi.com]
   resources: [programs/status, stacks/status]
+  verbs: [get, patch, update]
+- apiGroups: [pulumi.com]
+  resources: [stackapprovals]
+  verbs: [get, list, watch]
+- apiGroups: [pulumi.com]
+  resources: [stackapprovals/status]
   verbs: [get, patch, update]
 - apiGroups: [source.toolkit.fluxcd.io]
   resources: [buckets, gitrepositories, ocirepositories]

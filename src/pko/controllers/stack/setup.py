@@ -110,6 +110,12 @@ def _stack_owners(obj: objects.Object) -> list[objects.ObjectKey]:
             if ref.get("kind") == stack_api.KIND and objects.group_of(str(ref.get("apiVersion", ""))) == "pulumi.com"]
 
 
+def _approved_stack(obj: objects.Object) -> list[objects.ObjectKey]:
+    """A StackApproval (pko, docs/approvals.md) brings back the Stack it names, in its namespace."""
+    name = (obj.get("spec") or {}).get("stackName")
+    return [objects.ObjectKey(objects.namespace_of(obj), str(name))] if name else []
+
+
 class StackMetrics:
     """`stacks_active` and `stacks_failing{namespace,name}`, as the reference exports them."""
 
@@ -235,6 +241,8 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings, *,
                      _transition(workspace_signal))
     controller.watch(mgr.informer(resources.UPDATE), handlers.for_mapping(_stack_owners),
                      _transition(update_complete))
+
+    controller.watch(mgr.informer(resources.STACK_APPROVAL), handlers.for_mapping(_approved_stack))
 
     metrics = StackMetrics(mgr.registry)
     stacks.add_handler(metrics.observe)

@@ -158,15 +158,24 @@ class UpdateReconciler:
     async def _run(self, update: up_api.Update, conn: connect.Connection) -> plan.Outcome:
         spec = update.spec or up_api.UpdateSpec()
         kind = spec.type or ""
+        gate = plan.plan_gate(update.metadata.annotations or {}, kind)
         try:
-            await conn.stub.SelectStack(agent_pb2.SelectStackRequest(stack_name=spec.stack_name or "", create=True),
-                                        metadata=conn.metadata)
-            stream = self._call(kind, spec, conn)
+            select = conn.stub.SelectStack(
+                agent_pb2.SelectStackRequest(stack_name=spec.stack_name or "", create=True), metadata=conn.metadata)
+            await select
+            if gate.plan_digest and not plan.supports_plans(await select.initial_metadata()):
+                # never an unreviewed `up`: an agent that does not know plan_digest would ignore it
+                return plan.failed(plan.REASON_PLANS_UNSUPPORTED, plan.PLANS_UNSUPPORTED_MESSAGE)
+            stream = self._call(kind, spec, conn, gate)
             async for response in stream:
                 which = response.WhichOneof("response")
                 if which == "event":
                     self._log_event(update, json_format.MessageToDict(response.event))
                 elif which == "result":
+                    if gate.save_plan:
+                        problem = await self._record_plan(update, response.result)
+                        if problem is not None:
+                            return problem
                     return await self._absorb(update, kind, response.result)
         except grpc.aio.AioRpcError as err:
             info = agent_client.pulumi_error_info(err)
@@ -175,7 +184,21 @@ class UpdateReconciler:
             return plan.failed("InvalidSpec", str(err))
         return plan.from_error(f"didn't receive a{'n' if kind == 'up' else ''} {kind} result", None)
 
-    def _call(self, kind: str, spec: up_api.UpdateSpec, conn: connect.Connection) -> agent_client.StreamCall:
+    async def _record_plan(self, update: up_api.Update, result: Any) -> plan.Outcome | None:
+        """Put the saved plan's digest and change summary on the Update (the Stack shows them for review); a
+        failed outcome when the agent saved none (it does not know `save_plan`)."""
+        if not result.HasField("plan_digest"):
+            return plan.failed(plan.REASON_PLANS_UNSUPPORTED, plan.PLANS_UNSUPPORTED_MESSAGE)
+        await self.client.apply(
+            {"apiVersion": up_api.API_VERSION, "kind": up_api.KIND,
+             "metadata": {"name": update.metadata.name, "namespace": update.metadata.namespace,
+                          "annotations": plan.planned_annotations(result.plan_digest,
+                                                                  dict(result.change_summary))}},
+            field_manager=names.FIELD_MANAGER_UPDATE_PLAN)
+        return None
+
+    def _call(self, kind: str, spec: up_api.UpdateSpec, conn: connect.Connection,
+              gate: plan.PlanGate | None = None) -> agent_client.StreamCall:
         common: dict[str, Any] = {}
         if spec.parallel is not None:
             common["parallel"] = spec.parallel
@@ -186,12 +209,13 @@ class UpdateReconciler:
         if kind == up_api.UP:
             request = agent_pb2.UpRequest(target=target, replace=list(spec.replace or []), **common)
             _set(request, expect_no_changes=spec.expect_no_changes, target_dependents=spec.target_dependents,
-                 refresh=spec.refresh, continue_on_error=spec.continue_on_error)
+                 refresh=spec.refresh, continue_on_error=spec.continue_on_error,
+                 plan_digest=gate.plan_digest if gate else None)
             stream = conn.stub.Up(request, wait_for_ready=True, metadata=conn.metadata)
         elif kind == up_api.PREVIEW:
             request_p = agent_pb2.PreviewRequest(target=target, replace=list(spec.replace or []), **common)
             _set(request_p, expect_no_changes=spec.expect_no_changes, target_dependents=spec.target_dependents,
-                 refresh=spec.refresh)
+                 refresh=spec.refresh, save_plan=True if gate and gate.save_plan else None)
             stream = conn.stub.Preview(request_p, wait_for_ready=True, metadata=conn.metadata)
         elif kind == up_api.REFRESH:
             request_r = agent_pb2.RefreshRequest(target=target, **common)
