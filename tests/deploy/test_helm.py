@@ -151,7 +151,8 @@ def test_default_objects(render: Render) -> None:
         "ClusterRole": sorted(["pko-pulumi-kubernetes-operator-controller-manager",
                                "pko-pulumi-kubernetes-operator-metrics-auth-role",
                                "pko-pulumi-kubernetes-operator-metrics-reader",
-                               "pko-pulumi-kubernetes-operator-edit", "pko-pulumi-kubernetes-operator-view"]),
+                               "pko-pulumi-kubernetes-operator-edit", "pko-pulumi-kubernetes-operator-view",
+                               "pko-pulumi-kubernetes-operator-stack-approver"]),  # pko approvals
         "ClusterRoleBinding": sorted(["pko-pulumi-kubernetes-operator-controller-manager",
                                       "pko-pulumi-kubernetes-operator-metrics-auth-rolebinding"]),
         "Role": sorted(["pko-pulumi-kubernetes-operator-leader-election-role",
