@@ -75,7 +75,10 @@ def rbac_plane(testbed_dir: Path) -> Iterator[controlplane.ControlPlane]:
         docs = [d for d in quickstart() if d["kind"] in RBAC_KINDS | {"CustomResourceDefinition"}]
         kubectl(cp, "apply", "--server-side", "--field-manager=quickstart", "-f", "-",
                 stdin=yaml.safe_dump_all(docs))
-        kubectl(cp, "wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+        # One CRD at a time: `crd --all` fails outright on a CRD the API server has not given a status yet.
+        for doc in docs:
+            if doc["kind"] == "CustomResourceDefinition":
+                kubectl(cp, "wait", "--for=condition=Established", "--timeout=60s", f"crd/{doc['metadata']['name']}")
         yield cp
 
 

@@ -22,7 +22,7 @@ import grpc
 
 from pko.agent.errors import AgentError
 
-CAPABILITY = "update-plans"
+CAPABILITY = "update-plans,destroy-preview"
 CAPABILITIES_HEADER = "pko-agent-capabilities"
 PLAN_DIR = ".pko-plans"
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
@@ -70,3 +70,18 @@ def change_summary(event: dict[str, object]) -> dict[str, int] | None:
     if not isinstance(changes, dict):
         return {}
     return {str(k): int(v) for k, v in changes.items() if isinstance(v, int | float)}
+
+
+def deleted_urn(event: dict[str, object]) -> str | None:
+    """The URN a destroy preview's `resourcePreEvent` would delete (None for any other event)."""
+    pre = event.get("resourcePreEvent")
+    metadata = pre.get("metadata") if isinstance(pre, dict) else None
+    if isinstance(metadata, dict) and metadata.get("op") == "delete" and isinstance(metadata.get("urn"), str):
+        return str(metadata["urn"])
+    return None
+
+
+def destroy_digest(urns: list[str]) -> str:
+    """What a destroy confirmation names: the SHA-256 of the sorted URNs that would be deleted, one per line (there
+    is no plan file for a destroy; the same set of resources gives the same digest)."""
+    return hashlib.sha256("\n".join(sorted(set(urns))).encode()).hexdigest()

@@ -165,13 +165,15 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
     # --- streamed operations ----------------------------------------------------------------------------------
 
     async def _operate(self, op: str, description: str, args: Callable[[str, str], list[str]],
-                       on_event: Callable[[struct_pb2.Struct], StreamMessage]
+                       on_event: Callable[[struct_pb2.Struct], StreamMessage],
+                       env_overrides: dict[str, str] | None = None
                        ) -> AsyncIterator[StreamMessage | CommandResult]:
         """Run one CLI operation: a stream message per engine event, then the CLI's :class:`CommandResult`."""
         stack = await self.ensure_stack()
         with tempfile.TemporaryDirectory(prefix=f"pko-agent-{op}-") as tmp:
             event_log = Path(tmp) / "eventlog.txt"
-            run = asyncio.ensure_future(self.ws.cli.run(args(stack, str(event_log)), description=description))
+            run = asyncio.ensure_future(self.ws.cli.run(args(stack, str(event_log)), description=description,
+                                                        env_overrides=env_overrides))
             try:
                 count = 0
                 async for event in eventlog.follow(event_log, run.done):
@@ -197,13 +199,13 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
 
     async def _stream(self, context: grpc.aio.ServicerContext[Any, Any], op: str, description: str,
                       args: Callable[[str, str], list[str]], on_event: Callable[[struct_pb2.Struct], StreamMessage],
-                      finish: Callable[[str, CommandResult], Awaitable[StreamMessage]]
-                      ) -> AsyncIterator[StreamMessage]:
+                      finish: Callable[[str, CommandResult], Awaitable[StreamMessage]],
+                      env_overrides: dict[str, str] | None = None) -> AsyncIterator[StreamMessage]:
         """Events while the operation runs, then the result `finish` builds; errors end the call with a status."""
         try:
             stack = await self.ensure_stack()
             outcome: CommandResult | None = None
-            async for item in self._operate(op, description, args, on_event):
+            async for item in self._operate(op, description, args, on_event, env_overrides):
                 if isinstance(item, CommandResult):
                     outcome = item
                 else:
@@ -304,8 +306,19 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
 
     async def Destroy(self, request: agent_pb2.DestroyRequest,
                       context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[agent_pb2.DestroyStream]:
+        deleted: list[str] = []
+        changes: dict[str, int] = {}
+
         async def finish(stack: str, outcome: CommandResult) -> agent_pb2.DestroyStream:
             result = agent_pb2.DestroyResult()
+            if request.preview_only:  # pko: nothing was deleted; say what would be
+                result.stdout, result.stderr = outcome.stdout, outcome.stderr
+                result.project_info.CopyFrom(self.ws.project_info())
+                result.plan_digest = plans.destroy_digest(deleted)
+                result.resources.extend(sorted(set(deleted)))
+                for kind, count in changes.items():
+                    result.change_summary[kind] = count
+                return agent_pb2.DestroyStream(result=result)
             await self._summarize(result, stack, outcome)
             if request.remove:
                 # Removed after the summary is read, as the Automation API does.
@@ -313,8 +326,19 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
                 log.info("removed the stack %s", stack)
             return agent_pb2.DestroyStream(result=result)
 
+        def on_event(event: struct_pb2.Struct) -> agent_pb2.DestroyStream:
+            if request.preview_only and ("resourcePreEvent" in event or "summaryEvent" in event):
+                plain = json_format.MessageToDict(event)
+                urn = plans.deleted_urn(plain)
+                if urn is not None:
+                    deleted.append(urn)
+                changes.update(plans.change_summary(plain) or {})
+            return agent_pb2.DestroyStream(event=event)
+
         async for message in self._stream(
                 context, "destroy", "failed to destroy stack",
                 lambda stack, events: cliargs.destroy_args(request, stack, events, self.pulumi_log_level),
-                lambda event: agent_pb2.DestroyStream(event=event), finish):
+                on_event, finish,
+                # `--preview-only` refuses a confirmation skipped by the environment (PULUMI_SKIP_CONFIRMATIONS)
+                {"PULUMI_SKIP_CONFIRMATIONS": "false"} if request.preview_only else None):
             yield message

@@ -36,6 +36,11 @@ ANNOTATION_SAVE_PLAN = "pko.pulumi.com/save-plan"
 ANNOTATION_PLAN_DIGEST = "pko.pulumi.com/plan-digest"
 ANNOTATION_PLANNED_DIGEST = "pko.pulumi.com/planned-digest"
 ANNOTATION_PLANNED_CHANGES = "pko.pulumi.com/planned-changes"
+# pko destroy protection (docs/destroy-protection.md): a destroy Update that only previews, what it would delete, and
+# the Stack annotation that confirms a previewed destroy by its digest (the alternative to a StackApproval).
+ANNOTATION_PREVIEW_ONLY = "pko.pulumi.com/preview-only"
+ANNOTATION_PLANNED_RESOURCES = "pko.pulumi.com/planned-resources"
+ANNOTATION_CONFIRM_DESTROY = "pko.pulumi.com/confirm-destroy"
 
 # Finalizer on Stacks (and, through server-side apply, on Updates).
 FINALIZER = "finalizer.stack.pulumi.com"

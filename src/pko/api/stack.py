@@ -5,7 +5,8 @@ secrets and environment, and how the operator should run it. Everything here is 
 including its deprecated fields (still accepted and honoured) and ``workspaceTemplate`` / ``updateTemplate``,
 which are apply configurations of Workspace / Update kept as plain JSON because they are strategic-merge-patched
 onto the generated objects. pko adds optional fields, ``suspend`` and ``retryPolicy``
-(docs/suspend-and-retries.md), ``approval`` (docs/approvals.md); left out, a Stack means what it means to the Go
+(docs/suspend-and-retries.md), ``approval`` (docs/approvals.md), ``destroyProtection``
+(docs/destroy-protection.md); left out, a Stack means what it means to the Go
 operator.
 
 Must never: default anything the Go CRD does not default (``workspaceReclaimPolicy`` has an enum, no default),
@@ -162,6 +163,16 @@ class ApprovalPolicy(Wire):
         None, description="A StackApproval older than this is refused as expired (default 3600).")
 
 
+class DestroyProtection(Wire):
+    """pko (docs/destroy-protection.md): deleting a `destroyOnFinalize` Stack first previews the destroy; when it would
+    delete more than `threshold` resources, the destroy waits for a confirmation of that preview's digest."""
+
+    enabled: bool | None = pydantic.Field(None, description="Preview the destroy and wait for a confirmation.")
+    threshold: Annotated[int, Minimum(0)] | None = pydantic.Field(
+        None, description="Destroy without a confirmation when at most this many resources would be deleted "
+                          "(default 0: always confirm).")
+
+
 class RetryPolicy(Wire):
     """pko: how this Stack retries failed updates. Each field left out takes the operator's default (its flags
     `--max-update-failures`, `--retry-backoff-base`, `--retry-backoff-factor`, `--stalled-retry-interval`); the
@@ -239,6 +250,7 @@ class StackSpec(Wire):
                           "still runs its finalizer.")
     retry_policy: RetryPolicy | None = None
     approval: ApprovalPolicy | None = None
+    destroy_protection: DestroyProtection | None = None
 
 
 class StackUpdateState(Wire):
@@ -270,10 +282,13 @@ class PlanReview(Wire):
     """pko (docs/approvals.md): the update plan waiting for (or applied after) an approval, and the inputs it was
     previewed for: a change of generation, reconcile request or commit makes it stale."""
 
-    state: str | None = pydantic.Field(None, description="Previewing, AwaitingApproval or Approved.")
+    state: str | None = pydantic.Field(None, description="Previewing, AwaitingApproval, Approved or Unsupported.")
+    operation: str | None = pydantic.Field(None, description="update, or destroy (destroy protection).")
     preview: str | None = pydantic.Field(None, description="The preview Update that saved the plan.")
     digest: str | None = pydantic.Field(None, description="SHA-256 of the saved plan: what a StackApproval names.")
     changes: dict[str, int] | None = pydantic.Field(None, description="The preview's resource changes by operation.")
+    resources: list[str] | None = pydantic.Field(
+        None, description="Destroy protection: the URNs the destroy would delete (at most 100).")
     generation: int | None = None
     reconcile_request: str | None = None
     commit: str | None = None

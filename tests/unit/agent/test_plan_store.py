@@ -48,3 +48,12 @@ def test_the_change_summary_comes_from_the_summary_event() -> None:
     assert plans.change_summary(event) == {"create": 2, "same": 1}
     assert plans.change_summary({"summaryEvent": {}}) == {}
     assert plans.change_summary({"resourcePreEvent": {}}) is None
+
+
+def test_a_destroy_digest_names_the_set_of_resources_it_deletes() -> None:
+    assert plans.deleted_urn({"resourcePreEvent": {"metadata": {"op": "delete", "urn": "urn:a"}}}) == "urn:a"
+    assert plans.deleted_urn({"resourcePreEvent": {"metadata": {"op": "same", "urn": "urn:a"}}}) is None
+    assert plans.deleted_urn({"summaryEvent": {}}) is None
+    assert plans.destroy_digest(["urn:b", "urn:a", "urn:a"]) == plans.destroy_digest(["urn:a", "urn:b"])
+    assert plans.destroy_digest(["urn:a"]) != plans.destroy_digest(["urn:a", "urn:b"])
+    assert plans.destroy_digest(["urn:a", "urn:b"]) == hashlib.sha256(b"urn:a\nurn:b").hexdigest()

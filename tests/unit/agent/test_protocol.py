@@ -94,6 +94,9 @@ PKO_ADDED: dict[str, dict[str, tuple[int, int, bool, bool]]] = {
     "PreviewRequest": {"save_plan": (100, B, False, True)},
     "PreviewResult": {"plan_digest": (100, S, False, True), "change_summary": (101, M, True, False)},
     "UpRequest": {"plan_digest": (100, S, False, True)},
+    "DestroyRequest": {"preview_only": (100, B, False, True)},
+    "DestroyResult": {"plan_digest": (100, S, False, True), "change_summary": (101, M, True, False),
+                      "resources": (102, S, True, False)},
 }
 
 

@@ -111,7 +111,7 @@ def test_stack_spec_fields() -> None:
         "retryMaxBackoffDurationSeconds", "serviceAccountName", "workspaceTemplate", "updateTemplate",
         "workspaceReclaimPolicy", "environment",
         # pko additions (docs/suspend-and-retries.md), optional and without defaults
-        "suspend", "retryPolicy", "approval",
+        "suspend", "retryPolicy", "approval", "destroyProtection",
     ])
     assert {k: v for k, v in spec["config"].items() if k != "description"} == {
         "x-kubernetes-preserve-unknown-fields": True}

@@ -57,10 +57,15 @@ ADDED: dict[tuple[str, str], str] = {
            "approval": "updates wait for a StackApproval of the previewed plan",
            "approval.required": "updates wait for a StackApproval of the previewed plan",
            "approval.ttlSeconds": "approvals older than this are refused",
+           # Destroy protection (docs/destroy-protection.md).
+           "destroyProtection": "a destroy waits for a confirmation of its preview",
+           "destroyProtection.enabled": "a destroy waits for a confirmation of its preview",
+           "destroyProtection.threshold": "deletes allowed without a confirmation",
        }.items()},
     # The plan under review (docs/approvals.md); v1 only, as v1alpha1 keeps the reference's older status.
     **{("pulumi.com_stacks.yaml", f"v1 .status.approval{path}"): "the plan under review"
-       for path in ("", ".state", ".preview", ".digest", ".changes", ".changes{}", ".generation",
+       for path in ("", ".state", ".operation", ".preview", ".digest", ".changes", ".changes{}", ".resources",
+                    ".resources[]", ".generation",
                     ".reconcileRequest", ".commit", ".previewedAt", ".approval", ".approvedBy")},
 }
 

@@ -85,6 +85,27 @@ def required(stack: stack_api.Stack) -> bool:
             and not spec.preview)
 
 
+def destroy_protected(stack: stack_api.Stack) -> bool:
+    """Destroy protection (pko `spec.destroyProtection`): only the destroy a deleted `destroyOnFinalize` Stack runs."""
+    spec = stack_api.spec_of(stack)
+    return (bool(spec.destroy_protection and spec.destroy_protection.enabled)
+            and stack.metadata.deletion_timestamp is not None and bool(spec.destroy_on_finalize)
+            and not spec.preview)
+
+
+def gated(stack: stack_api.Stack) -> bool:
+    return required(stack) or destroy_protected(stack)
+
+
+def threshold(stack: stack_api.Stack) -> int:
+    protection = stack_api.spec_of(stack).destroy_protection
+    return (protection.threshold if protection is not None else None) or 0
+
+
+def deletes(review: stack_api.PlanReview) -> int:
+    return int((review.changes or {}).get("delete", 0))
+
+
 def ttl_seconds(stack: stack_api.Stack) -> int:
     policy = stack_api.spec_of(stack).approval
     return (policy.ttl_seconds if policy is not None and policy.ttl_seconds else None) or DEFAULT_TTL_SECONDS
@@ -105,15 +126,24 @@ def _age(approval: approval_api.StackApproval, now: datetime.datetime) -> float:
 
 
 def next_step(review: stack_api.PlanReview | None, current: Inputs, approvals: Sequence[approval_api.StackApproval],
-              now: datetime.datetime, ttl: int) -> Step:
+              now: datetime.datetime, ttl: int, *, without_approval_up_to: int | None = None,
+              confirmed: str | None = None) -> Step:
     """What a gated Stack whose update is due does next, and the verdicts on the approvals naming it that are not
-    decided yet (sorted by name, so the oldest-named valid approval wins deterministically)."""
+    decided yet (sorted by name, so the oldest-named valid approval wins deterministically).
+
+    Destroy protection passes `without_approval_up_to` (its threshold: a destroy deleting at most that many resources
+    needs no confirmation) and `confirmed` (the digest the Stack's confirm-destroy annotation names)."""
     if review is not None and review.state == UNSUPPORTED and inputs_of(review) == current:
         return Step(Action.STALL, "the workspace agent cannot save update plans")
     if review is None or review.state not in (AWAITING,) or not review.digest:
         return Step(Action.PREVIEW, "no plan under review")
     if inputs_of(review) != current:
         return Step(Action.PREVIEW, "the source or spec changed since the plan was previewed")
+    if without_approval_up_to is not None and deletes(review) <= without_approval_up_to:
+        return Step(Action.APPLY, f"{deletes(review)} resources to delete: at most {without_approval_up_to} need no "
+                                  "confirmation")
+    if confirmed is not None and confirmed == review.digest:
+        return Step(Action.APPLY, f"confirmed by the annotation {names.ANNOTATION_CONFIRM_DESTROY}")
     verdicts: list[Verdict] = []
     chosen: approval_api.StackApproval | None = None
     for candidate in sorted(approvals, key=lambda a: a.metadata.name or ""):
@@ -138,9 +168,10 @@ def next_step(review: stack_api.PlanReview | None, current: Inputs, approvals: S
     return Step(Action.WAIT, "awaiting approval", None, verdicts)
 
 
-def previewing(update_name: str, current: Inputs) -> stack_api.PlanReview:
-    return stack_api.PlanReview(state=PREVIEWING, preview=update_name, generation=current.generation,
-                                reconcile_request=current.reconcile_request or None, commit=current.commit or None)
+def previewing(update_name: str, current: Inputs, operation: str = "update") -> stack_api.PlanReview:
+    return stack_api.PlanReview(state=PREVIEWING, operation=operation, preview=update_name,
+                                generation=current.generation, reconcile_request=current.reconcile_request or None,
+                                commit=current.commit or None)
 
 
 def reviewed(review: stack_api.PlanReview, annotations: Mapping[str, str], digest_key: str, changes_key: str,
@@ -154,11 +185,20 @@ def reviewed(review: stack_api.PlanReview, annotations: Mapping[str, str], diges
         changes = {str(k): int(v) for k, v in json.loads(annotations.get(changes_key) or "{}").items()}
     except (ValueError, AttributeError):
         changes = {}
+    try:
+        listed = json.loads(annotations.get(names.ANNOTATION_PLANNED_RESOURCES) or "null")
+    except ValueError:
+        listed = None
+    resources = [str(r) for r in listed] if isinstance(listed, list) else None
     return review.model_copy(update={"state": AWAITING, "digest": digest, "changes": changes or None,
-                                     "previewed_at": conditions.format_time(now)})
+                                     "resources": resources, "previewed_at": conditions.format_time(now)})
 
 
-def approved(review: stack_api.PlanReview, approval: approval_api.StackApproval) -> stack_api.PlanReview:
+def approved(review: stack_api.PlanReview, approval: approval_api.StackApproval | None,
+             why: str = "") -> stack_api.PlanReview:
+    """The review once applied: the StackApproval and its approver, or (destroy protection) why none was needed."""
+    if approval is None:
+        return review.model_copy(update={"state": APPROVED, "approval": None, "approved_by": why or None})
     spec = approval.spec
     return review.model_copy(update={"state": APPROVED, "approval": approval.metadata.name,
                                      "approved_by": spec.approved_by if spec else None})
@@ -171,6 +211,10 @@ def summary(changes: Mapping[str, int] | None) -> str:
 
 
 def awaiting_message(review: stack_api.PlanReview, stack_name: str) -> str:
+    if review.operation == "destroy":
+        return (f"destroy {review.digest} would delete {deletes(review)} resources: confirm with a StackApproval "
+                f"with stackName {stack_name} and digest {review.digest}, or annotate the Stack "
+                f"{names.ANNOTATION_CONFIRM_DESTROY}={review.digest}")
     return (f"plan {review.digest} ({summary(review.changes)}) awaits approval: create a StackApproval with "
             f"stackName {stack_name} and digest {review.digest}")
 
@@ -196,8 +240,23 @@ def unsupported_message() -> str:
 
 
 def is_plan_preview(update: up_api.Update, save_plan_key: str) -> bool:
-    return (update.spec is not None and update.spec.type == up_api.PREVIEW
-            and (update.metadata.annotations or {}).get(save_plan_key) == "true")
+    """A plan-saving preview, or (destroy protection) a destroy that only previews."""
+    annotations = update.metadata.annotations or {}
+    kind = update.spec.type if update.spec is not None else None
+    return ((kind == up_api.PREVIEW and annotations.get(save_plan_key) == "true")
+            or (kind == up_api.DESTROY and annotations.get(names.ANNOTATION_PREVIEW_ONLY) == "true"))
+
+
+def destroy_preview(update: dict[str, Any]) -> dict[str, Any]:
+    """The destroy the deleted Stack would run, as a preview of what it would delete."""
+    result = copy.deepcopy(update)
+    result["metadata"].setdefault("annotations", {})[names.ANNOTATION_PREVIEW_ONLY] = "true"
+    return result
+
+
+def unsupported_destroy_message() -> str:
+    return ("spec.destroyProtection needs a workspace agent that previews a destroy (the pko agent); nothing was "
+            "deleted and the finalizer stays. Use the pko agent image, or drop spec.destroyProtection.")
 
 
 def plan_preview(update: dict[str, Any]) -> dict[str, Any]:

@@ -157,15 +157,17 @@ class StackReconciler:
             return await self._synced(s, objects.name_of(desired_ws))
         step: gate.Step | None = None
         current_inputs = gate.Inputs(stack.metadata.generation, sync.reconcile_request(stack), resolved.commit)
-        if gate.required(stack):
-            step = await self._approval_step(s, current_inputs)
+        destroying = gate.destroy_protected(stack)
+        if gate.gated(stack):
+            step = await self._approval_step(s, current_inputs, destroying)
             if step.action == gate.Action.WAIT:
                 assert status.approval is not None
                 s.conditions = gate.mark_awaiting(s.conditions, status.approval, key.name, self.clock())
                 await self._save(s)
                 return None
             if step.action == gate.Action.STALL:
-                return await self._stall(s, gate.STALLED_PLANS_UNSUPPORTED, gate.unsupported_message(), True, None)
+                message = gate.unsupported_destroy_message() if destroying else gate.unsupported_message()
+                return await self._stall(s, gate.STALLED_PLANS_UNSUPPORTED, message, True, None)
             if step.action == gate.Action.PREVIEW and status.approval and status.approval.state == gate.AWAITING:
                 await self.recorder.normal(s.stack, "StackApprovalStale",
                                            f"plan {status.approval.digest} is stale ({step.why}): previewing anew")
@@ -209,13 +211,15 @@ class StackReconciler:
         now = self.clock()
         update = updates.build(stack, ws, message, int(now.timestamp() * 1000))
         if step is not None and step.action == gate.Action.PREVIEW:
-            update = gate.plan_preview(update)
-            s.status.approval = gate.previewing(objects.name_of(update), current_inputs)
+            update = gate.destroy_preview(update) if destroying else gate.plan_preview(update)
+            s.status.approval = gate.previewing(objects.name_of(update), current_inputs,
+                                                "destroy" if destroying else "update")
         elif step is not None and step.action == gate.Action.APPLY:
-            assert step.approval is not None
             assert s.status.approval is not None
-            update = gate.plan_up(update, s.status.approval.digest or "")
-            s.status.approval = gate.approved(s.status.approval, step.approval)
+            if not destroying:  # a destroy has no plan file: the confirmation names what its preview would delete
+                assert step.approval is not None
+                update = gate.plan_up(update, s.status.approval.digest or "")
+            s.status.approval = gate.approved(s.status.approval, step.approval, step.why)
         s.status.current_update = stack_api.CurrentStackUpdate(
             # an empty request is left out, as the Go operator's `omitempty` leaves it out
             generation=stack.metadata.generation, reconcile_request=sync.reconcile_request(stack) or None,
@@ -284,13 +288,16 @@ class StackReconciler:
 
     # --- approvals (pko, docs/approvals.md) ----------------------------------------------------------------------
 
-    async def _approval_step(self, s: _Session, current: gate.Inputs) -> gate.Step:
+    async def _approval_step(self, s: _Session, current: gate.Inputs, destroying: bool) -> gate.Step:
         """The gated Stack's next step; refusals are written to their approvals now (an acceptance only once its
         Update exists)."""
         listed = await self.client.list(resources.STACK_APPROVAL, s.key.namespace)
         mine = [a for a in (approval_api.StackApproval.model_validate(item) for item in listed.items)
                 if a.spec is not None and a.spec.stack_name == s.key.name]
-        step = gate.next_step(s.status.approval, current, mine, self.clock(), gate.ttl_seconds(s.stack))
+        confirmed = (s.stack.metadata.annotations or {}).get(names.ANNOTATION_CONFIRM_DESTROY) if destroying else None
+        step = gate.next_step(s.status.approval, current, mine, self.clock(), gate.ttl_seconds(s.stack),
+                              without_approval_up_to=gate.threshold(s.stack) if destroying else None,
+                              confirmed=confirmed)
         for verdict in step.verdicts:
             if not verdict.accepted:
                 await self._write_verdict(s, verdict, None)
@@ -305,6 +312,10 @@ class StackReconciler:
                 await self._write_verdict(s, verdict, update_name)
         review = s.status.approval
         assert review is not None
+        if step.approval is None:  # destroy protection: below the threshold, or confirmed by annotation
+            await self.recorder.normal(s.stack, "StackDestroyConfirmed",
+                                       f"destroy {review.digest}: {step.why}; destroying in {update_name}")
+            return
         await self.recorder.normal(s.stack, "StackApproved",
                                    f"plan {review.digest} approved by {review.approved_by} "
                                    f"(StackApproval {review.approval}): applying it in {update_name}")
@@ -433,7 +444,7 @@ class StackReconciler:
     # --- writes ------------------------------------------------------------------------------------------------
 
     async def _save(self, s: _Session) -> None:
-        s.conditions = gate.settle_condition(s.conditions, s.status.approval if gate.required(s.stack) else None)
+        s.conditions = gate.settle_condition(s.conditions, s.status.approval if gate.gated(s.stack) else None)
         s.status.conditions = s.conditions
         body = s.status.model_dump(by_alias=True, exclude_none=True, mode="json")
         body["observedGeneration"] = s.status.observed_generation or 0

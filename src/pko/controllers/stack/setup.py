@@ -69,8 +69,16 @@ def _finalizer_added(event: store.Event) -> bool:
     return names.FINALIZER not in old and names.FINALIZER in new
 
 
+def _confirmation(obj: objects.Object) -> str:
+    """pko destroy protection: the digest the confirm-destroy annotation names (docs/destroy-protection.md)."""
+    return objects.annotations_of(obj).get(names.ANNOTATION_CONFIRM_DESTROY, "")
+
+
 def stack_predicate(event: store.Event) -> bool:
     if event.type == "MODIFIED" and event.old is not None and _annotation(event.object) != _annotation(event.old):
+        return True
+    if (event.type == "MODIFIED" and event.old is not None
+            and _confirmation(event.object) != _confirmation(event.old)):
         return True
     return handlers.generation_changed(event) and not _finalizer_added(event)
 

@@ -38,8 +38,12 @@ REASON_TRANSIENT = "TransientFailure"
 REASON_PLANS_UNSUPPORTED = "UpdatePlansUnsupported"  # pko: approvals need an agent that saves and applies plans
 PLANS_UNSUPPORTED_MESSAGE = ("the workspace agent does not support update plans (spec.approval needs the pko "
                              "agent); nothing was applied")
+DESTROY_PREVIEW_UNSUPPORTED_MESSAGE = ("the workspace agent cannot preview a destroy (destroy protection needs the "
+                                      "pko agent); nothing was deleted")
 CAPABILITIES_HEADER = "pko-agent-capabilities"
 CAPABILITY_PLANS = "update-plans"
+CAPABILITY_DESTROY_PREVIEW = "destroy-preview"
+MAX_PLANNED_RESOURCES = 100  # URNs kept on the Update (and the Stack's status) for a destroy preview
 UNKNOWN_ERROR = "An unknown error occurred"
 
 
@@ -205,6 +209,7 @@ class PlanGate:
 
     save_plan: bool = False
     plan_digest: str | None = None
+    destroy_preview: bool = False  # destroy protection: `pulumi destroy --preview-only`
 
 
 def plan_gate(annotations: Mapping[str, str], kind: str) -> PlanGate:
@@ -214,19 +219,31 @@ def plan_gate(annotations: Mapping[str, str], kind: str) -> PlanGate:
     digest = annotations.get(names.ANNOTATION_PLAN_DIGEST)
     if kind == up_api.UP and digest:
         return PlanGate(plan_digest=digest)
+    if kind == up_api.DESTROY and annotations.get(names.ANNOTATION_PREVIEW_ONLY) == "true":
+        return PlanGate(destroy_preview=True)
     return PlanGate()
 
 
-def supports_plans(initial_metadata: Any) -> bool:
-    """The agent announced the update-plans capability (a Go agent announces none)."""
+def supports(initial_metadata: Any, capability: str) -> bool:
+    """The agent announced `capability` (a Go agent announces none)."""
     for key, value in initial_metadata or ():
         if key == CAPABILITIES_HEADER:
             text = value.decode() if isinstance(value, bytes) else str(value)
-            if CAPABILITY_PLANS in (part.strip() for part in text.split(",")):
+            if capability in (part.strip() for part in text.split(",")):
                 return True
     return False
 
 
-def planned_annotations(digest: str, changes: Mapping[str, int]) -> dict[str, str]:
-    return {names.ANNOTATION_PLANNED_DIGEST: digest,
-            names.ANNOTATION_PLANNED_CHANGES: json.dumps(dict(sorted(changes.items())), separators=(",", ":"))}
+def supports_plans(initial_metadata: Any) -> bool:
+    """The agent announced the update-plans capability (a Go agent announces none)."""
+    return supports(initial_metadata, CAPABILITY_PLANS)
+
+
+def planned_annotations(digest: str, changes: Mapping[str, int],
+                        resources: Sequence[str] | None = None) -> dict[str, str]:
+    result = {names.ANNOTATION_PLANNED_DIGEST: digest,
+              names.ANNOTATION_PLANNED_CHANGES: json.dumps(dict(sorted(changes.items())), separators=(",", ":"))}
+    if resources is not None:
+        result[names.ANNOTATION_PLANNED_RESOURCES] = json.dumps(list(resources)[:MAX_PLANNED_RESOURCES],
+                                                                separators=(",", ":"))
+    return result

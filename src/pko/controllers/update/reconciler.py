@@ -166,13 +166,17 @@ class UpdateReconciler:
             if gate.plan_digest and not plan.supports_plans(await select.initial_metadata()):
                 # never an unreviewed `up`: an agent that does not know plan_digest would ignore it
                 return plan.failed(plan.REASON_PLANS_UNSUPPORTED, plan.PLANS_UNSUPPORTED_MESSAGE)
+            if gate.destroy_preview and not plan.supports(await select.initial_metadata(),
+                                                          plan.CAPABILITY_DESTROY_PREVIEW):
+                # never a real destroy: an agent that does not know preview_only would delete everything
+                return plan.failed(plan.REASON_PLANS_UNSUPPORTED, plan.DESTROY_PREVIEW_UNSUPPORTED_MESSAGE)
             stream = self._call(kind, spec, conn, gate)
             async for response in stream:
                 which = response.WhichOneof("response")
                 if which == "event":
                     self._log_event(update, json_format.MessageToDict(response.event))
                 elif which == "result":
-                    if gate.save_plan:
+                    if gate.save_plan or gate.destroy_preview:
                         problem = await self._record_plan(update, response.result)
                         if problem is not None:
                             return problem
@@ -189,11 +193,12 @@ class UpdateReconciler:
         failed outcome when the agent saved none (it does not know `save_plan`)."""
         if not result.HasField("plan_digest"):
             return plan.failed(plan.REASON_PLANS_UNSUPPORTED, plan.PLANS_UNSUPPORTED_MESSAGE)
+        resources = list(result.resources) if isinstance(result, agent_pb2.DestroyResult) else None
         await self.client.apply(
             {"apiVersion": up_api.API_VERSION, "kind": up_api.KIND,
              "metadata": {"name": update.metadata.name, "namespace": update.metadata.namespace,
-                          "annotations": plan.planned_annotations(result.plan_digest,
-                                                                  dict(result.change_summary))}},
+                          "annotations": plan.planned_annotations(result.plan_digest, dict(result.change_summary),
+                                                                  resources)}},
             field_manager=names.FIELD_MANAGER_UPDATE_PLAN)
         return None
 
@@ -224,7 +229,8 @@ class UpdateReconciler:
         elif kind == up_api.DESTROY:
             request_d = agent_pb2.DestroyRequest(target=target, **common)
             _set(request_d, target_dependents=spec.target_dependents, refresh=spec.refresh,
-                 continue_on_error=spec.continue_on_error, remove=spec.remove, run_program=spec.run_program)
+                 continue_on_error=spec.continue_on_error, remove=spec.remove, run_program=spec.run_program,
+                 preview_only=True if gate and gate.destroy_preview else None)
             stream = conn.stub.Destroy(request_d, wait_for_ready=True, metadata=conn.metadata)
         else:
             raise ValueError(f'unsupported update type "{kind}"')

@@ -120,6 +120,18 @@ def test_the_preview_result_becomes_the_review() -> None:
     assert no_plan.state == gate.UNSUPPORTED
 
 
+def test_is_plan_preview_knows_both_previews() -> None:
+    from pko.api import update as up_api
+    preview = up_api.Update.model_validate({"metadata": {"annotations": {names.ANNOTATION_SAVE_PLAN: "true"}},
+                                            "spec": {"type": "preview"}})
+    destroy = up_api.Update.model_validate({"metadata": {"annotations": {names.ANNOTATION_PREVIEW_ONLY: "true"}},
+                                            "spec": {"type": "destroy"}})
+    plain = up_api.Update.model_validate({"spec": {"type": "destroy"}})
+    assert gate.is_plan_preview(preview, names.ANNOTATION_SAVE_PLAN)
+    assert gate.is_plan_preview(destroy, names.ANNOTATION_SAVE_PLAN)
+    assert not gate.is_plan_preview(plain, names.ANNOTATION_SAVE_PLAN)
+
+
 def test_the_updates_a_gate_creates() -> None:
     update = {"metadata": {"name": "s-1", "labels": {}}, "spec": {"type": "up", "stackName": "dev"}}
     preview = gate.plan_preview(update)
@@ -153,3 +165,52 @@ def test_the_awaiting_condition_only_while_a_plan_awaits() -> None:
     assert gate.settle_condition(found, _review()) == found
     assert conditions.find(gate.settle_condition(found, _review(gate.APPROVED)), gate.CONDITION_AWAITING) is None
     assert conditions.find(gate.settle_condition(found, None), gate.CONDITION_AWAITING) is None
+
+
+# --- destroy protection (pko `spec.destroyProtection`) ----------------------------------------------------------
+
+def _deleting(**spec: Any) -> stack_api.Stack:
+    stack = _stack(**spec)
+    stack.metadata.deletion_timestamp = "2026-11-22T12:00:00Z"
+    return stack
+
+
+def test_only_the_destroy_of_a_deleted_destroy_on_finalize_stack_is_protected() -> None:
+    protection = {"enabled": True, "threshold": 3}
+    assert gate.destroy_protected(_deleting(destroyOnFinalize=True, destroyProtection=protection))
+    assert not gate.destroy_protected(_stack(destroyOnFinalize=True, destroyProtection=protection))
+    assert not gate.destroy_protected(_deleting(destroyProtection=protection))
+    assert not gate.destroy_protected(_deleting(destroyOnFinalize=True, destroyProtection={"enabled": False}))
+    assert not gate.destroy_protected(_deleting(destroyOnFinalize=True))
+    assert gate.threshold(_deleting(destroyOnFinalize=True, destroyProtection=protection)) == 3
+    assert gate.threshold(_deleting(destroyOnFinalize=True, destroyProtection={"enabled": True})) == 0
+
+
+def test_a_destroy_at_or_below_the_threshold_needs_no_confirmation() -> None:
+    review = _review(changes={"delete": 2}, operation="destroy")
+    assert gate.next_step(review, INPUTS, [], NOW, 3600, without_approval_up_to=2).action == gate.Action.APPLY
+    assert gate.next_step(review, INPUTS, [], NOW, 3600, without_approval_up_to=1).action == gate.Action.WAIT
+    assert gate.next_step(review, INPUTS, [], NOW, 3600).action == gate.Action.WAIT
+
+
+def test_the_annotation_confirms_only_the_shown_digest() -> None:
+    review = _review(changes={"delete": 5}, operation="destroy")
+    assert gate.next_step(review, INPUTS, [], NOW, 3600, without_approval_up_to=0,
+                          confirmed=DIGEST).action == gate.Action.APPLY
+    assert gate.next_step(review, INPUTS, [], NOW, 3600, without_approval_up_to=0,
+                          confirmed=OTHER).action == gate.Action.WAIT
+    assert gate.approved(review, None, "confirmed").approved_by == "confirmed"
+    assert "would delete 5 resources" in gate.awaiting_message(review, "s")
+    assert f"{names.ANNOTATION_CONFIRM_DESTROY}={DIGEST}" in gate.awaiting_message(review, "s")
+
+
+def test_a_destroy_preview_is_a_plan_preview_that_lists_what_it_deletes() -> None:
+    update = {"metadata": {"name": "s-2"}, "spec": {"type": "destroy"}}
+    preview = gate.destroy_preview(update)
+    assert update_plan.plan_gate(preview["metadata"]["annotations"], "destroy") == update_plan.PlanGate(
+        destroy_preview=True)
+    annotations = update_plan.planned_annotations(DIGEST, {"delete": 2}, [f"urn:{i}" for i in range(150)])
+    review = gate.reviewed(gate.previewing("s-2", INPUTS, "destroy"), annotations, names.ANNOTATION_PLANNED_DIGEST,
+                           names.ANNOTATION_PLANNED_CHANGES, NOW)
+    assert (review.operation, review.state, gate.deletes(review)) == ("destroy", gate.AWAITING, 2)
+    assert review.resources == [f"urn:{i}" for i in range(update_plan.MAX_PLANNED_RESOURCES)]
