@@ -60,6 +60,7 @@ def test_examples_cover_the_documented_cases() -> None:
     assert any(s.get("retryPolicy") for s in stacks), "failure policy (pko)"
     assert any((s.get("approval") or {}).get("required") for s in stacks), "approvals (pko)"
     assert "StackApproval" in {d["kind"] for d in docs}, "approvals (pko)"
+    assert any((s.get("destroyProtection") or {}).get("enabled") for s in stacks), "destroy protection (pko)"
     assert {"Program", "Workspace", "Update", "GitRepository"} <= {d["kind"] for d in docs}
 
 
