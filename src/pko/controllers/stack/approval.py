@@ -76,6 +76,7 @@ class Inputs:
     generation: int | None
     reconcile_request: str
     commit: str
+    operation: str = "update"  # or "destroy": a plan of the other operation is stale too
 
 
 def required(stack: stack_api.Stack) -> bool:
@@ -112,7 +113,7 @@ def ttl_seconds(stack: stack_api.Stack) -> int:
 
 
 def inputs_of(review: stack_api.PlanReview) -> Inputs:
-    return Inputs(review.generation, review.reconcile_request or "", review.commit or "")
+    return Inputs(review.generation, review.reconcile_request or "", review.commit or "", review.operation or "update")
 
 
 def is_decided(approval: approval_api.StackApproval) -> bool:
@@ -168,8 +169,8 @@ def next_step(review: stack_api.PlanReview | None, current: Inputs, approvals: S
     return Step(Action.WAIT, "awaiting approval", None, verdicts)
 
 
-def previewing(update_name: str, current: Inputs, operation: str = "update") -> stack_api.PlanReview:
-    return stack_api.PlanReview(state=PREVIEWING, operation=operation, preview=update_name,
+def previewing(update_name: str, current: Inputs) -> stack_api.PlanReview:
+    return stack_api.PlanReview(state=PREVIEWING, operation=current.operation, preview=update_name,
                                 generation=current.generation, reconcile_request=current.reconcile_request or None,
                                 commit=current.commit or None)
 

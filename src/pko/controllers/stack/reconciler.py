@@ -93,12 +93,14 @@ class StackReconciler:
         *,
         clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
         retry_policy: sync.RetryPolicy = sync.DEFAULT_POLICY,
+        watch_approvals: Callable[[], None] = lambda: None,
     ) -> None:
         self.client = client
         self.recorder = recorder
         self.resolver = resolver
         self.clock = clock
         self.retry_policy = retry_policy  # the operator-wide failure policy; a Stack's retryPolicy overrides it
+        self.watch_approvals = watch_approvals  # starts the StackApproval watch, once a Stack needs it
 
     def _policy(self, stack: stack_api.Stack) -> sync.RetryPolicy:
         return sync.policy_for(stack_api.spec_of(stack), self.retry_policy)
@@ -156,8 +158,9 @@ class StackReconciler:
         if synced:
             return await self._synced(s, objects.name_of(desired_ws))
         step: gate.Step | None = None
-        current_inputs = gate.Inputs(stack.metadata.generation, sync.reconcile_request(stack), resolved.commit)
         destroying = gate.destroy_protected(stack)
+        current_inputs = gate.Inputs(stack.metadata.generation, sync.reconcile_request(stack), resolved.commit,
+                                     "destroy" if destroying else "update")
         if gate.gated(stack):
             step = await self._approval_step(s, current_inputs, destroying)
             if step.action == gate.Action.WAIT:
@@ -212,8 +215,7 @@ class StackReconciler:
         update = updates.build(stack, ws, message, int(now.timestamp() * 1000))
         if step is not None and step.action == gate.Action.PREVIEW:
             update = gate.destroy_preview(update) if destroying else gate.plan_preview(update)
-            s.status.approval = gate.previewing(objects.name_of(update), current_inputs,
-                                                "destroy" if destroying else "update")
+            s.status.approval = gate.previewing(objects.name_of(update), current_inputs)
         elif step is not None and step.action == gate.Action.APPLY:
             assert s.status.approval is not None
             if not destroying:  # a destroy has no plan file: the confirmation names what its preview would delete
@@ -291,6 +293,7 @@ class StackReconciler:
     async def _approval_step(self, s: _Session, current: gate.Inputs, destroying: bool) -> gate.Step:
         """The gated Stack's next step; refusals are written to their approvals now (an acceptance only once its
         Update exists)."""
+        self.watch_approvals()
         listed = await self.client.list(resources.STACK_APPROVAL, s.key.namespace)
         mine = [a for a in (approval_api.StackApproval.model_validate(item) for item in listed.items)
                 if a.spec is not None and a.spec.stack_name == s.key.name]

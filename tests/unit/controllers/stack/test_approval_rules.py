@@ -71,6 +71,11 @@ def test_a_changed_spec_request_or_commit_makes_the_plan_stale(changed: gate.Inp
     assert "changed" in step.why
 
 
+def test_an_update_plan_is_stale_for_a_destroy() -> None:
+    step = gate.next_step(_review(), gate.Inputs(3, "", "abc123", "destroy"), [], NOW, 3600, without_approval_up_to=9)
+    assert step.action == gate.Action.PREVIEW
+
+
 def test_waits_without_an_approval() -> None:
     assert gate.next_step(_review(), INPUTS, [], NOW, 3600).action == gate.Action.WAIT
 
@@ -188,16 +193,18 @@ def test_only_the_destroy_of_a_deleted_destroy_on_finalize_stack_is_protected() 
 
 def test_a_destroy_at_or_below_the_threshold_needs_no_confirmation() -> None:
     review = _review(changes={"delete": 2}, operation="destroy")
-    assert gate.next_step(review, INPUTS, [], NOW, 3600, without_approval_up_to=2).action == gate.Action.APPLY
-    assert gate.next_step(review, INPUTS, [], NOW, 3600, without_approval_up_to=1).action == gate.Action.WAIT
-    assert gate.next_step(review, INPUTS, [], NOW, 3600).action == gate.Action.WAIT
+    destroy = gate.Inputs(3, "", "abc123", "destroy")
+    assert gate.next_step(review, destroy, [], NOW, 3600, without_approval_up_to=2).action == gate.Action.APPLY
+    assert gate.next_step(review, destroy, [], NOW, 3600, without_approval_up_to=1).action == gate.Action.WAIT
+    assert gate.next_step(review, destroy, [], NOW, 3600).action == gate.Action.WAIT
 
 
 def test_the_annotation_confirms_only_the_shown_digest() -> None:
     review = _review(changes={"delete": 5}, operation="destroy")
-    assert gate.next_step(review, INPUTS, [], NOW, 3600, without_approval_up_to=0,
+    destroy = gate.Inputs(3, "", "abc123", "destroy")
+    assert gate.next_step(review, destroy, [], NOW, 3600, without_approval_up_to=0,
                           confirmed=DIGEST).action == gate.Action.APPLY
-    assert gate.next_step(review, INPUTS, [], NOW, 3600, without_approval_up_to=0,
+    assert gate.next_step(review, destroy, [], NOW, 3600, without_approval_up_to=0,
                           confirmed=OTHER).action == gate.Action.WAIT
     assert gate.approved(review, None, "confirmed").approved_by == "confirmed"
     assert "would delete 5 resources" in gate.awaiting_message(review, "s")
@@ -210,7 +217,8 @@ def test_a_destroy_preview_is_a_plan_preview_that_lists_what_it_deletes() -> Non
     assert update_plan.plan_gate(preview["metadata"]["annotations"], "destroy") == update_plan.PlanGate(
         destroy_preview=True)
     annotations = update_plan.planned_annotations(DIGEST, {"delete": 2}, [f"urn:{i}" for i in range(150)])
-    review = gate.reviewed(gate.previewing("s-2", INPUTS, "destroy"), annotations, names.ANNOTATION_PLANNED_DIGEST,
+    destroy_inputs = gate.Inputs(3, "", "abc123", "destroy")
+    review = gate.reviewed(gate.previewing("s-2", destroy_inputs), annotations, names.ANNOTATION_PLANNED_DIGEST,
                            names.ANNOTATION_PLANNED_CHANGES, NOW)
     assert (review.operation, review.state, gate.deletes(review)) == ("destroy", gate.AWAITING, 2)
     assert review.resources == [f"urn:{i}" for i in range(update_plan.MAX_PLANNED_RESOURCES)]
