@@ -33,7 +33,8 @@ Mode = Literal["crd", "apply"]
 
 # Keys that express constraints of our own types; `apply` mode removes them (Go apply configurations carry none).
 _CONSTRAINT_KEYS = (
-    "required", "enum", "default", "pattern", "minLength", "maxLength", "minimum", "maximum",
+    "required", "enum", "default", "pattern", "minLength", "maxLength", "minimum", "maximum", "maxItems",
+    "maxProperties",
     "x-kubernetes-list-type", "x-kubernetes-list-map-keys", "x-kubernetes-map-type", "x-kubernetes-validations",
 )
 
@@ -63,6 +64,25 @@ class MaxLength:
 @dataclass(frozen=True)
 class Minimum:
     value: int
+
+
+@dataclass(frozen=True)
+class MaxItems:
+    value: int
+
+
+@dataclass(frozen=True)
+class MaxProperties:
+    value: int
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A CEL validation rule (``x-kubernetes-validations``) with the message the API server answers when it fails;
+    several on one node add up, in order."""
+
+    rule: str
+    message: str
 
 
 @dataclass(frozen=True)
@@ -103,8 +123,8 @@ class ApplyConfigurationOf:
     metadata: type[pydantic.BaseModel]
 
 
-_Marker = Format | Pattern | MinLength | MaxLength | Minimum | ListType | MapType | Schemaless | CoreType | \
-    ApplyConfigurationOf
+_Marker = Format | Pattern | MinLength | MaxLength | Minimum | MaxItems | MaxProperties | Rule | ListType | MapType | \
+    Schemaless | CoreType | ApplyConfigurationOf
 
 
 def model_schema(model: type[pydantic.BaseModel], mode: Mode = "crd") -> Schema:
@@ -204,6 +224,8 @@ _MARKER_RULES: dict[type, Callable[[Any], Schema]] = {
     MinLength: lambda m: {"minLength": m.value},
     MaxLength: lambda m: {"maxLength": m.value},
     Minimum: lambda m: {"minimum": m.value},
+    MaxItems: lambda m: {"maxItems": m.value},
+    MaxProperties: lambda m: {"maxProperties": m.value},
     MapType: lambda m: {"x-kubernetes-map-type": m.value},
     ListType: lambda m: {"x-kubernetes-list-type": m.value, **({"x-kubernetes-list-map-keys": list(m.keys)}
                                                                   if m.keys else {})},
@@ -212,6 +234,10 @@ _MARKER_RULES: dict[type, Callable[[Any], Schema]] = {
 
 def _apply_markers(schema: Schema, markers: tuple[_Marker, ...], mode: Mode) -> Schema:
     for marker in markers:
+        if isinstance(marker, Rule):
+            schema["x-kubernetes-validations"] = [*schema.get("x-kubernetes-validations", ()),
+                                                  {"message": marker.message, "rule": marker.rule}]
+            continue
         rule = _MARKER_RULES.get(type(marker))
         if rule is not None:
             schema.update(rule(marker))

@@ -53,6 +53,14 @@ ADDED: dict[tuple[str, str], str] = {
            "retryPolicy.backoffBaseSeconds": "first backoff (the reference hard-codes 10s)",
            "retryPolicy.backoffFactor": "backoff growth (the reference hard-codes 3)",
            "retryPolicy.stalledRetryIntervalSeconds": "automatic retry of a Stalled Stack (the reference has none)",
+           # Outputs published into a Secret / ConfigMap the Stack owns (docs/outputs.md).
+           "outputs": "outputs to a stable Secret / ConfigMap",
+           "outputs.secretName": "the Secret to write",
+           "outputs.configMapName": "the ConfigMap to write",
+           "outputs.keys": "the outputs to publish",
+           "outputs.keys[]": "an output name",
+           "outputs.template": "extra keys rendered from outputs",
+           "outputs.template{}": "a template string",
            # Approvals bound to a reviewed preview (docs/approvals.md).
            "approval": "updates wait for a StackApproval of the previewed plan",
            "approval.required": "updates wait for a StackApproval of the previewed plan",
@@ -67,6 +75,15 @@ ADDED: dict[tuple[str, str], str] = {
        for path in ("", ".state", ".operation", ".preview", ".digest", ".changes", ".changes{}", ".resources",
                     ".resources[]", ".generation",
                     ".reconcileRequest", ".commit", ".previewedAt", ".approval", ".approvedBy")},
+    # The resource changes of an update (docs/metrics.md): status only, written by pko's controllers.
+    **{(file_name, f"{version} {path}"): "resource change counts of an update"
+       for file_name, version, base in (
+           ("auto.pulumi.com_updates.yaml", "v1alpha1", ".status"),
+           *(("pulumi.com_stacks.yaml", version, ".status.lastUpdate") for version in ("v1", "v1alpha1")),
+           # the Update status shape inside the Stack's updateTemplate (an apply configuration of the Update)
+           *(("pulumi.com_stacks.yaml", version, ".spec.updateTemplate.status") for version in ("v1", "v1alpha1")),
+       )
+       for path in (f"{base}.resourceChanges", f"{base}.resourceChanges{{}}")},
 }
 
 

@@ -89,6 +89,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
 {{/* The manager's permissions (ClusterRole, or Role with rbac.createRole): the reference's, plus rbac.extraRules,
+plus create/update of ConfigMaps and update of Secrets: a Stack's spec.outputs (docs/outputs.md) writes the
+Secret/ConfigMap it owns (a create, or a PUT at the resourceVersion it checked).
 plus reading StackApprovals and writing their status (pko, docs/approvals.md). */}}
 {{- define "pko.managerRules" -}}
 {{- with .Values.rbac.extraRules }}
@@ -96,7 +98,7 @@ plus reading StackApprovals and writing their status (pko, docs/approvals.md). *
 {{- end }}
 - apiGroups: [""]
   resources: [configmaps]
-  verbs: [get, list, watch]
+  verbs: [create, get, list, update, watch]
 - apiGroups: [""]
   resources: [events]
   verbs: [create, patch, update]
@@ -105,7 +107,7 @@ plus reading StackApprovals and writing their status (pko, docs/approvals.md). *
   verbs: [create, delete, get, list, patch, update, watch]
 - apiGroups: [""]
   resources: [secrets]
-  verbs: [create, get, list, watch]
+  verbs: [create, get, list, update, watch]
 - apiGroups: [apps]
   resources: [statefulsets]
   verbs: [create, delete, get, list, patch, update, watch]

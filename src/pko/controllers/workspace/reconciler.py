@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +31,7 @@ from pko.kube import client as kclient
 from pko.kube import events, objects, owners, resources
 from pko.protocol import client as agent_client
 from pko.protocol.proto import agent_pb2
+from pko.runtime import metrics
 from pko.runtime.controller import Result
 
 log = logging.getLogger(__name__)
@@ -58,6 +60,7 @@ class _Status:
     conditions: list[Condition]
     address: str | None
     pulumi_version: str | None
+    install_seconds: float | None = None  # how long the Install call took, once it succeeded
 
     def ready(self, status: str, reason: str, message: str, now: datetime.datetime) -> None:
         self.conditions = conditions.set_condition(
@@ -83,8 +86,10 @@ class WorkspaceReconciler:
         *,
         flux_max_untar: str | None = None,
         clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
+        pulumi_metrics: metrics.PulumiMetrics | None = None,
     ) -> None:
         self.client = client
+        self.metrics = pulumi_metrics
         self.connector = connector
         self.recorder = recorder
         self.agent_image = agent_image
@@ -133,6 +138,7 @@ class WorkspaceReconciler:
                     return outcome
                 if not await placed.mark_initialized():
                     raise RuntimeError("failed to mark the workspace pod initialised; it was deleted to retry")
+                self._measure(workspace, placed.fetch_seconds, status.install_seconds)
                 await self.recorder.normal(workspace, "Initialized", f'Initialized workspace pod "{_pod_name(key)}"')
         status.ready("True", SUCCEEDED, "", self.clock())
         await self._save(status)
@@ -164,7 +170,9 @@ class WorkspaceReconciler:
         status.ready("False", INSTALLING, "Installing packages and plugins required by the program", self.clock())
         await self._save(status)
         try:
+            installing = time.monotonic()
             await conn.stub.Install(agent_pb2.InstallRequest(), metadata=conn.metadata)
+            status.install_seconds = time.monotonic() - installing
         except grpc.aio.AioRpcError as err:
             message = err.details() or str(err.code())
             await self.recorder.warning(workspace, "InstallationFailure", message)
@@ -198,6 +206,18 @@ class WorkspaceReconciler:
                 await self._save(status)
                 return Result()
         return None
+
+    def _measure(self, workspace: ws_api.Workspace, fetch: float | None, install: float | None) -> None:
+        """The fetch and install phases of a newly initialised agent (pko's `pulumi_update_phase_duration_seconds`),
+        labelled with the Stack that owns the Workspace (else the Workspace's own name)."""
+        if self.metrics is None:
+            return
+        meta = workspace.metadata
+        stack = next((ref.name for ref in meta.owner_references or ()
+                      if ref.kind == "Stack" and ref.api_version.split("/")[0] == "pulumi.com"), meta.name or "")
+        for phase, seconds in (("fetch", fetch), ("install", install)):
+            if seconds is not None:
+                self.metrics.phase(meta.namespace or "", stack, phase, seconds)
 
     # --- status ------------------------------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from pko.controllers.workspace.runtime import WorkspaceRuntime
 from pko.kube import client as kclient
 from pko.kube import events, resources
 from pko.runtime import controller as ctl
-from pko.runtime import handlers, manager
+from pko.runtime import handlers, manager, metrics
 
 
 @dataclass
@@ -50,7 +50,7 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings,
     reconciler = workspace_reconciler.WorkspaceReconciler(
         client, connector, recorder,
         manifests.AgentImage.from_settings(settings.agent_image, settings.agent_image_pull_policy, settings.version),
-        runtime, flux_max_untar=settings.flux_max_untar,
+        runtime, flux_max_untar=settings.flux_max_untar, pulumi_metrics=metrics.pulumi(mgr.registry),
     )
     controller = mgr.controller(names.WORKSPACE_CONTROLLER, reconciler, workers=settings.workers)
     controller.watch(mgr.informer(resources.WORKSPACE), predicate=handlers.generation_changed)
