@@ -110,8 +110,9 @@ def test_stack_spec_fields() -> None:
         "runProgram", "retryOnUpdateConflict", "useLocalStackOnly", "resyncFrequencySeconds",
         "retryMaxBackoffDurationSeconds", "serviceAccountName", "workspaceTemplate", "updateTemplate",
         "workspaceReclaimPolicy", "environment",
-        # pko additions (docs/suspend-and-retries.md, docs/outputs.md), optional and without defaults
-        "suspend", "retryPolicy", "outputs",
+        # pko additions (docs/suspend-and-retries.md, docs/outputs.md, docs/approvals.md, docs/destroy-protection.md),
+        # optional and without defaults
+        "suspend", "retryPolicy", "outputs", "approval", "destroyProtection",
     ])
     assert {k: v for k, v in spec["config"].items() if k != "description"} == {
         "x-kubernetes-preserve-unknown-fields": True}
@@ -137,7 +138,7 @@ def test_stack_spec_fields() -> None:
 def test_stack_status_fields() -> None:
     status = _at(_root(crds.stacks()), "status")["properties"]
     assert sorted(status) == sorted(["observedGeneration", "observedReconcileRequest", "conditions", "outputs",
-                                     "lastUpdate", "currentUpdate", "projectInfo"])
+                                     "lastUpdate", "currentUpdate", "projectInfo", "approval"])  # approval: pko
     assert status["outputs"] == {"additionalProperties": {"x-kubernetes-preserve-unknown-fields": True},
                                  "type": "object"}
     assert status["conditions"]["x-kubernetes-list-type"] == "map"

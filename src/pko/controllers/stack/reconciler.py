@@ -6,6 +6,9 @@ prerequisites, apply the Workspace, wait for it, then save `currentUpdate` *befo
 crash in between never loses track of it). Status is written by server-side apply with the reference's field
 manager; every stall carries the reference's reason and message and, where the reference does, an event.
 
+A Stack with pko's `spec.approval.required` runs each update in two steps (rules in :mod:`approval`): a preview
+that saves its plan, then — once a StackApproval names the plan's digest — an `up` bound to that plan.
+
 A suspended Stack (pko's `spec.suspend`) stops right after absorbing a finished Update: it resolves no source and
 starts nothing until resumed. A deleting one is not suspended: the finalizer runs as for any other Stack.
 
@@ -19,17 +22,20 @@ destroy it promised has not succeeded.
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime
 import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pko.api import approval as approval_api
 from pko.api import conditions, names
 from pko.api import stack as stack_api
 from pko.api import update as up_api
 from pko.api import workspace as ws_api
 from pko.api.meta import Condition, ObjectMeta
+from pko.controllers.stack import approval as gate
 from pko.controllers.stack import outputs, publish, sync, updates
 from pko.controllers.stack import source as source_mod
 from pko.controllers.stack import workspace as ws_build
@@ -87,12 +93,14 @@ class StackReconciler:
         *,
         clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
         retry_policy: sync.RetryPolicy = sync.DEFAULT_POLICY,
+        watch_approvals: Callable[[], None] = lambda: None,
     ) -> None:
         self.client = client
         self.recorder = recorder
         self.resolver = resolver
         self.clock = clock
         self.retry_policy = retry_policy  # the operator-wide failure policy; a Stack's retryPolicy overrides it
+        self.watch_approvals = watch_approvals  # starts the StackApproval watch, once a Stack needs it
 
     def _policy(self, stack: stack_api.Stack) -> sync.RetryPolicy:
         return sync.policy_for(stack_api.spec_of(stack), self.retry_policy)
@@ -147,10 +155,26 @@ class StackReconciler:
 
         synced, message = sync.is_synced(stack.model_copy(update={"status": status}), resolved.commit, self.clock(),
                                          defaults=self.retry_policy)
-        if not synced:
-            await self.recorder.normal(s.stack, "StackUpdateDetected", message)
-        else:
+        if synced:
             return await self._synced(s, objects.name_of(desired_ws))
+        step: gate.Step | None = None
+        destroying = gate.destroy_protected(stack)
+        current_inputs = gate.Inputs(stack.metadata.generation, sync.reconcile_request(stack), resolved.commit,
+                                     "destroy" if destroying else "update")
+        if gate.gated(stack):
+            step = await self._approval_step(s, current_inputs, destroying)
+            if step.action == gate.Action.WAIT:
+                assert status.approval is not None
+                s.conditions = gate.mark_awaiting(s.conditions, status.approval, key.name, self.clock())
+                await self._save(s)
+                return None
+            if step.action == gate.Action.STALL:
+                message = gate.unsupported_destroy_message() if destroying else gate.unsupported_message()
+                return await self._stall(s, gate.STALLED_PLANS_UNSUPPORTED, message, True, None)
+            if step.action == gate.Action.PREVIEW and status.approval and status.approval.state == gate.AWAITING:
+                await self.recorder.normal(s.stack, "StackApprovalStale",
+                                           f"plan {status.approval.digest} is stale ({step.why}): previewing anew")
+        await self.recorder.normal(s.stack, "StackUpdateDetected", message)
 
         if not s.deleting:
             blocked = await self._prerequisites(s)
@@ -189,6 +213,15 @@ class StackReconciler:
                                                    conditions.MESSAGE_STACK_PROCESSING, now=self.clock())
         now = self.clock()
         update = updates.build(stack, ws, message, int(now.timestamp() * 1000))
+        if step is not None and step.action == gate.Action.PREVIEW:
+            update = gate.destroy_preview(update) if destroying else gate.plan_preview(update)
+            s.status.approval = gate.previewing(objects.name_of(update), current_inputs)
+        elif step is not None and step.action == gate.Action.APPLY:
+            assert s.status.approval is not None
+            if not destroying:  # a destroy has no plan file: the confirmation names what its preview would delete
+                assert step.approval is not None
+                update = gate.plan_up(update, s.status.approval.digest or "")
+            s.status.approval = gate.approved(s.status.approval, step.approval, step.why)
         s.status.current_update = stack_api.CurrentStackUpdate(
             # an empty request is left out, as the Go operator's `omitempty` leaves it out
             generation=stack.metadata.generation, reconcile_request=sync.reconcile_request(stack) or None,
@@ -212,6 +245,8 @@ class StackReconciler:
             s.status.current_update = None
             await self._save(s)
             raise
+        if step is not None and step.action == gate.Action.APPLY:
+            await self._accepted(s, step, objects.name_of(update))
         return None
 
     # --- steps -------------------------------------------------------------------------------------------------
@@ -228,6 +263,11 @@ class StackReconciler:
             await self._save(s)
             return False
         now = self.clock()
+        if gate.is_plan_preview(update, names.ANNOTATION_SAVE_PLAN) and s.status.approval is not None:
+            await self._absorb_plan_preview(s, current, update)
+            s.finalize_update = update.metadata.name
+            s.status.current_update = None
+            return True
         if conditions.is_true(update.status.conditions if update.status else None, conditions.FAILED):
             s.status.last_update = sync.record_failure(current, update, s.status.last_update, now)
             await self.recorder.warning(s.stack, "StackUpdateFailure", sync.update_event_message(update, True))
@@ -256,6 +296,79 @@ class StackReconciler:
         s.finalize_update = update.metadata.name
         s.status.current_update = None
         return True
+
+    # --- approvals (pko, docs/approvals.md) ----------------------------------------------------------------------
+
+    async def _approval_step(self, s: _Session, current: gate.Inputs, destroying: bool) -> gate.Step:
+        """The gated Stack's next step; refusals are written to their approvals now (an acceptance only once its
+        Update exists)."""
+        self.watch_approvals()
+        listed = await self.client.list(resources.STACK_APPROVAL, s.key.namespace)
+        mine = [a for a in (approval_api.StackApproval.model_validate(item) for item in listed.items)
+                if a.spec is not None and a.spec.stack_name == s.key.name]
+        confirmed = (s.stack.metadata.annotations or {}).get(names.ANNOTATION_CONFIRM_DESTROY) if destroying else None
+        step = gate.next_step(s.status.approval, current, mine, self.clock(), gate.ttl_seconds(s.stack),
+                              without_approval_up_to=gate.threshold(s.stack) if destroying else None,
+                              confirmed=confirmed)
+        for verdict in step.verdicts:
+            if not verdict.accepted:
+                await self._write_verdict(s, verdict, None)
+                await self.recorder.warning(s.stack, "StackApprovalRefused",
+                                            f"StackApproval {verdict.name} refused ({verdict.reason}): "
+                                            f"{verdict.message}")
+        return step
+
+    async def _accepted(self, s: _Session, step: gate.Step, update_name: str) -> None:
+        for verdict in step.verdicts:
+            if verdict.accepted:
+                await self._write_verdict(s, verdict, update_name)
+        review = s.status.approval
+        assert review is not None
+        if step.approval is None:  # destroy protection: below the threshold, or confirmed by annotation
+            await self.recorder.normal(s.stack, "StackDestroyConfirmed",
+                                       f"destroy {review.digest}: {step.why}; destroying in {update_name}")
+            return
+        await self.recorder.normal(s.stack, "StackApproved",
+                                   f"plan {review.digest} approved by {review.approved_by} "
+                                   f"(StackApproval {review.approval}): applying it in {update_name}")
+
+    async def _write_verdict(self, s: _Session, verdict: gate.Verdict, update_name: str | None) -> None:
+        now = self.clock()
+        found = conditions.set_condition(None, approval_api.ACCEPTED, "True" if verdict.accepted else "False",
+                                         verdict.reason, verdict.message, now=now)
+        status: dict[str, object] = {
+            "conditions": [c.model_dump(by_alias=True, exclude_none=True, mode="json") for c in found],
+            "decidedAt": conditions.format_time(now)}
+        if update_name:
+            status["update"] = update_name
+        with contextlib.suppress(errors.NotFound):
+            await self.client.apply_status(
+                {"apiVersion": approval_api.API_VERSION, "kind": approval_api.KIND,
+                 "metadata": {"name": verdict.name, "namespace": s.key.namespace}, "status": status},
+                field_manager=names.FIELD_MANAGER_APPROVAL_STATUS)
+
+    async def _absorb_plan_preview(self, s: _Session, current: stack_api.CurrentStackUpdate,
+                                   update: up_api.Update) -> None:
+        """A plan-saving preview finished: its digest awaits approval; a failure counts as a failed update (the
+        failure policy retries it); an agent that saved no plan leaves the Stack stalled until its inputs change."""
+        review = s.status.approval
+        assert review is not None
+        found = update.status.conditions if update.status else None
+        failed = conditions.find(found, conditions.FAILED)
+        if failed is not None and failed.status == "True":
+            if failed.reason == gate.STALLED_PLANS_UNSUPPORTED:
+                s.status.approval = review.model_copy(update={"state": gate.UNSUPPORTED})
+                return
+            s.status.last_update = sync.record_failure(current, update, s.status.last_update, self.clock())
+            s.status.approval = None
+            message = (update.status.message if update.status else None) or ""
+            await self.recorder.warning(s.stack, "StackUpdateFailure", f"Failed to preview the update plan: {message}")
+            return
+        s.status.approval = gate.reviewed(review, update.metadata.annotations or {}, names.ANNOTATION_PLANNED_DIGEST,
+                                          names.ANNOTATION_PLANNED_CHANGES, self.clock())
+        if s.status.approval.state == gate.AWAITING:
+            await self.recorder.normal(s.stack, "StackAwaitingApproval",
+                                       gate.awaiting_message(s.status.approval, s.key.name))
 
     async def _synced(self, s: _Session, workspace_name: str) -> Result | None:
         last = s.status.last_update
@@ -343,6 +456,7 @@ class StackReconciler:
     # --- writes ------------------------------------------------------------------------------------------------
 
     async def _save(self, s: _Session) -> None:
+        s.conditions = gate.settle_condition(s.conditions, s.status.approval if gate.gated(s.stack) else None)
         s.status.conditions = s.conditions
         body = s.status.model_dump(by_alias=True, exclude_none=True, mode="json")
         body["observedGeneration"] = s.status.observed_generation or 0

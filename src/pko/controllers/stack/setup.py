@@ -71,8 +71,16 @@ def _finalizer_added(event: store.Event) -> bool:
     return names.FINALIZER not in old and names.FINALIZER in new
 
 
+def _confirmation(obj: objects.Object) -> str:
+    """pko destroy protection: the digest the confirm-destroy annotation names (docs/destroy-protection.md)."""
+    return objects.annotations_of(obj).get(names.ANNOTATION_CONFIRM_DESTROY, "")
+
+
 def stack_predicate(event: store.Event) -> bool:
     if event.type == "MODIFIED" and event.old is not None and _annotation(event.object) != _annotation(event.old):
+        return True
+    if (event.type == "MODIFIED" and event.old is not None
+            and _confirmation(event.object) != _confirmation(event.old)):
         return True
     return handlers.generation_changed(event) and not _finalizer_added(event)
 
@@ -110,6 +118,12 @@ def _stack_owners(obj: objects.Object) -> list[objects.ObjectKey]:
     return [objects.ObjectKey(objects.namespace_of(obj), str(ref.get("name")))
             for ref in obj["metadata"].get("ownerReferences") or []
             if ref.get("kind") == stack_api.KIND and objects.group_of(str(ref.get("apiVersion", ""))) == "pulumi.com"]
+
+
+def _approved_stack(obj: objects.Object) -> list[objects.ObjectKey]:
+    """A StackApproval (pko, docs/approvals.md) brings back the Stack it names, in its namespace."""
+    name = (obj.get("spec") or {}).get("stackName")
+    return [objects.ObjectKey(objects.namespace_of(obj), str(name))] if name else []
 
 
 class StackMetrics:
@@ -177,6 +191,36 @@ class FluxWatches:
         await asyncio.gather(*self.tasks.values(), return_exceptions=True)
 
 
+@dataclass
+class ApprovalWatch:
+    """The StackApproval informer (pko, docs/approvals.md), started the first time a Stack with `spec.approval` or
+    `spec.destroyProtection` needs it: an operator whose Stacks use neither never lists StackApprovals (it runs as
+    the Go operator does, even where only the Go operator's CRDs are installed)."""
+
+    client: kclient.Client
+    namespace: str | None
+    enqueue: Callable[[objects.ObjectKey], None]
+    task: asyncio.Task[None] | None = None
+
+    def ensure(self) -> None:
+        if self.task is not None:
+            return
+        source = informer.Informer(self.client, resources.STACK_APPROVAL, namespace=self.namespace)
+
+        def handle(event: store.Event) -> None:
+            for key in _approved_stack(event.object):
+                self.enqueue(key)
+
+        source.add_handler(handle)
+        log.info("watching StackApprovals")
+        self.task = asyncio.get_running_loop().create_task(source.run(), name="informer-StackApproval")
+
+    async def close(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            await asyncio.gather(self.task, return_exceptions=True)
+
+
 def retry_policy(settings: Settings) -> sync.RetryPolicy:
     """The operator-wide failure policy from the settings; each one left unset keeps the reference's value."""
     default = sync.DEFAULT_POLICY
@@ -195,9 +239,12 @@ class StackController:
     controller: ctl.Controller
     metrics: StackMetrics
     flux: FluxWatches
+    approvals: ApprovalWatch | None = None
 
     async def close(self) -> None:
         await self.flux.close()
+        if self.approvals is not None:
+            await self.approvals.close()
 
 
 def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings, *,
@@ -216,9 +263,17 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings, *,
 
     extra: dict[str, Any] = {"github_api_url": github_api_url} if github_api_url else {}
     resolver = source_mod.Resolver(client, watch_flux_kind=watch_flux, **extra)
-    reconciler = stack_reconciler.StackReconciler(client, recorder, resolver, retry_policy=retry_policy(settings))
+    approval_watch: ApprovalWatch | None = None
+
+    def watch_approvals() -> None:
+        if approval_watch is not None:
+            approval_watch.ensure()
+
+    reconciler = stack_reconciler.StackReconciler(client, recorder, resolver, retry_policy=retry_policy(settings),
+                                                  watch_approvals=watch_approvals)
     controller = mgr.controller(names.STACK_CONTROLLER, reconciler, workers=workers)
     flux_watches = FluxWatches(client, mgr.namespace, stacks, lambda key: controller.queue.add(key))
+    approval_watch = ApprovalWatch(client, mgr.namespace, lambda key: controller.queue.add(key))
 
     controller.watch(stacks, predicate=stack_predicate)
 
@@ -249,4 +304,4 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings, *,
 
     metrics = StackMetrics(mgr.registry)
     stacks.add_handler(metrics.observe)
-    return StackController(reconciler, controller, metrics, flux_watches)
+    return StackController(reconciler, controller, metrics, flux_watches, approval_watch)
