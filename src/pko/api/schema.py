@@ -66,6 +66,15 @@ class Minimum:
 
 
 @dataclass(frozen=True)
+class Rule:
+    """One CEL validation rule (``x-kubernetes-validations``) with the message the API server shows when it fails;
+    pko's additions use it to refuse a meaningless value with a sentence instead of a regular expression."""
+
+    rule: str
+    message: str
+
+
+@dataclass(frozen=True)
 class ListType:
     """``x-kubernetes-list-type`` (``atomic``, ``set`` or ``map``) and, for maps, the key fields."""
 
@@ -104,7 +113,7 @@ class ApplyConfigurationOf:
 
 
 _Marker = Format | Pattern | MinLength | MaxLength | Minimum | ListType | MapType | Schemaless | CoreType | \
-    ApplyConfigurationOf
+    ApplyConfigurationOf | Rule
 
 
 def model_schema(model: type[pydantic.BaseModel], mode: Mode = "crd") -> Schema:
@@ -205,6 +214,7 @@ _MARKER_RULES: dict[type, Callable[[Any], Schema]] = {
     MaxLength: lambda m: {"maxLength": m.value},
     Minimum: lambda m: {"minimum": m.value},
     MapType: lambda m: {"x-kubernetes-map-type": m.value},
+    Rule: lambda m: {"x-kubernetes-validations": [{"message": m.message, "rule": m.rule}]},
     ListType: lambda m: {"x-kubernetes-list-type": m.value, **({"x-kubernetes-list-map-keys": list(m.keys)}
                                                                   if m.keys else {})},
 }

@@ -4,8 +4,9 @@ Why: a Stack names a Pulumi stack, where its program comes from (git, a Flux sou
 secrets and environment, and how the operator should run it. Everything here is the Go operator's wire contract,
 including its deprecated fields (still accepted and honoured) and ``workspaceTemplate`` / ``updateTemplate``,
 which are apply configurations of Workspace / Update kept as plain JSON because they are strategic-merge-patched
-onto the generated objects. pko adds two optional fields, ``suspend`` and ``retryPolicy``
-(docs/suspend-and-retries.md); left out, a Stack means what it means to the Go operator.
+onto the generated objects. pko adds optional fields, ``suspend`` and ``retryPolicy``
+(docs/suspend-and-retries.md) and ``workspaceIdleTimeout`` (docs/scale-to-zero.md); left out, a Stack means what
+it means to the Go operator.
 
 Must never: default anything the Go CRD does not default (``workspaceReclaimPolicy`` has an enum, no default),
 or interpret ``config`` values (strings or any structured JSON).
@@ -19,7 +20,7 @@ import pydantic
 
 from pko.api import update, workspace
 from pko.api.meta import Conditions, ObjectMeta, ObjectMetaApply, Time, Wire
-from pko.api.schema import ApplyConfigurationOf, ListType, Minimum, Schemaless
+from pko.api.schema import ApplyConfigurationOf, ListType, MaxLength, Minimum, Schemaless
 
 GROUP = "pulumi.com"
 VERSION = "v1"
@@ -227,6 +228,11 @@ class StackSpec(Wire):
         None, description="pko: start no new update while true (one in flight finishes); deleting the Stack "
                           "still runs its finalizer.")
     retry_policy: RetryPolicy | None = None
+    # pko addition (docs/scale-to-zero.md): passed to the Workspace as spec.idleTimeout.
+    workspace_idle_timeout: Annotated[str, MaxLength(64), workspace.duration_rule("workspaceIdleTimeout")] | None = (
+        pydantic.Field(None, description="pko: scale the Stack's workspace to zero after this long without an "
+                                         "update (a Go duration such as 15m; 0s never; absent: the operator's "
+                                         "default); the next update wakes it. The Stack stays Ready meanwhile."))
 
 
 class StackUpdateState(Wire):

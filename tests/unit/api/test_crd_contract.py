@@ -111,7 +111,7 @@ def test_stack_spec_fields() -> None:
         "retryMaxBackoffDurationSeconds", "serviceAccountName", "workspaceTemplate", "updateTemplate",
         "workspaceReclaimPolicy", "environment",
         # pko additions (docs/suspend-and-retries.md), optional and without defaults
-        "suspend", "retryPolicy",
+        "suspend", "retryPolicy", "workspaceIdleTimeout",
     ])
     assert {k: v for k, v in spec["config"].items() if k != "description"} == {
         "x-kubernetes-preserve-unknown-fields": True}
@@ -200,7 +200,8 @@ def test_workspace_schema() -> None:
     assert spec["git"]["properties"]["auth"]["properties"]["githubApp"]["required"] == [
         "appID", "installationID", "privateKey"]
     status = _at(_root(workspaces), "status")["properties"]
-    assert sorted(status) == ["address", "conditions", "observedGeneration", "pulumiVersion"]
+    # `applied` is pko's (docs/config-without-restart.md), optional
+    assert sorted(status) == ["address", "applied", "conditions", "observedGeneration", "pulumiVersion"]
 
 
 def test_workspace_template_is_an_apply_configuration() -> None:
