@@ -57,6 +57,7 @@ def test_examples_cover_the_documented_cases() -> None:
     assert any(s.get("preview") is True for s in stacks), "preview"
     assert any(s.get("suspend") is True for s in stacks), "suspend (pko)"
     assert any(s.get("retryPolicy") for s in stacks), "failure policy (pko)"
+    assert any(s.get("workspaceIdleTimeout") for s in stacks), "scale to zero (pko)"
     assert {"Program", "Workspace", "Update", "GitRepository"} <= {d["kind"] for d in docs}
 
 
