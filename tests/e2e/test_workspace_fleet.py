@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,16 @@ async def _events(kc: kclient.Client, name: str, namespace: str) -> list[str]:
     found = await e2e.events_of(kc, name, namespace, kind="Workspace")
     found.sort(key=lambda e: (e.get("eventTime") or e.get("firstTimestamp") or "", e["metadata"]["name"]))
     return [e["reason"] for e in found]
+
+
+async def _events_until(kc: kclient.Client, name: str, namespace: str, test: Callable[[list[str]], bool],
+                        timeout: float = 60.0) -> list[str]:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        reasons = await _events(kc, name, namespace)
+        if test(reasons) or asyncio.get_running_loop().time() > deadline:
+            return reasons
+        await asyncio.sleep(0.5)
 
 
 async def test_config_values_reach_the_running_agent_without_a_restart(
@@ -73,7 +84,7 @@ async def test_config_values_reach_the_running_agent_without_a_restart(
     assert ws["metadata"]["generation"] > placed_at
     assert _applied(ws) == {"podGeneration": placed_at, "podDigest": _applied(ws)["podDigest"],
                             "configGeneration": ws["metadata"]["generation"]}
-    assert (await _events(kc, "tuned", namespace)).count("ConfigApplied") == 1
+    assert (await _events_until(kc, "tuned", namespace, lambda r: "ConfigApplied" in r)).count("ConfigApplied") == 1
 
     # Something the pod is made of (an env var): a new agent, as before.
     await kc.patch(resources.STACK, "tuned", {"spec": {"envRefs": {
@@ -137,9 +148,9 @@ async def test_an_idle_workspace_sleeps_and_a_resync_wakes_it(
     await e2e.wait_for(kc, resources.WORKSPACE, "sleepy", namespace,
                        lambda o: _workspace_reason(o) == "Sleeping" and "address" not in o["status"], timeout=60)
     assert runtime.get(objects.ObjectKey(namespace, "sleepy")) is None
-    reasons = await _events(kc, "sleepy", namespace)
-    # at least twice: on a slow machine it may also have slept between becoming ready and its first Update
-    assert reasons.count("Sleeping") >= 2, reasons
+    # The event follows the agent's stop; at least two: on a slow machine it may also have slept between becoming
+    # ready and its first Update. Every wake is between two sleeps.
+    reasons = await _events_until(kc, "sleepy", namespace, lambda r: r.count("Sleeping") >= 2)
     assert reasons.count("Waking") >= 1, reasons
     assert reasons.count("Sleeping") == reasons.count("Waking") + 1, reasons
 
