@@ -279,8 +279,10 @@ async def test_config_values_keep_the_statefulset_and_a_starting_workspace_never
 
         await kcm.patch(resources.WORKSPACE, "infra", {"spec": {"env": [{"name": "FROM_SPEC", "value": "changed"}]}},
                         ns)
+        # (without a kubelet the new revision never becomes current: only the update revision moves)
         rolled = await waiting.wait_for(kcm, resources.STATEFUL_SET, "infra-workspace", ns, lambda o: bool(
-            observed(o) and o["status"]["updateRevision"] != sts["status"]["updateRevision"]), timeout=60)
+            (o.get("status") or {}).get("observedGeneration") == o["metadata"]["generation"]
+            and o["status"].get("updateRevision") not in (None, sts["status"]["updateRevision"])), timeout=60)
         assert rolled["metadata"]["generation"] == sts["metadata"]["generation"] + 1
         ws = await kcm.get(resources.WORKSPACE, "infra", ns)
         assert ws["status"]["applied"]["podGeneration"] == ws["metadata"]["generation"]
