@@ -41,6 +41,15 @@ def _pulumi_restarts(pod: dict[str, Any]) -> int:
     return next(int(s.get("restartCount", 0)) for s in pod["status"]["containerStatuses"] if s["name"] == "pulumi")
 
 
+async def _pod_state(ckc: kclient.Client, ns: str) -> tuple[str, int, int, str, str]:
+    """What a new or restarted pod would change: the pod's UID, its `pulumi` container's restart count, the
+    StatefulSet's generation and its update and current controller revisions."""
+    pod = await ckc.get(resources.POD, "fleet-workspace-0", ns)
+    sts = await ckc.get(resources.STATEFUL_SET, "fleet-workspace", ns)
+    return (pod["metadata"]["uid"], _pulumi_restarts(pod), sts["metadata"]["generation"],
+            sts["status"]["updateRevision"], sts["status"]["currentRevision"])
+
+
 async def test_a_config_change_keeps_the_pod_and_an_idle_workspace_sleeps(
     ckc: kclient.Client, cnamespace: str, real_cluster: cluster.Cluster, operator_release: Release,
 ) -> None:
@@ -55,10 +64,7 @@ async def test_a_config_change_keeps_the_pod_and_an_idle_workspace_sleeps(
         await wait_for(ckc, resources.STACK, "fleet", ns, _ready_with("one"), timeout=400)
     except AssertionError as err:
         raise AssertionError(f"{err}\n{diagnose(real_cluster, ns)}") from None
-    pod = await ckc.get(resources.POD, "fleet-workspace-0", ns)
-    sts = await ckc.get(resources.STATEFUL_SET, "fleet-workspace", ns)
-    before = (pod["metadata"]["uid"], _pulumi_restarts(pod), sts["metadata"]["generation"],
-              sts["status"]["updateRevision"], sts["status"]["currentRevision"])
+    before = await _pod_state(ckc, ns)
     workspace = await ckc.get(resources.WORKSPACE, "fleet", ns)
     placed_at = workspace["status"]["applied"]["podGeneration"]
 
@@ -68,11 +74,7 @@ async def test_a_config_change_keeps_the_pod_and_an_idle_workspace_sleeps(
         await wait_for(ckc, resources.STACK, "fleet", ns, _ready_with("two"), timeout=300)
     except AssertionError as err:
         raise AssertionError(f"{err}\n{diagnose(real_cluster, ns)}") from None
-    pod = await ckc.get(resources.POD, "fleet-workspace-0", ns)
-    sts = await ckc.get(resources.STATEFUL_SET, "fleet-workspace", ns)
-    after = (pod["metadata"]["uid"], _pulumi_restarts(pod), sts["metadata"]["generation"],
-             sts["status"]["updateRevision"], sts["status"]["currentRevision"])
-    assert after == before, "a config-only change restarted or replaced the workspace pod"
+    assert await _pod_state(ckc, ns) == before, "a config-only change restarted or replaced the workspace pod"
     workspace = await ckc.get(resources.WORKSPACE, "fleet", ns)
     applied = workspace["status"]["applied"]
     assert applied["podGeneration"] == placed_at < workspace["metadata"]["generation"]

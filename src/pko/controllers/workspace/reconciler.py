@@ -225,7 +225,6 @@ class WorkspaceReconciler:
     async def _initialize(self, workspace: ws_api.Workspace, conn: connect.Connection,
                           status: _Status, translate: Callable[[str], str]) -> Result | None:
         status.conditions = conditions.remove(status.conditions, conditions.STALLED)
-        spec = workspace.spec or ws_api.WorkspaceSpec()
         try:
             version = await conn.stub.PulumiVersion(agent_pb2.PulumiVersionRequest(), metadata=conn.metadata)
         except grpc.aio.AioRpcError as err:
@@ -235,13 +234,9 @@ class WorkspaceReconciler:
             await self._save(status)
             raise RuntimeError(f"PulumiVersion failed: {message}") from err
         status.pulumi_version = version.version
-        problem = initialize.json_config_problem(spec.stacks, version.version)
-        if problem is not None:
-            status.stalled(INCOMPATIBLE, problem, self.clock())
-            status.ready("False", INCOMPATIBLE, problem, self.clock())
-            await self.recorder.warning(workspace, "StackInitializationFailure", problem)
-            await self._save(status)
-            return Result()
+        refused = await self._incompatible(workspace, status, version.version)
+        if refused is not None:
+            return refused
 
         status.ready("False", INSTALLING, "Installing packages and plugins required by the program", self.clock())
         await self._save(status)
@@ -264,15 +259,23 @@ class WorkspaceReconciler:
         """pko: give the running, initialised agent this generation's config values (only they changed since its
         pod started: :func:`fleet.pod_revision`), with the RPCs and failure handling of initialisation."""
         status.conditions = conditions.remove(status.conditions, conditions.STALLED)
-        spec = workspace.spec or ws_api.WorkspaceSpec()
-        problem = initialize.json_config_problem(spec.stacks, status.pulumi_version) if status.pulumi_version else None
-        if problem is not None:
-            status.stalled(INCOMPATIBLE, problem, self.clock())
-            status.ready("False", INCOMPATIBLE, problem, self.clock())
-            await self.recorder.warning(workspace, "StackInitializationFailure", problem)
-            await self._save(status)
-            return Result()
+        if status.pulumi_version:
+            refused = await self._incompatible(workspace, status, status.pulumi_version)
+            if refused is not None:
+                return refused
         return await self._select_stacks(workspace, conn, status, translate, environments=False)
+
+    async def _incompatible(self, workspace: ws_api.Workspace, status: _Status, version: str) -> Result | None:
+        """Stalled `IncompatibleConfiguration` when the workspace's CLI is too old for its structured config."""
+        spec = workspace.spec or ws_api.WorkspaceSpec()
+        problem = initialize.json_config_problem(spec.stacks, version)
+        if problem is None:
+            return None
+        status.stalled(INCOMPATIBLE, problem, self.clock())
+        status.ready("False", INCOMPATIBLE, problem, self.clock())
+        await self.recorder.warning(workspace, "StackInitializationFailure", problem)
+        await self._save(status)
+        return Result()
 
     async def _select_stacks(self, workspace: ws_api.Workspace, conn: connect.Connection, status: _Status,
                              translate: Callable[[str], str], *, environments: bool) -> Result | None:
