@@ -201,8 +201,7 @@ class WorkspaceReconciler:
             return Result(requeue=True)
         message = fleet.sleeping_message(timeout)
         status.ready("True", SLEEPING, message, self.clock())
-        status.address = None
-        status.applied = ws_api.AppliedState(pod_generation=revision.generation, pod_digest=revision.digest)
+        status.address = None  # `applied` stays: a wake is a new pod, which is initialised from scratch
         await self._save(status)
         if not was_sleeping and await self._pending_on_server(key):
             return Result(requeue=True)  # the next pass wakes it
