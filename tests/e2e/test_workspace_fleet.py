@@ -177,3 +177,34 @@ async def test_meaningful_idle_timeouts_are_stored(kc: kclient.Client, namespace
                               workspaceIdleTimeout=value)
         created = await kc.create(stack)
         assert created["spec"]["workspaceIdleTimeout"] == value
+
+
+async def test_the_operators_default_idle_timeout_and_a_stack_that_opts_out(
+    kc: kclient.Client, namespace: str, git: gitserver.GitServer, cluster: controlplane.ControlPlane,
+    tmp_path: Path, pulumi_env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`--workspace-idle-timeout` puts every workspace to sleep; a Stack's `workspaceIdleTimeout: 0s` keeps its own
+    workspace running."""
+    for key, value in pulumi_env.items():
+        monkeypatch.setenv(key, value)
+    repo = f"fleet-default-{namespace}"
+    commit = e2e.create_repo(git, repo)
+    async with operator.running(cluster.kubeconfig, tmp_path / "workspaces", namespace=namespace,
+                                workspace_idle_timeout=2.0) as op:
+        runtime = op.controllers.local_runtime
+        assert runtime is not None
+        await kc.create(e2e.git_stack("defaulted", namespace, git.http_url(repo), commit=commit))
+        await kc.create(e2e.git_stack("always-on", namespace, git.http_url(repo), commit=commit,
+                                      workspaceIdleTimeout="0s"))
+        for name in ("defaulted", "always-on"):
+            await e2e.wait_for(kc, resources.STACK, name, namespace, e2e.is_ready)
+        await e2e.wait_for(kc, resources.WORKSPACE, "defaulted", namespace,
+                           lambda o: _workspace_reason(o) == "Sleeping", timeout=60)
+        assert runtime.get(objects.ObjectKey(namespace, "defaulted")) is None
+        # long past the operator's 2s, the opted-out workspace still runs its agent
+        await asyncio.sleep(4)
+        always_on = await kc.get(resources.WORKSPACE, "always-on", namespace)
+        assert _workspace_reason(always_on) == "Succeeded"
+        agent = runtime.get(objects.ObjectKey(namespace, "always-on"))
+        assert agent is not None
+        assert agent.alive
