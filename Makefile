@@ -50,7 +50,7 @@ quickstart: venv
 	$(PY) -m pko.deploy.quickstart
 
 lint: venv
-	$(VENV)/bin/ruff check src tests
+	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 	$(PY) -m pko.deploy.quickstart --check

@@ -12,13 +12,14 @@ from helmchart import CHART, Render, run_helm
 
 from pko.api import crds
 
-# The reference's manager ClusterRole (operator/config/rbac/role.yaml, pko-v2.md §6), one tuple per permission.
+# The reference's manager ClusterRole (operator/config/rbac/role.yaml, pko-v2.md §6), one tuple per permission,
+# with pko's additions: `spec.outputs` (docs/outputs.md) creates and updates the ConfigMap and Secret a Stack owns.
 MANAGER_RULES = [
-    ("", "configmaps", "get list watch"),
+    ("", "configmaps", "create get list update watch"),
     ("", "events", "create patch update"),
     ("", "pods", "create delete get list patch update watch"),
     ("", "services", "create delete get list patch update watch"),
-    ("", "secrets", "create get list watch"),
+    ("", "secrets", "create get list update watch"),
     ("apps", "statefulsets", "create delete get list patch update watch"),
     ("auto.pulumi.com", "updates", "create delete get list patch update watch"),
     ("auto.pulumi.com", "workspaces", "create delete get list patch update watch"),

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import subprocess
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,19 @@ def kubectl(cp: controlplane.ControlPlane, *args: str, stdin: str | None = None)
     return done.stdout
 
 
+def wait_established(cp: controlplane.ControlPlane, attempts: int = 60) -> None:
+    """`kubectl wait` for every CRD, again while one has no status yet (kubectl fails on a CRD whose conditions
+    are not written, instead of waiting: the larger Stack CRD with CEL rules takes a moment)."""
+    for _ in range(attempts):
+        done = subprocess.run([str(binaries.require("kubectl")), "--kubeconfig", str(cp.kubeconfig), "wait",
+                               "--for=condition=Established", "--timeout=60s", "crd", "--all"],
+                              capture_output=True, text=True, timeout=120)
+        if done.returncode == 0:
+            return
+        time.sleep(1)
+    raise AssertionError(f"CRDs not Established:\n{done.stdout}\n{done.stderr}")
+
+
 def write_kubeconfig(path: Path, cp: controlplane.ControlPlane, user: str, token: str) -> Path:
     path.write_text(yaml.safe_dump({
         "apiVersion": "v1", "kind": "Config", "current-context": "pko",
@@ -75,7 +89,7 @@ def rbac_plane(testbed_dir: Path) -> Iterator[controlplane.ControlPlane]:
         docs = [d for d in quickstart() if d["kind"] in RBAC_KINDS | {"CustomResourceDefinition"}]
         kubectl(cp, "apply", "--server-side", "--field-manager=quickstart", "-f", "-",
                 stdin=yaml.safe_dump_all(docs))
-        kubectl(cp, "wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+        wait_established(cp)
         yield cp
 
 
@@ -127,6 +141,10 @@ async def test_operator_service_account_permissions_are_the_references(admin: kc
         ("use", "workspaces/rpc", "auto.pulumi.com", "team", "ws"),
         ("create", "statefulsets", "apps", "team", None),
         ("create", "secrets", "", "team", None),
+        # pko's spec.outputs (docs/outputs.md): the Secret and ConfigMap a Stack owns are created and updated.
+        ("update", "secrets", "", "team", None),
+        ("create", "configmaps", "", "team", None),
+        ("update", "configmaps", "", "team", None),
         ("list", "gitrepositories", "source.toolkit.fluxcd.io", None, None),
         ("create", "serviceaccounts/token", "", OPERATOR_NS, OPERATOR_SA),
         ("update", "leases", "coordination.k8s.io", OPERATOR_NS, "operator.pulumi.com"),
@@ -136,7 +154,9 @@ async def test_operator_service_account_permissions_are_the_references(admin: kc
             (verb, resource, namespace, name)
     denials = [
         ("delete", "secrets", "", "team", None),
-        ("update", "secrets", "", "team", None),
+        ("patch", "secrets", "", "team", None),
+        ("delete", "configmaps", "", "team", None),
+        ("patch", "configmaps", "", "team", None),
         ("create", "serviceaccounts/token", "", OPERATOR_NS, "other"),
         ("create", "serviceaccounts/token", "", "team", OPERATOR_SA),
         ("update", "leases", "coordination.k8s.io", "team", "operator.pulumi.com"),
@@ -198,11 +218,31 @@ async def test_operator_runs_a_stack_with_only_the_quickstart_permissions(
             "stack": "dev", "programRef": {"name": "rbac"}, "backend": f"file://{backend}",
             "envRefs": {"PULUMI_CONFIG_PASSPHRASE": PASSPHRASE}, "destroyOnFinalize": True,
             "workspaceTemplate": {"spec": {"serviceAccountName": WORKSPACE_SA}},
+            # pko's spec.outputs: the quickstart's role lets the operator write the Secret and ConfigMap.
+            "outputs": {"secretName": "rbac-outputs", "configMapName": "rbac-outputs"},
         }))
         stack = await waiting.wait_for(admin, resources.STACK, "rbac", WORKSPACE_NS, ready, timeout=240)
         assert stack is not None
         assert stack["status"]["outputs"] == {"greeting": "hello with exact RBAC", "token": "[secret]"}
         assert stack["status"]["lastUpdate"]["state"] == "succeeded"
+        published = waiting.condition(stack, "OutputsPublished")
+        assert (published.get("status"), published.get("reason")) == ("True", "Published"), published
+        secret = await admin.get(resources.SECRET, "rbac-outputs", WORKSPACE_NS)
+        assert sorted(secret["data"]) == ["greeting", "token"]
+        config_map = await admin.get(resources.CONFIG_MAP, "rbac-outputs", WORKSPACE_NS)
+        assert config_map["data"] == {"greeting": "hello with exact RBAC"}
+        # The next update rewrites both (update, not only create).
+        first = stack["status"]["lastUpdate"]["name"]
+        await admin.patch(resources.STACK, "rbac", {"metadata": {"annotations": {
+            "pulumi.com/reconciliation-request": "again"}}}, WORKSPACE_NS)
+        stack = await waiting.wait_for(admin, resources.STACK, "rbac", WORKSPACE_NS, lambda o: ready(o) and (
+            o["status"]["lastUpdate"]["name"] != first), timeout=240)
+        published = waiting.condition(stack, "OutputsPublished")
+        assert (published.get("status"), published.get("reason")) == ("True", "Published"), published
+        for kind in (resources.SECRET, resources.CONFIG_MAP):
+            rewritten = await admin.get(kind, "rbac-outputs", WORKSPACE_NS)
+            assert rewritten["metadata"]["annotations"]["pulumi.com/update-name"] == stack["status"]["lastUpdate"][
+                "name"]
 
         await admin.delete(resources.STACK, "rbac", WORKSPACE_NS)
         await waiting.wait_gone(admin, resources.STACK, "rbac", WORKSPACE_NS, timeout=240)

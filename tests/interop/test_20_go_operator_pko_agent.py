@@ -20,6 +20,23 @@ from pko.testing.waiting import condition
 #: Events whose presence depends on timing, not behaviour (listed in docs/compatibility.md).
 TIMING_EVENTS = {("Workspace", "ConnectionFailure", "Warning")}
 
+#: pko's own `pulumi_*` metric families (docs/metrics.md; "What pko adds" in docs/compatibility.md) and their label
+#: names: the only families pko may export beyond the Go operator's.
+PKO_METRICS = {
+    "pulumi_update_duration_seconds": {"namespace", "stack", "type", "result"},
+    "pulumi_update_phase_duration_seconds": {"namespace", "stack", "phase"},
+    "pulumi_stack_resource_changes": {"namespace", "stack", "type", "op"},
+    "pulumi_stack_last_success_timestamp_seconds": {"namespace", "stack", "type"},
+    "pulumi_stack_stalled": {"namespace", "stack", "reason"},
+}
+#: The series names a family's samples carry (a histogram's buckets, a counter's total, ...).
+SAMPLE_SUFFIXES = ("", "_bucket", "_count", "_sum", "_total", "_created")
+
+
+def pko_family(sample: str) -> str | None:
+    """The pko addition a sample name belongs to, if any."""
+    return next((family for family in PKO_METRICS for suffix in SAMPLE_SUFFIXES if sample == family + suffix), None)
+
 
 @pytest.fixture(scope="module")
 def go_with_pko_agent(real_cluster: cluster.Cluster, pod_git: gitserver.GitServer) -> Iterator[Release]:
@@ -75,3 +92,19 @@ def test_both_operators_export_the_same_metrics(observed: dict[tuple[str, str], 
     assert go is not None, "the Go operator's cross-run ran"
     # every family the Go operator exports, pko exports with the same labels (pko may export more)
     assert {name: pko.get(name) for name in go} == go, f"pko: {pko}\nGo: {go}"
+
+
+def test_pkos_additional_metrics_are_its_documented_ones(observed: dict[tuple[str, str], Any]) -> None:
+    """Beyond the Go operator's families, pko exports only its listed additions, with their label names; the
+    scenarios ran updates, so the update metrics are there."""
+    pko, go = observed.get(("pko", "metrics")), observed.get(("go", "metrics"))
+    assert pko is not None, "pko's cross-run ran (test_10)"
+    assert go is not None, "the Go operator's cross-run ran"
+    extra = {name: labels for name, labels in pko.items() if name not in go}
+    unlisted = sorted(name for name in extra if pko_family(name) is None)
+    assert not unlisted, f"pko exports families that are not listed as pko additions: {unlisted}"
+    wrong = {name: sorted(labels) for name, labels in extra.items()
+             if labels - {"le"} != PKO_METRICS[pko_family(name) or ""]}
+    assert not wrong, f"label names differ from the listed ones: {wrong}"
+    assert {"pulumi_update_duration_seconds_count", "pulumi_stack_resource_changes_total",
+            "pulumi_stack_last_success_timestamp_seconds"} <= set(extra)

@@ -12,17 +12,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pko.agent import grpcserver
-from pko.agent.service import AutomationService
 from pko.agent.workspace import StackNotFoundError, Workspace
 
 if TYPE_CHECKING:
     from pko import kube
+    from pko.agent.service import AutomationService
 
 log = logging.getLogger("pko.agent.serve")
 
@@ -90,8 +89,9 @@ async def open_workspace(options: ServeOptions) -> Workspace:
     except Exception as err:
         raise ServeError(f"unable to open the workspace: {err}") from err
     project = workspace.project()
+    runtime = project.get("runtime")
     log.info("opened a local workspace %s (project %s, runtime %s)", workdir, project.get("name"),
-             workspace.project_info().runtime)
+             runtime.get("name") if isinstance(runtime, dict) else runtime)
     return workspace
 
 
@@ -145,6 +145,13 @@ async def _interruptible(step: Coroutine[Any, Any, T]) -> T:
             loop.remove_signal_handler(signum)
 
 
+def _server_parts() -> tuple[Callable[..., Awaitable[None]], type[AutomationService]]:
+    """The gRPC server and the service (gRPC and protobuf: most of what `serve` imports)."""
+    from pko.agent import grpcserver, service
+
+    return grpcserver.serve, service.AutomationService
+
+
 async def run(options: ServeOptions) -> None:
     """Start the agent and serve until shut down by a signal."""
     options.validate()
@@ -162,11 +169,14 @@ async def run(options: ServeOptions) -> None:
                                       options.kube_workspace_namespace, options.kube_workspace_name)
         log.info("activated the Kubernetes authorization mode (audiences %s, workspace %s/%s)",
                  options.kube_audiences, options.kube_workspace_namespace, options.kube_workspace_name)
+    # gRPC and protobuf (most of the start-up's imports) load in a thread while `pulumi version` runs
+    server_parts = asyncio.ensure_future(asyncio.to_thread(_server_parts))
     workspace = await _interruptible(open_workspace(options))
     await _interruptible(prepare(options, workspace))
-    service = AutomationService(workspace, options.pulumi_log_level)
+    serve, automation_service = await server_parts
+    service = automation_service(workspace, options.pulumi_log_level)
     try:
-        await grpcserver.serve(service, options.host, options.port, authenticator)
+        await serve(service, options.host, options.port, authenticator)
     finally:
         if client is not None:
             await client.close()

@@ -5,6 +5,9 @@ commands (``stack select``/``stack init``/``stack ls``/``config set-all``/``conf
 ``stack output``/``stack history``/``stack rm``) on :class:`~pko.agent.pulumicmd.PulumiCLI`, so nothing blocks the
 event loop and every command can be interrupted.
 
+`pko.agent.results` (and with it protobuf) is imported by the methods that build protocol messages, not at load:
+``agent serve`` opens the workspace (running ``pulumi version``) while gRPC and protobuf load beside it.
+
 It must never log config values, outputs or history (commands that may print secrets run with ``log_output=False``).
 """
 
@@ -16,14 +19,16 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from pko.agent import envfile, results
-from pko.agent.config import ConfigPlan
+from pko.agent import envfile
 from pko.agent.pulumicmd import CommandError, PulumiCLI
-from pko.protocol.proto import agent_pb2
+
+if TYPE_CHECKING:
+    from pko.agent.config import ConfigPlan
+    from pko.protocol.proto import agent_pb2
 
 PROJECT_FILES = ("Pulumi.yaml", "Pulumi.yml", "Pulumi.json")
 _STACK_404 = re.compile(r"no stack named.*found")
@@ -90,6 +95,7 @@ class Workspace:
         return read_project(self.workdir)
 
     def project_info(self) -> agent_pb2.ProjectInfo:
+        from pko.agent import results
         return results.project_info(self.project())
 
     async def whoami(self) -> dict[str, Any]:
@@ -99,6 +105,7 @@ class Workspace:
         return data if isinstance(data, dict) else {}
 
     async def current_stack(self) -> dict[str, Any] | None:
+        from pko.agent import results
         result = await self.cli.run(["stack", "ls", "--json"], description="could not list stacks", log_output=False)
         return results.current_stack(result.stdout)
 
@@ -118,6 +125,7 @@ class Workspace:
 
     async def stack_info(self, name: str) -> agent_pb2.StackSummary:
         """Select `name` and summarize it, as the Automation API's ``Stack.Info`` does."""
+        from pko.agent import results
         await self.select_stack(name)
         entry = await self.current_stack()
         return results.stack_summary(entry or {})
@@ -134,6 +142,7 @@ class Workspace:
         await self.cli.run(["install"], description="failed to install project dependencies")
 
     async def outputs(self, stack: str) -> dict[str, agent_pb2.OutputValue]:
+        from pko.agent import results
         masked = await self.cli.run(["stack", "output", "--json", "--stack", stack],
                                     description="could not get outputs", log_output=False)
         plain = await self.cli.run(["stack", "output", "--json", "--show-secrets", "--stack", stack],
@@ -141,6 +150,7 @@ class Workspace:
         return results.outputs(masked.stdout, plain.stdout)
 
     async def latest_summary(self, stack: str) -> agent_pb2.UpdateSummary | None:
+        from pko.agent import results
         history = await self.cli.run(
             ["stack", "history", "--json", "--show-secrets", "--page-size", "1", "--page", "1", "--stack", stack],
             description="failed to get stack history", log_output=False,

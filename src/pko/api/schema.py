@@ -33,7 +33,8 @@ Mode = Literal["crd", "apply"]
 
 # Keys that express constraints of our own types; `apply` mode removes them (Go apply configurations carry none).
 _CONSTRAINT_KEYS = (
-    "required", "enum", "default", "pattern", "minLength", "maxLength", "minimum", "maximum",
+    "required", "enum", "default", "pattern", "minLength", "maxLength", "minimum", "maximum", "maxItems",
+    "maxProperties",
     "x-kubernetes-list-type", "x-kubernetes-list-map-keys", "x-kubernetes-map-type", "x-kubernetes-validations",
 )
 
@@ -66,9 +67,19 @@ class Minimum:
 
 
 @dataclass(frozen=True)
+class MaxItems:
+    value: int
+
+
+@dataclass(frozen=True)
+class MaxProperties:
+    value: int
+
+
+@dataclass(frozen=True)
 class Rule:
-    """One CEL validation rule (``x-kubernetes-validations``) with the message the API server shows when it fails;
-    pko's additions use it to refuse a meaningless value with a sentence instead of a regular expression."""
+    """A CEL validation rule (``x-kubernetes-validations``) with the message the API server answers when it fails;
+    several on one node add up, in order."""
 
     rule: str
     message: str
@@ -112,8 +123,8 @@ class ApplyConfigurationOf:
     metadata: type[pydantic.BaseModel]
 
 
-_Marker = Format | Pattern | MinLength | MaxLength | Minimum | ListType | MapType | Schemaless | CoreType | \
-    ApplyConfigurationOf | Rule
+_Marker = Format | Pattern | MinLength | MaxLength | Minimum | MaxItems | MaxProperties | Rule | ListType | MapType | \
+    Schemaless | CoreType | ApplyConfigurationOf
 
 
 def model_schema(model: type[pydantic.BaseModel], mode: Mode = "crd") -> Schema:
@@ -213,8 +224,9 @@ _MARKER_RULES: dict[type, Callable[[Any], Schema]] = {
     MinLength: lambda m: {"minLength": m.value},
     MaxLength: lambda m: {"maxLength": m.value},
     Minimum: lambda m: {"minimum": m.value},
+    MaxItems: lambda m: {"maxItems": m.value},
+    MaxProperties: lambda m: {"maxProperties": m.value},
     MapType: lambda m: {"x-kubernetes-map-type": m.value},
-    Rule: lambda m: {"x-kubernetes-validations": [{"message": m.message, "rule": m.rule}]},
     ListType: lambda m: {"x-kubernetes-list-type": m.value, **({"x-kubernetes-list-map-keys": list(m.keys)}
                                                                   if m.keys else {})},
 }
@@ -222,6 +234,10 @@ _MARKER_RULES: dict[type, Callable[[Any], Schema]] = {
 
 def _apply_markers(schema: Schema, markers: tuple[_Marker, ...], mode: Mode) -> Schema:
     for marker in markers:
+        if isinstance(marker, Rule):
+            schema["x-kubernetes-validations"] = [*schema.get("x-kubernetes-validations", ()),
+                                                  {"message": marker.message, "rule": marker.rule}]
+            continue
         rule = _MARKER_RULES.get(type(marker))
         if rule is not None:
             schema.update(rule(marker))

@@ -4,9 +4,9 @@ Why: a Stack names a Pulumi stack, where its program comes from (git, a Flux sou
 secrets and environment, and how the operator should run it. Everything here is the Go operator's wire contract,
 including its deprecated fields (still accepted and honoured) and ``workspaceTemplate`` / ``updateTemplate``,
 which are apply configurations of Workspace / Update kept as plain JSON because they are strategic-merge-patched
-onto the generated objects. pko adds optional fields, ``suspend`` and ``retryPolicy``
-(docs/suspend-and-retries.md) and ``workspaceIdleTimeout`` (docs/scale-to-zero.md); left out, a Stack means what
-it means to the Go operator.
+onto the generated objects. pko adds optional fields: ``suspend`` and ``retryPolicy`` (docs/suspend-and-retries.md),
+``outputs`` (docs/outputs.md), ``workspaceIdleTimeout`` (docs/scale-to-zero.md); left out, a Stack means what it
+means to the Go operator.
 
 Must never: default anything the Go CRD does not default (``workspaceReclaimPolicy`` has an enum, no default),
 or interpret ``config`` values (strings or any structured JSON).
@@ -20,7 +20,17 @@ import pydantic
 
 from pko.api import update, workspace
 from pko.api.meta import Conditions, ObjectMeta, ObjectMetaApply, Time, Wire
-from pko.api.schema import ApplyConfigurationOf, ListType, MaxLength, Minimum, Schemaless
+from pko.api.schema import (
+    ApplyConfigurationOf,
+    ListType,
+    MaxItems,
+    MaxLength,
+    MaxProperties,
+    Minimum,
+    Pattern,
+    Rule,
+    Schemaless,
+)
 
 GROUP = "pulumi.com"
 VERSION = "v1"
@@ -171,6 +181,43 @@ class RetryPolicy(Wire):
                           "does (operator default: off).")
 
 
+# Names of Secrets and ConfigMaps (DNS-1123 subdomains) and the keys of their data, as the API server checks them.
+OBJECT_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+DATA_KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"
+MAX_OBJECT_NAME = 253
+MAX_OUTPUT_KEYS = 256
+MAX_TEMPLATE_ENTRIES = 64
+MAX_TEMPLATE_LENGTH = 4096
+OUTPUTS_TARGET_RULE = "has(self.secretName) || has(self.configMapName)"
+OUTPUTS_TARGET_MESSAGE = "spec.outputs needs secretName or configMapName (or both)"
+TEMPLATE_KEYS_RULE = f"self.all(k, size(k) <= {MAX_OBJECT_NAME} && k.matches('{DATA_KEY_PATTERN}'))"
+TEMPLATE_KEYS_MESSAGE = ("spec.outputs.template keys must be Secret/ConfigMap data keys: letters, digits, '-', '_' "
+                         f"and '.', at most {MAX_OBJECT_NAME} characters")
+
+ObjectName = Annotated[str, Pattern(OBJECT_NAME_PATTERN), MaxLength(MAX_OBJECT_NAME)]
+DataKey = Annotated[str, Pattern(DATA_KEY_PATTERN), MaxLength(MAX_OBJECT_NAME)]
+
+
+class StackOutputs(Wire):
+    """pko: publish the stack's outputs into a Secret and/or a ConfigMap of the Stack's namespace after each
+    successful update (docs/outputs.md). The Secret holds every selected output; the ConfigMap only those that are
+    not secret. Both are owned by the Stack; an existing object the Stack does not own is never overwritten."""
+
+    __schema_markers__ = (Rule(OUTPUTS_TARGET_RULE, OUTPUTS_TARGET_MESSAGE),)
+
+    secret_name: ObjectName | None = pydantic.Field(
+        None, description="The Secret to write (created and owned by the Stack).")
+    config_map_name: ObjectName | None = pydantic.Field(
+        None, description="The ConfigMap to write (created and owned by the Stack); secret outputs never go into it.")
+    keys: Annotated[list[DataKey], ListType("set"), MaxItems(MAX_OUTPUT_KEYS)] | None = pydantic.Field(
+        None, description="The outputs to publish, by name; left out, all of them; [] none (only the template).")
+    template: Annotated[dict[str, Annotated[str, MaxLength(MAX_TEMPLATE_LENGTH)]],
+                        MaxProperties(MAX_TEMPLATE_ENTRIES), Rule(TEMPLATE_KEYS_RULE, TEMPLATE_KEYS_MESSAGE)
+                        ] | None = pydantic.Field(
+        None, description="Extra data keys rendered from outputs: text with {{ .outputs.<name> }} references "
+                          "(a dotted path reaches into structured outputs); no other expressions.")
+
+
 WorkspaceTemplate = Annotated[dict[str, Any], ApplyConfigurationOf(
     spec=workspace.WorkspaceSpec, status=workspace.WorkspaceStatus, metadata=ObjectMetaApply,
 )]
@@ -228,6 +275,7 @@ class StackSpec(Wire):
         None, description="pko: start no new update while true (one in flight finishes); deleting the Stack "
                           "still runs its finalizer.")
     retry_policy: RetryPolicy | None = None
+    outputs: StackOutputs | None = None
     # pko addition (docs/scale-to-zero.md): passed to the Workspace as spec.idleTimeout.
     workspace_idle_timeout: Annotated[str, MaxLength(64), workspace.duration_rule("workspaceIdleTimeout")] | None = (
         pydantic.Field(None, description="pko: scale the Stack's workspace to zero after this long without an "
@@ -249,6 +297,10 @@ class StackUpdateState(Wire):
     permalink: str | None = None
     last_resync_time: Time | None = None
     failures: int | None = None
+    # pko addition (docs/metrics.md): the Update's `status.resourceChanges`; the Go operator never writes it
+    resource_changes: dict[str, Annotated[int, Minimum(0)]] | None = pydantic.Field(
+        None, description="pko: resources the update changed, by operation (create, update, delete, replace, "
+                          "same, ...), as its Update reported them.")
 
 
 class CurrentStackUpdate(Wire):

@@ -60,6 +60,10 @@ class UpdateStatus(Wire):
     outputs: str | None = pydantic.Field(None, description="Name of the Secret holding the stack outputs.")
     conditions: Conditions | None = None
     project_info: ProjectInfo | None = None
+    # pko addition (docs/metrics.md): absent when the engine reported no summary (the Go operator never writes it)
+    resource_changes: dict[str, Annotated[int, Minimum(0)]] | None = pydantic.Field(
+        None, description="pko: resources the operation changed, by operation (create, update, delete, replace, "
+                          "same, ...), from the engine's summary event; for a preview, the changes it plans.")
 
 
 class Update(Wire):
@@ -70,3 +74,21 @@ class Update(Wire):
     metadata: ObjectMeta = pydantic.Field(default_factory=ObjectMeta)
     spec: UpdateSpec | None = None
     status: UpdateStatus | None = None
+
+
+#: The resource operations an update's change summary names (the engine's op names); others (same, read, ...) are
+#: in ``status.resourceChanges`` but not in the one-line summary.
+SUMMARY_OPS = ("create", "update", "delete", "replace")
+_DONE = {"create": "created", "update": "updated", "delete": "deleted", "replace": "replaced"}
+
+
+def describe_changes(changes: dict[str, int], *, planned: bool = False) -> str:
+    """``3 created, 1 updated, 0 deleted`` (``, 1 replaced`` when there were replacements) for the event of a
+    finished update; a preview's planned changes read ``3 to create, 1 to update, 0 to delete``."""
+    parts = []
+    for op in SUMMARY_OPS:
+        count = changes.get(op, 0)
+        if op == "replace" and not count:
+            continue
+        parts.append(f"{count} to {op}" if planned else f"{count} {_DONE[op]}")
+    return ", ".join(parts)

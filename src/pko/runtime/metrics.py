@@ -7,13 +7,21 @@
 ``longest_running_processor_seconds`` (labels ``controller`` and ``name``, both the controller
 name, as controller-runtime ≥ 0.19 writes them) and ``leader_election_master_status{name}``.
 
+pko's own Pulumi metrics (:class:`PulumiMetrics`, docs/metrics.md) are defined here too, so every metric name the
+operator exports is in this module (the Go operator's ``stacks_*``/``programs_active`` gauges excepted: they stay
+with the controllers that set them): ``pulumi_update_duration_seconds``, ``pulumi_update_phase_duration_seconds``,
+``pulumi_stack_resource_changes_total``, ``pulumi_stack_last_success_timestamp_seconds`` and
+``pulumi_stack_stalled``.
+
 Metrics live in a registry passed in (the process-wide ``prometheus_client.REGISTRY`` for the operator, a fresh
 one per manager in tests). This module must never start servers or read the queue; it only counts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+import weakref
+from collections.abc import Callable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -138,3 +146,115 @@ class ControllerMetrics:
 
     def finished(self, worked: float) -> None:
         self._work.observe(worked)
+
+
+# --- pko's Pulumi metrics -------------------------------------------------------------------------------------
+
+#: Seconds; Pulumi operations take from a few seconds to hours.
+UPDATE_BUCKETS = (1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0)
+#: What `pulumi_update_phase_duration_seconds{phase}` measures (docs/metrics.md says how each is observed).
+PHASES = ("fetch", "install", "operation")
+#: The resource operations counted by `pulumi_stack_resource_changes_total{op}`.
+CHANGE_OPS = ("create", "update", "delete", "replace")
+UPDATE_RESULTS = ("succeeded", "failed")
+
+
+class PulumiMetrics:
+    """pko's metrics of Pulumi updates, registered in ``registry``; one per registry (:func:`pulumi`), shared by
+    the Stack, Workspace and Update controllers, which are independent of each other.
+
+    ``stack`` labels name the Kubernetes Stack object (for an Update written by hand: its Workspace), so they join
+    with ``stacks_failing{name}``."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.update_duration = Histogram(
+            "pulumi_update_duration_seconds",
+            "Time from an Update's creation to the end of its Pulumi operation, by update type and result",
+            ["namespace", "stack", "type", "result"], buckets=UPDATE_BUCKETS, registry=registry,
+        )
+        self.phase_duration = Histogram(
+            "pulumi_update_phase_duration_seconds",
+            "Time of the phases of a Stack's updates: fetch (the source into a new workspace), install (the "
+            "program's dependencies), operation (the Pulumi operation itself)",
+            ["namespace", "stack", "phase"], buckets=UPDATE_BUCKETS, registry=registry,
+        )
+        self.resource_changes = Counter(
+            "pulumi_stack_resource_changes_total",
+            "Resources changed by a Stack's updates (previews excluded), by update type and operation, from the "
+            "engine's summary event",
+            ["namespace", "stack", "type", "op"], registry=registry,
+        )
+        self.last_success = Gauge(
+            "pulumi_stack_last_success_timestamp_seconds",
+            "Unix time of the end of a Stack's last successful update, by update type",
+            ["namespace", "stack", "type"], registry=registry,
+        )
+        self.stalled = Gauge(
+            "pulumi_stack_stalled",
+            "1 while a Stack is Stalled (its Stalled condition is True), with the condition's reason; no series "
+            "otherwise",
+            ["namespace", "stack", "reason"], registry=registry,
+        )
+        self._stalled: dict[tuple[str, str], str] = {}
+        self._lock = threading.Lock()
+        self._last_success: dict[tuple[str, str, str], float] = {}
+
+    def update_finished(self, namespace: str, stack: str, type_: str, succeeded: bool, *, seconds: float,
+                        operation_seconds: float, changes: Mapping[str, int] | None, ended_at: float) -> None:
+        """One Update's operation ended (`seconds` since its creation, `operation_seconds` of which in the
+        Pulumi operation; `ended_at` Unix time)."""
+        result = UPDATE_RESULTS[0] if succeeded else UPDATE_RESULTS[1]
+        self.update_duration.labels(namespace, stack, type_, result).observe(max(0.0, seconds))
+        self.phase(namespace, stack, "operation", operation_seconds)
+        if changes is not None and type_ != "preview":  # a preview changes nothing
+            for op in CHANGE_OPS:  # zeros too: each series exists from the first update on, so rate() sees it
+                self.resource_changes.labels(namespace, stack, type_, op).inc(max(0, changes.get(op, 0)))
+        if succeeded:
+            self.succeeded_at(namespace, stack, type_, ended_at)
+
+    def phase(self, namespace: str, stack: str, phase: str, seconds: float) -> None:
+        self.phase_duration.labels(namespace, stack, phase).observe(max(0.0, seconds))
+
+    def succeeded_at(self, namespace: str, stack: str, type_: str, timestamp: float) -> None:
+        """Record a success at `timestamp` unless a later one is recorded (a Stack's status seeds this after a
+        restart, and may be older than an Update just observed)."""
+        key = (namespace, stack, type_)
+        with self._lock:
+            if timestamp > self._last_success.get(key, 0.0):
+                self._last_success[key] = timestamp
+                self.last_success.labels(*key).set(timestamp)
+
+    def stack_stalled(self, namespace: str, stack: str, reason: str | None) -> None:
+        """The Stack is Stalled for `reason`, or (None) is not."""
+        with self._lock:
+            before = self._stalled.get((namespace, stack))
+            if before == reason:
+                return
+            if before is not None:
+                self.stalled.remove(namespace, stack, before)
+                del self._stalled[(namespace, stack)]
+            if reason is not None:
+                self.stalled.labels(namespace, stack, reason).set(1)
+                self._stalled[(namespace, stack)] = reason
+
+    def forget_stack(self, namespace: str, stack: str) -> None:
+        """A deleted Stack has no last success and is not stalled any more (its counters and histograms stay:
+        they count what happened)."""
+        self.stack_stalled(namespace, stack, None)
+        with self._lock:
+            for key in [k for k in self._last_success if k[:2] == (namespace, stack)]:
+                del self._last_success[key]
+                self.last_success.remove(*key)
+
+
+_PULUMI: weakref.WeakKeyDictionary[CollectorRegistry, PulumiMetrics] = weakref.WeakKeyDictionary()
+_PULUMI_LOCK = threading.Lock()
+
+
+def pulumi(registry: CollectorRegistry) -> PulumiMetrics:
+    """The :class:`PulumiMetrics` of `registry`, created on first use (a registry refuses a name twice)."""
+    with _PULUMI_LOCK:
+        found = _PULUMI.get(registry)
+        if found is None:
+            found = _PULUMI[registry] = PulumiMetrics(registry)
+        return found

@@ -107,6 +107,11 @@ class Cluster:
         return self.net.node_ip
 
     @property
+    def audit_log(self) -> Path:
+        """The API server's audit log: a JSON line of metadata per request (who, verb, resource, when)."""
+        return audit_log_path(self.workdir)
+
+    @property
     def log_dir(self) -> Path:
         return self.workdir / "logs"
 
@@ -185,6 +190,10 @@ class Cluster:
 
 
 IMAGE_KEY_LABEL = "pko.test/key"
+
+
+def audit_log_path(workdir: Path) -> Path:
+    return workdir / "control-plane" / "audit" / "audit.log"
 
 
 def _image_keys(listing: str) -> dict[str, str]:
@@ -490,7 +499,8 @@ def start(workdir: Path, *, images: Iterable[Any] = (), timeout: float = 180.0) 
             if key in sysctls:
                 Path("/proc/sys", key).write_text(value)
         cp = controlplane.start(workdir / "control-plane", timeout=timeout, node=controlplane.NodeOptions(
-            address=net.node_ip, service_cidr=net.service_cidr, kubernetes_service_ip=net.kubernetes_service_ip))
+            address=net.node_ip, service_cidr=net.service_cidr, kubernetes_service_ip=net.kubernetes_service_ip,
+            audit_log=audit_log_path(workdir)))
         cluster = Cluster(workdir, net, paths, cp, _reaper=reaper, _reaper_pipe=pipe, _lock_fd=lock_fd)
         _start_node(cluster, timeout)
         for image in images:

@@ -182,15 +182,35 @@ class NodeOptions:
     address: str
     service_cidr: str
     kubernetes_service_ip: str
+    #: Where the API server writes its audit log (one JSON line per request, metadata only), if anywhere: the
+    #: benchmarks count the requests each operator's account makes from it (`bench/`).
+    audit_log: Path | None = None
 
     @property
     def apiserver_flags(self) -> list[str]:
-        return [
+        flags = [
             "--bind-address=0.0.0.0", f"--advertise-address={self.address}",
             f"--service-cluster-ip-range={self.service_cidr}",
             "--authorization-mode=Node,RBAC",
             "--kubelet-preferred-address-types=InternalIP,Hostname",
         ]
+        if self.audit_log is not None:
+            policy = self.audit_log.with_name("audit-policy.yaml")
+            policy.parent.mkdir(parents=True, exist_ok=True)
+            policy.write_text(AUDIT_POLICY)
+            flags += [f"--audit-policy-file={policy}", f"--audit-log-path={self.audit_log}",
+                      "--audit-log-format=json", "--audit-log-maxsize=500", "--audit-log-maxbackup=1"]
+        return flags
+
+
+#: Metadata of every request, once (at its end; a watch at its start), nothing of bodies: enough to count requests
+#: per user without secrets in the log.
+AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+"""
 
 
 _LOOPBACK_FLAGS = [

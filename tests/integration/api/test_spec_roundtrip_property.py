@@ -16,7 +16,8 @@ from pko.api import crds, program, stack, update, workspace
 from pko.api.meta import Wire
 
 # (CRD, model, body field). The pod template is skipped: it is the API server's own PodSpec schema, covered by
-# the example manifests; drawing it would dominate the run time.
+# the example manifests; drawing it would dominate the run time. Stack `outputs` (pko) is skipped: its names,
+# keys and CEL rules are beyond these strategies; test_outputs_fields.py stores and refuses it on the API server.
 KINDS: dict[str, tuple[crds.Manifest, type[Wire], str]] = {
     "Stack": (crds.stacks(), stack.Stack, "spec"),
     "Program": (crds.programs(), program.Program, "program"),
@@ -24,12 +25,15 @@ KINDS: dict[str, tuple[crds.Manifest, type[Wire], str]] = {
     "Update": (crds.updates(), update.Update, "spec"),
 }
 SKIP = frozenset({"podTemplate"})
+SKIP_IN: dict[str, frozenset[str]] = {"Stack": frozenset({"outputs"})}  # top-level body fields of one kind only
 
 
 def _body_strategy(kind: str) -> st.SearchStrategy[Any]:
     crd, _, field = KINDS[kind]
     root = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-    return from_schema(root["properties"][field], SKIP)
+    body = dict(root["properties"][field])
+    body["properties"] = {k: v for k, v in body["properties"].items() if k not in SKIP_IN.get(kind, ())}
+    return from_schema(body, SKIP)
 
 
 @pytest.mark.parametrize("kind", list(KINDS))

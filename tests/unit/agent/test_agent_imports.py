@@ -79,11 +79,13 @@ def test_init_imports_no_grpc_kube_or_http_client(tmp_path: Path, source: str) -
     assert _loaded(modules, (*GRPC, *KUBE, *HTTP, "pko.agent.servecmd")) == []
 
 
-def test_serve_loads_the_kube_client_only_for_kube_auth() -> None:
+def test_serve_loads_grpc_while_it_starts_and_the_kube_client_only_for_kube_auth() -> None:
+    """The serve command's module (and the workspace it opens first) loads neither gRPC nor protobuf: `serve` loads
+    them in a thread while `pulumi version` runs."""
     done = subprocess.run([sys.executable, "-c", IMPORT], capture_output=True, text=True, timeout=60, check=True)
     modules = json.loads(done.stdout)
-    assert "grpc" in modules
-    assert _loaded(modules, (*KUBE, *HTTP)) == []
+    assert "pko.agent.workspace" in modules
+    assert _loaded(modules, (*GRPC, *KUBE, *HTTP)) == []
 
 
 def test_auth_mode_default_is_servecmds() -> None:

@@ -110,8 +110,9 @@ def test_stack_spec_fields() -> None:
         "runProgram", "retryOnUpdateConflict", "useLocalStackOnly", "resyncFrequencySeconds",
         "retryMaxBackoffDurationSeconds", "serviceAccountName", "workspaceTemplate", "updateTemplate",
         "workspaceReclaimPolicy", "environment",
-        # pko additions (docs/suspend-and-retries.md), optional and without defaults
-        "suspend", "retryPolicy", "workspaceIdleTimeout",
+        # pko additions (docs/suspend-and-retries.md, docs/outputs.md, docs/scale-to-zero.md), optional and without
+        # defaults
+        "suspend", "retryPolicy", "outputs", "workspaceIdleTimeout",
     ])
     assert {k: v for k, v in spec["config"].items() if k != "description"} == {
         "x-kubernetes-preserve-unknown-fields": True}
@@ -276,6 +277,7 @@ def test_update_schema() -> None:
     assert "enum" not in spec["type"]
     assert spec["parallel"]["format"] == "int32"
     status = _at(_root(updates), "status")["properties"]
+    # resourceChanges: pko's addition (docs/metrics.md), on the parity test's list of additions
     assert sorted(status) == sorted(["observedGeneration", "startTime", "endTime", "permalink", "message",
-                                     "outputs", "conditions", "projectInfo"])
+                                     "outputs", "conditions", "projectInfo", "resourceChanges"])
     assert status["conditions"]["x-kubernetes-list-type"] == "map"

@@ -59,11 +59,28 @@ ADDED: dict[tuple[str, str], str] = {
            "workspaceTemplate.spec.idleTimeout": "the Workspace's idle timeout, in a workspaceTemplate",
            **{f"workspaceTemplate.status.applied{leaf}": "the Workspace's applied state, in a workspaceTemplate"
               for leaf in ("", ".podGeneration", ".podDigest", ".configGeneration")},
+           # Outputs published into a Secret / ConfigMap the Stack owns (docs/outputs.md).
+           "outputs": "outputs to a stable Secret / ConfigMap",
+           "outputs.secretName": "the Secret to write",
+           "outputs.configMapName": "the ConfigMap to write",
+           "outputs.keys": "the outputs to publish",
+           "outputs.keys[]": "an output name",
+           "outputs.template": "extra keys rendered from outputs",
+           "outputs.template{}": "a template string",
        }.items()},
     # Scale-to-zero and config without a pod roll (docs/scale-to-zero.md, docs/config-without-restart.md).
     ("auto.pulumi.com_workspaces.yaml", "v1alpha1 .spec.idleTimeout"): "scale the workspace to zero when idle",
     **{("auto.pulumi.com_workspaces.yaml", f"v1alpha1 .status.applied{leaf}"): "what the running agent was "
        "started and configured for" for leaf in ("", ".podGeneration", ".podDigest", ".configGeneration")},
+    # The resource changes of an update (docs/metrics.md): status only, written by pko's controllers.
+    **{(file_name, f"{version} {path}"): "resource change counts of an update"
+       for file_name, version, base in (
+           ("auto.pulumi.com_updates.yaml", "v1alpha1", ".status"),
+           *(("pulumi.com_stacks.yaml", version, ".status.lastUpdate") for version in ("v1", "v1alpha1")),
+           # the Update status shape inside the Stack's updateTemplate (an apply configuration of the Update)
+           *(("pulumi.com_stacks.yaml", version, ".spec.updateTemplate.status") for version in ("v1", "v1alpha1")),
+       )
+       for path in (f"{base}.resourceChanges", f"{base}.resourceChanges{{}}")},
 }
 
 

@@ -88,14 +88,16 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
-{{/* The manager's permissions (ClusterRole, or Role with rbac.createRole): the reference's, plus rbac.extraRules. */}}
+{{/* The manager's permissions (ClusterRole, or Role with rbac.createRole): the reference's, plus rbac.extraRules,
+plus create/update of ConfigMaps and update of Secrets: a Stack's spec.outputs (docs/outputs.md) writes the
+Secret/ConfigMap it owns (a create, or a PUT at the resourceVersion it checked). */}}
 {{- define "pko.managerRules" -}}
 {{- with .Values.rbac.extraRules }}
 {{ toYaml . }}
 {{- end }}
 - apiGroups: [""]
   resources: [configmaps]
-  verbs: [get, list, watch]
+  verbs: [create, get, list, update, watch]
 - apiGroups: [""]
   resources: [events]
   verbs: [create, patch, update]
@@ -104,7 +106,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   verbs: [create, delete, get, list, patch, update, watch]
 - apiGroups: [""]
   resources: [secrets]
-  verbs: [create, get, list, watch]
+  verbs: [create, get, list, update, watch]
 - apiGroups: [apps]
   resources: [statefulsets]
   verbs: [create, delete, get, list, patch, update, watch]

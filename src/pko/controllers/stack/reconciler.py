@@ -30,8 +30,8 @@ from pko.api import stack as stack_api
 from pko.api import update as up_api
 from pko.api import workspace as ws_api
 from pko.api.meta import Condition, ObjectMeta
+from pko.controllers.stack import outputs, publish, sync, updates
 from pko.controllers.stack import source as source_mod
-from pko.controllers.stack import sync, updates
 from pko.controllers.stack import workspace as ws_build
 from pko.kube import client as kclient
 from pko.kube import errors, events, objects, resources
@@ -230,12 +230,14 @@ class StackReconciler:
         now = self.clock()
         if conditions.is_true(update.status.conditions if update.status else None, conditions.FAILED):
             s.status.last_update = sync.record_failure(current, update, s.status.last_update, now)
-            message = (update.status.message if update.status else None) or ""
-            await self.recorder.warning(s.stack, "StackUpdateFailure", f"Failed to update stack: {message}")
+            await self.recorder.warning(s.stack, "StackUpdateFailure", sync.update_event_message(update, True))
         else:
             outputs_name = update.status.outputs if update.status else None
+            data: dict[str, bytes] | None = {}  # None: the Update names an outputs Secret that is gone
+            masked: list[str] = []
             if outputs_name:
                 secret = await self.client.get_or_none(resources.SECRET, outputs_name, s.key.namespace)
+                data = None
                 if secret is not None:
                     data = {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
                     masked = json.loads(objects.annotations_of(secret).get(names.ANNOTATION_SECRETS, "[]"))
@@ -243,7 +245,14 @@ class StackReconciler:
             s.status.last_update = sync.record_success(current, update, now)
             if update.status and update.status.project_info:
                 s.status.project_info = update.status.project_info
-            await self.recorder.normal(s.stack, "StackCreated", "Successfully updated stack")
+            await self.recorder.normal(s.stack, "StackCreated", sync.update_event_message(update, False))
+            if update.spec is not None and update.spec.type == up_api.UP and not s.deleting:
+                # pko's spec.outputs (docs/outputs.md): the values stay in this pass, never in status or logs.
+                s.conditions = await publish.publish(
+                    self.client, self.recorder, s.stack, update.metadata.name or "",
+                    None if data is None else {k: json.loads(v) for k, v in data.items()}, masked, s.conditions, now)
+        if stack_api.spec_of(s.stack).outputs is None:
+            s.conditions = outputs.clear(s.conditions)
         s.finalize_update = update.metadata.name
         s.status.current_update = None
         return True

@@ -3,7 +3,9 @@
 A Stack is reconciled when its generation changes (not when only our finalizer was added) or its
 reconciliation-request annotation changes; when a prerequisite becomes ready or goes away; when a Program or
 Flux source it uses gets a new artifact; when its Workspace becomes ready or stalled; and when one of its Updates
-completes. Metrics `stacks_active` and `stacks_failing{namespace,name}` follow the Stack cache.
+completes. Metrics `stacks_active` and `stacks_failing{namespace,name}` follow the Stack cache, and so does pko's
+`pulumi_stack_last_success_timestamp_seconds` after a restart (seeded from `status.lastUpdate`) and
+`pulumi_stack_stalled{namespace,stack,reason}`.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from pko.controllers.stack import sync
 from pko.kube import client as kclient
 from pko.kube import events, objects, resources
 from pko.runtime import controller as ctl
-from pko.runtime import handlers, informer, manager, store
+from pko.runtime import handlers, informer, manager, metrics, store
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +116,7 @@ class StackMetrics:
     """`stacks_active` and `stacks_failing{namespace,name}`, as the reference exports them."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
+        self.pulumi = metrics.pulumi(registry)
         self.active = Gauge("stacks_active", "Number of stacks currently tracked by the Pulumi Kubernetes Operator",
                             registry=registry)
         self.failing = Gauge("stacks_failing", "Number of stacks currently registered where the last reconcile failed",
@@ -126,10 +129,18 @@ class StackMetrics:
             self._known.discard(key)
             with contextlib.suppress(KeyError):
                 self.failing.remove(key.namespace, key.name)
+            self.pulumi.forget_stack(key.namespace, key.name)
         else:
             self._known.add(key)
             last = (event.object.get("status") or {}).get("lastUpdate") or {}
             self.failing.labels(key.namespace, key.name).set(1 if last.get("state") == stack_api.STATE_FAILED else 0)
+            # pko: after a restart, the last success the Stack recorded seeds pulumi_stack_last_success_*
+            recorded = conditions.parse_time(last.get("lastResyncTime"))
+            if last.get("state") == stack_api.STATE_SUCCEEDED and recorded is not None and last.get("type"):
+                self.pulumi.succeeded_at(key.namespace, key.name, str(last["type"]), recorded.timestamp())
+            stalled = next((c for c in (event.object.get("status") or {}).get("conditions") or []
+                            if c.get("type") == conditions.STALLED and c.get("status") == "True"), None)
+            self.pulumi.stack_stalled(key.namespace, key.name, str(stalled.get("reason") or "") if stalled else None)
         self.active.set(len(self._known))
 
 

@@ -182,6 +182,7 @@ def record_failure(current: stack_api.CurrentStackUpdate, update: up_api.Update,
         permalink=status.permalink or None, last_resync_time=conditions.format_time(now),
         # zero is left out, as the Go operator's `omitempty` leaves it out
         failures=((last.failures or 0) + 1) if same_inputs and last is not None else None,
+        resource_changes=status.resource_changes,
     )
 
 
@@ -193,7 +194,23 @@ def record_success(current: stack_api.CurrentStackUpdate, update: up_api.Update,
         type=update.spec.type if update.spec else None, state=stack_api.STATE_SUCCEEDED,
         last_attempted_commit=current.commit, last_successful_commit=current.commit,
         permalink=status.permalink or None, last_resync_time=conditions.format_time(now),
+        resource_changes=status.resource_changes,
     )
+
+
+def update_event_message(update: up_api.Update, failed: bool) -> str:
+    """The StackCreated/StackUpdateFailure event for a finished Update: the reference's message, then the change
+    summary when the Update reported one (pko: "Successfully updated stack: 3 created, 1 updated, 0 deleted",
+    "Failed to update stack (0 created, 1 updated, 0 deleted): <error>")."""
+    status = update.status or up_api.UpdateStatus()
+    changes = status.resource_changes
+    summary = (up_api.describe_changes(changes, planned=bool(update.spec and update.spec.type == up_api.PREVIEW))
+               if changes is not None else None)
+    if failed:
+        # the summary before the (long, truncated at 1024 characters) error text, so it always shows
+        head = f"Failed to update stack ({summary})" if summary else "Failed to update stack"
+        return f"{head}: {status.message or ''}"
+    return f"Successfully updated stack: {summary}" if summary else "Successfully updated stack"
 
 
 def masked_outputs(data: Mapping[str, bytes], secret_keys: Sequence[str]) -> dict[str, Any]:

@@ -91,6 +91,7 @@ class Outcome:
     permalink: str | None = None
     outputs: str | None = None
     project_info: dict[str, str] | None = None
+    resource_changes: dict[str, int] | None = None  # pko: from the engine's summary event, when one came
 
     def conditions(self, previous: Sequence[Condition] | None, generation: int | None,
                    now: datetime.datetime) -> list[Condition]:
@@ -163,7 +164,45 @@ def status_body(update: up_api.Update, outcome: Outcome, now: datetime.datetime)
     info = outcome.project_info or (status.project_info.model_dump(mode="json") if status.project_info else None)
     if info:
         body["projectInfo"] = info
+    changes = outcome.resource_changes if outcome.resource_changes is not None else status.resource_changes
+    if changes is not None:  # pko's addition: left out when the engine sent no summary, as the Go operator
+        body["resourceChanges"] = dict(changes)
     return body
+
+
+def resource_changes(event: Mapping[str, Any]) -> dict[str, int] | None:
+    """The engine's count of resources by operation, when `event` is its summary event (numbers arrive as floats:
+    the agent protocol carries events as a protobuf Struct)."""
+    summary = event.get("summaryEvent")
+    if not isinstance(summary, Mapping):
+        return None
+    changes = summary.get("resourceChanges")
+    if not isinstance(changes, Mapping):
+        return {}
+    return {str(op): int(count) for op, count in changes.items()
+            if isinstance(count, int | float) and count >= 0}
+
+
+def stack_label(update: up_api.Update) -> str:
+    """The `stack` label of the Update's metrics: the Stack that owns it, else (an Update written by hand) its
+    Workspace, whose name is the Stack's for the Workspaces Stacks make."""
+    for ref in update.metadata.owner_references or ():
+        if ref.kind == "Stack" and ref.api_version.split("/")[0] == "pulumi.com":
+            return ref.name
+    return (update.spec.workspace_name if update.spec else None) or ""
+
+
+def event_message(outcome: Outcome, kind: str) -> str:
+    """The UpdateSucceeded/UpdateFailed event of a finished operation; with the engine's change summary
+    ("3 created, 1 updated, 0 deleted") when there was one: "Successfully updated the stack: <summary>",
+    "Failed to update the stack (<summary>): <error>"."""
+    changes = outcome.resource_changes
+    summary = up_api.describe_changes(changes, planned=kind == up_api.PREVIEW) if changes is not None else None
+    if outcome.failed[0] == "True":
+        # the summary before the (long, truncated at 1024 characters) error text, so it always shows
+        head = f"Failed to update the stack ({summary})" if summary else "Failed to update the stack"
+        return f"{head}: {outcome.message or ''}"
+    return f"Successfully updated the stack: {summary}" if summary else "Successfully updated the stack"
 
 
 _KEY_SANITIZER = re.compile(r"[^-._a-zA-Z0-9]")

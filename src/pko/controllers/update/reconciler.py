@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import datetime
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -33,7 +34,7 @@ from pko.kube import client as kclient
 from pko.kube import errors, events, objects, owners, resources
 from pko.protocol import client as agent_client
 from pko.protocol.proto import agent_pb2
-from pko.runtime import logcontext
+from pko.runtime import logcontext, metrics
 from pko.runtime.controller import Result
 
 log = logging.getLogger(__name__)
@@ -62,8 +63,10 @@ class UpdateReconciler:
         max_operations: int = DEFAULT_MAX_OPERATIONS,
         enqueue: Callable[[objects.ObjectKey], None] | None = None,
         clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
+        pulumi_metrics: metrics.PulumiMetrics | None = None,
     ) -> None:
         self.client = client
+        self.metrics = pulumi_metrics
         self.connector = connector
         self.recorder = recorder
         self.workspace_recorder = workspace_recorder
@@ -136,15 +139,17 @@ class UpdateReconciler:
 
     async def _operate(self, key: objects.ObjectKey, update: up_api.Update, conn: connect.Connection) -> None:
         try:
+            started = time.monotonic()
             async with conn:
                 outcome = await self._run(update, conn)
+            operated = time.monotonic() - started
             await self._save(update, outcome)
-            failed = outcome.failed[0] == "True"
-            if failed:
-                await self.recorder.warning(update, "UpdateFailed",
-                                            f"Failed to update the stack: {outcome.message or ''}")
+            self._measure(update, outcome, operated)
+            kind = update.spec.type if update.spec else None
+            if outcome.failed[0] == "True":
+                await self.recorder.warning(update, "UpdateFailed", plan.event_message(outcome, kind or ""))
             else:
-                await self.recorder.normal(update, "UpdateSucceeded", "Successfully updated the stack")
+                await self.recorder.normal(update, "UpdateSucceeded", plan.event_message(outcome, kind or ""))
         except asyncio.CancelledError:
             log.warning("interrupted by shutdown")
             raise
@@ -156,6 +161,16 @@ class UpdateReconciler:
                 self.enqueue(key)
 
     async def _run(self, update: up_api.Update, conn: connect.Connection) -> plan.Outcome:
+        """The operation's outcome, with the resource changes of the engine's summary event when one came (a
+        failed operation ends with an error status, after its events)."""
+        changes: list[dict[str, int]] = []
+        outcome = await self._stream(update, conn, changes)
+        if changes and outcome.resource_changes is None:
+            outcome.resource_changes = changes[-1]
+        return outcome
+
+    async def _stream(self, update: up_api.Update, conn: connect.Connection,
+                      changes: list[dict[str, int]]) -> plan.Outcome:
         spec = update.spec or up_api.UpdateSpec()
         kind = spec.type or ""
         try:
@@ -165,7 +180,11 @@ class UpdateReconciler:
             async for response in stream:
                 which = response.WhichOneof("response")
                 if which == "event":
-                    self._log_event(update, json_format.MessageToDict(response.event))
+                    event = json_format.MessageToDict(response.event)
+                    self._log_event(update, event)
+                    found = plan.resource_changes(event)
+                    if found is not None:
+                        changes.append(found)
                 elif which == "result":
                     return await self._absorb(update, kind, response.result)
         except grpc.aio.AioRpcError as err:
@@ -174,6 +193,22 @@ class UpdateReconciler:
         except ValueError as err:
             return plan.failed("InvalidSpec", str(err))
         return plan.from_error(f"didn't receive a{'n' if kind == 'up' else ''} {kind} result", None)
+
+    def _measure(self, update: up_api.Update, outcome: plan.Outcome, operated: float) -> None:
+        """The operation's metrics: its duration since the Update was created, the operation phase, the resource
+        changes and, when it succeeded, the time of the last success."""
+        if self.metrics is None:
+            return
+        now = self.clock()
+        created = conditions.parse_time(update.metadata.creation_timestamp) or now
+        kind = (update.spec.type if update.spec else None) or ""
+        # `type` is free text in the CRD: an unknown one is labelled "unknown", so it cannot grow the label set
+        kind = kind if kind in (up_api.UP, up_api.PREVIEW, up_api.REFRESH, up_api.DESTROY) else "unknown"
+        self.metrics.update_finished(
+            update.metadata.namespace or "", plan.stack_label(update), kind,
+            outcome.failed[0] != "True", seconds=(now - created).total_seconds(), operation_seconds=operated,
+            changes=outcome.resource_changes, ended_at=now.timestamp(),
+        )
 
     def _call(self, kind: str, spec: up_api.UpdateSpec, conn: connect.Connection) -> agent_client.StreamCall:
         common: dict[str, Any] = {}

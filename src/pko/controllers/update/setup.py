@@ -15,7 +15,7 @@ from pko.controllers.update import reconciler as update_reconciler
 from pko.kube import client as kclient
 from pko.kube import events, objects, resources
 from pko.runtime import controller as ctl
-from pko.runtime import handlers, manager, store
+from pko.runtime import handlers, manager, metrics, store
 
 UPDATE_WORKSPACE_INDEX = "index.spec.workspaceRef"
 
@@ -54,6 +54,7 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings,
     reconciler = update_reconciler.UpdateReconciler(
         client, connector, events.Recorder(client, names.UPDATE_CONTROLLER),
         events.Recorder(client, names.WORKSPACE_CONTROLLER), max_operations=settings.max_operations,
+        pulumi_metrics=metrics.pulumi(mgr.registry),
     )
     controller = mgr.controller(names.UPDATE_CONTROLLER, reconciler, workers=settings.workers)
     reconciler.enqueue = lambda key: controller.queue.add(key)

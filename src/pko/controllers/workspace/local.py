@@ -24,6 +24,7 @@ import shutil
 import signal
 import socket
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +64,7 @@ class Agent:
     mounts: dict[str, Path] = field(default_factory=dict)
     initialized: bool = False  # the pod's `auto.pulumi.com/initialized` annotation
     watcher: asyncio.Task[None] | None = None
+    fetch_seconds: float | None = None  # how long `agent init` took (the fetch phase metric)
 
     @property
     def address(self) -> str:
@@ -235,7 +237,7 @@ class LocalRuntime:
             agent.initialized = True
             return True
 
-        return runtime.Placed(agent.address, agent.initialized, mark, agent.translate)
+        return runtime.Placed(agent.address, agent.initialized, mark, agent.translate, agent.fetch_seconds)
 
     async def sleep(self, workspace: ws_api.Workspace, statefulset: dict[str, Any]) -> None:
         """A sleeping workspace has no agent process: stop it (waking starts a fresh one, as a new pod would)."""
@@ -284,7 +286,9 @@ class LocalRuntime:
         env_file.touch()
 
         fetch_env = await resolver.env(init_containers["fetch"], pod) if "fetch" in init_containers else {}
+        fetching = time.monotonic()
         workspace_dir = await self._fetch(workspace.spec or ws_api.WorkspaceSpec(), directory, fetch_env)
+        fetched = time.monotonic() - fetching
 
         mounts: dict[str, Path] = {}
         volumes = {v["name"]: v for v in pod.get("volumes") or []}
@@ -316,7 +320,7 @@ class LocalRuntime:
             )
         finally:
             log_file.close()
-        agent = Agent(revision, directory, port, process, mounts)
+        agent = Agent(revision, directory, port, process, mounts, fetch_seconds=fetched)
         try:
             await self._wait_listening(agent)
         except BaseException:

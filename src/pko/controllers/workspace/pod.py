@@ -101,7 +101,7 @@ class PodRuntime:
                 await self.client.delete(resources.POD, pod_name(key), key.namespace, missing_ok=True)
                 return False
 
-        return Placed(manifests.service_address(workspace), initialized, mark)
+        return Placed(manifests.service_address(workspace), initialized, mark, fetch_seconds=fetch_seconds(pod))
 
     async def sleep(self, workspace: ws_api.Workspace, statefulset: dict[str, Any]) -> None:
         """Apply the Service and the StatefulSet with no replicas: the StatefulSet controller stops the pod (the
@@ -124,3 +124,17 @@ class PodRuntime:
 
     async def close(self) -> None:
         """Nothing to stop: the pods outlive the operator."""
+
+
+def fetch_seconds(pod: dict[str, Any]) -> float | None:
+    """How long the pod's ``fetch`` init container ran (the kubelet's start and finish times, whole seconds), or
+    None when it has not finished successfully."""
+    for status in (pod.get("status") or {}).get("initContainerStatuses") or []:
+        if status.get("name") != "fetch":
+            continue
+        done = (status.get("state") or {}).get("terminated") or {}
+        started = conditions.parse_time(done.get("startedAt"))
+        finished = conditions.parse_time(done.get("finishedAt"))
+        if done.get("exitCode") == 0 and started is not None and finished is not None:
+            return max(0.0, (finished - started).total_seconds())
+    return None

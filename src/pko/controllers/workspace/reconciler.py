@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +38,7 @@ from pko.kube import client as kclient
 from pko.kube import events, objects, owners, resources
 from pko.protocol import client as agent_client
 from pko.protocol.proto import agent_pb2
+from pko.runtime import metrics
 from pko.runtime.controller import Result
 
 log = logging.getLogger(__name__)
@@ -75,6 +77,7 @@ class _Status:
     address: str | None
     pulumi_version: str | None
     applied: ws_api.AppliedState | None = None
+    install_seconds: float | None = None  # how long the Install call took, once it succeeded
 
     def ready(self, status: str, reason: str, message: str, now: datetime.datetime) -> None:
         self.conditions = conditions.set_condition(
@@ -102,8 +105,10 @@ class WorkspaceReconciler:
         idle_timeout: float = 0.0,
         updates_of: UpdatesOf = _no_updates,
         clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
+        pulumi_metrics: metrics.PulumiMetrics | None = None,
     ) -> None:
         self.client = client
+        self.metrics = pulumi_metrics
         self.connector = connector
         self.recorder = recorder
         self.agent_image = agent_image
@@ -174,6 +179,7 @@ class WorkspaceReconciler:
                     return outcome
                 if not await placed.mark_initialized():
                     raise RuntimeError("failed to mark the workspace pod initialised; it was deleted to retry")
+                self._measure(workspace, placed.fetch_seconds, status.install_seconds)
                 await self.recorder.normal(workspace, "Initialized", f'Initialized workspace pod "{_pod_name(key)}"')
             elif fleet.config_due(status.applied, generation):
                 outcome = await self._configure(workspace, conn, status, placed.translate)
@@ -240,7 +246,9 @@ class WorkspaceReconciler:
         status.ready("False", INSTALLING, "Installing packages and plugins required by the program", self.clock())
         await self._save(status)
         try:
+            installing = time.monotonic()
             await conn.stub.Install(agent_pb2.InstallRequest(), metadata=conn.metadata)
+            status.install_seconds = time.monotonic() - installing
         except grpc.aio.AioRpcError as err:
             message = err.details() or str(err.code())
             await self.recorder.warning(workspace, "InstallationFailure", message)
@@ -303,6 +311,18 @@ class WorkspaceReconciler:
                 await self._save(status)
                 return Result()
         return None
+
+    def _measure(self, workspace: ws_api.Workspace, fetch: float | None, install: float | None) -> None:
+        """The fetch and install phases of a newly initialised agent (pko's `pulumi_update_phase_duration_seconds`),
+        labelled with the Stack that owns the Workspace (else the Workspace's own name)."""
+        if self.metrics is None:
+            return
+        meta = workspace.metadata
+        stack = next((ref.name for ref in meta.owner_references or ()
+                      if ref.kind == "Stack" and ref.api_version.split("/")[0] == "pulumi.com"), meta.name or "")
+        for phase, seconds in (("fetch", fetch), ("install", install)):
+            if seconds is not None:
+                self.metrics.phase(meta.namespace or "", stack, phase, seconds)
 
     # --- status ------------------------------------------------------------------------------------------------
 

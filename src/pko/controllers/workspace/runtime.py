@@ -35,12 +35,14 @@ class Placed:
     """The agent runs at `address`. `initialized` says whether it was initialised already (the pod's
     ``auto.pulumi.com/initialized`` annotation); `mark_initialized` records that it now is (False: the record
     failed and the agent was removed to start over); `translate` maps a path inside the pod to where the agent
-    sees it."""
+    sees it. `fetch_seconds` is how long fetching the source into this agent's workspace took, when the runtime
+    knows (the ``fetch`` init container's run, or the local ``agent init``): pko's fetch phase metric."""
 
     address: str
     initialized: bool
     mark_initialized: Callable[[], Awaitable[bool]]
     translate: Callable[[str], str] = _same_path
+    fetch_seconds: float | None = None
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from pko.controllers.workspace.runtime import WorkspaceRuntime
 from pko.kube import client as kclient
 from pko.kube import events, objects, resources
 from pko.runtime import controller as ctl
-from pko.runtime import handlers, manager, store
+from pko.runtime import handlers, manager, metrics, store
 
 #: Updates by the Workspace they run in (`<namespace>/<workspaceName>`).
 WORKSPACE_UPDATES_INDEX = "workspace.updates"
@@ -71,6 +71,7 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings,
         client, connector, recorder,
         manifests.AgentImage.from_settings(settings.agent_image, settings.agent_image_pull_policy, settings.version),
         runtime, flux_max_untar=settings.flux_max_untar, idle_timeout=settings.workspace_idle_timeout,
+        pulumi_metrics=metrics.pulumi(mgr.registry),
     )
     controller = mgr.controller(names.WORKSPACE_CONTROLLER, reconciler, workers=settings.workers)
     workspaces = mgr.informer(resources.WORKSPACE)

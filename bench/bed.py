@@ -1,0 +1,311 @@
+"""The benchmark bed: one real cluster, one operator installed at a time from its own Helm chart, and what the
+harness measures about it from outside — when Stacks turn Ready, what the operator's pod costs in CPU and memory
+(read from its cgroup on the node), and how many API requests its service account made (from the API server's
+audit log).
+
+Why from outside: both operators must be measured alike, and neither exports the same figures about itself (the
+Go operator's client metrics and pko's differ in names and coverage). The node's cgroups and the API server's audit
+log see every process and every client the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import statistics
+import threading
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pko.kube import client as kclient
+from pko.kube import errors, resources
+from pko.testing import cluster, crossrun
+from pko.testing.clusterbed import (
+    OPERATOR_NAMESPACE,
+    PKO_IMAGE,
+    RELEASE,
+    diagnose,
+    helm,
+    install_pko,
+    new_namespace,
+    passphrase_env,
+    workspace_template,
+)
+
+Object = dict[str, Any]
+#: How often the harness looks at Stacks and samples the operator's memory.
+POLL = 0.5
+#: A YAML program with one config value: each change of it is an update with a new output.
+PROGRAM = {"configuration": {"greeting": {"type": "String"}}, "outputs": {"greeting": "${greeting}"}}
+#: The same small CPU request for the workspace pods of both operators, so that a fleet fits a small node.
+WORKSPACE_CPU = "25m"
+
+
+@dataclass(frozen=True)
+class Operator:
+    """One operator as the benchmark installs it: its chart, namespace, release and the image of its agent."""
+
+    name: str
+    namespace: str
+    release: str
+    agent_image: str
+
+    def install(self, bed: cluster.Cluster, *values: str, git_ca: str | None = None) -> None:
+        if self.name == "pko":
+            install_pko(bed, "controller.metricsSecure=false", *values, git_ca=git_ca)
+        else:
+            crossrun.install_go_operator(bed, crossrun.go_chart(), *values, git_ca=git_ca)
+
+    def uninstall(self, bed: cluster.Cluster) -> None:
+        helm(bed, "uninstall", self.release, "--namespace", self.namespace, "--wait", "--ignore-not-found",
+             check=False, timeout=300)
+
+    def username(self, bed: cluster.Cluster) -> str:
+        """The API user the operator acts as: its Deployment's service account."""
+        account = bed.kubectl("get", "deployments", "-n", self.namespace, "-o",
+                              "jsonpath={.items[0].spec.template.spec.serviceAccountName}").stdout.strip()
+        return f"system:serviceaccount:{self.namespace}:{account or 'default'}"
+
+    def pods(self, bed: cluster.Cluster) -> list[Object]:
+        listing = bed.api_get(f"/api/v1/namespaces/{self.namespace}/pods") or {}
+        return [pod for pod in listing.get("items", []) if pod["metadata"].get("deletionTimestamp") is None]
+
+
+PKO = Operator("pko", OPERATOR_NAMESPACE, RELEASE, PKO_IMAGE)
+GO = Operator("go", crossrun.GO_NAMESPACE, crossrun.GO_RELEASE, crossrun.GO_IMAGE)
+OPERATORS = {"pko": PKO, "go": GO}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Cost of pods, from their cgroups on this node (v1 or v2, cgroupfs driver as the test bed's kubelet uses)
+
+def _pod_dirs(controller: str, uid: str) -> list[Path]:
+    root = Path("/sys/fs/cgroup")
+    base = root / controller if (root / controller).is_dir() else root
+    found = list(base.glob(f"kubepods*/pod{uid}")) + list(base.glob(f"kubepods*/*/pod{uid}"))
+    return found[:1]
+
+
+def pod_cpu_seconds(uid: str) -> float | None:
+    """CPU time of every container of a pod so far (None once the pod's cgroup is gone)."""
+    for directory in _pod_dirs("cpuacct", uid):
+        usage = directory / "cpuacct.usage"
+        if usage.exists():
+            with contextlib.suppress(OSError, ValueError):
+                return int(usage.read_text()) / 1e9
+        stat = directory / "cpu.stat"
+        with contextlib.suppress(OSError, ValueError):
+            for line in stat.read_text().splitlines():
+                if line.startswith("usage_usec "):
+                    return int(line.split()[1]) / 1e6
+    return None
+
+
+def pod_rss_bytes(uid: str) -> int | None:
+    """Resident anonymous memory of a pod's processes (page cache left out, as RSS leaves it out)."""
+    for directory in _pod_dirs("memory", uid):
+        with contextlib.suppress(OSError, ValueError):
+            stat = dict(line.split() for line in (directory / "memory.stat").read_text().splitlines())
+            return int(stat.get("total_rss", stat.get("anon", "0")))
+    return None
+
+
+@dataclass
+class CostMeter:
+    """Samples the CPU and RSS of an operator's pods while a scenario runs, in a thread of its own (a scenario's
+    event loop may be busy). CPU is summed per pod (a replaced pod adds its own); RSS is the peak of any sample."""
+
+    bed: cluster.Cluster
+    operator: Operator
+    cpu_start: dict[str, float] = field(default_factory=dict)
+    cpu_last: dict[str, float] = field(default_factory=dict)
+    peak_rss: int = 0
+    rss_samples: list[int] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+    _first: bool = True
+
+    def _sample(self) -> None:
+        for pod in self.operator.pods(self.bed):
+            uid = pod["metadata"]["uid"]
+            cpu = pod_cpu_seconds(uid)
+            if cpu is not None:
+                # a pod there from the start counts from now; a pod that comes later, from its beginning
+                self.cpu_start.setdefault(uid, cpu if self._first else 0.0)
+                self.cpu_last[uid] = cpu
+            rss = pod_rss_bytes(uid)
+            if rss is not None:
+                self.peak_rss = max(self.peak_rss, rss)
+                self.rss_samples.append(rss)
+
+    def _run(self) -> None:
+        while not self._stop.wait(POLL):
+            with contextlib.suppress(Exception):
+                self._sample()
+
+    def __enter__(self) -> CostMeter:
+        self._sample()
+        self._first = False
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with contextlib.suppress(Exception):
+            self._sample()
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10)
+
+    @property
+    def cpu_seconds(self) -> float:
+        return sum(self.cpu_last[uid] - self.cpu_start.get(uid, 0.0) for uid in self.cpu_last)
+
+    @property
+    def mean_rss(self) -> float:
+        return statistics.fmean(self.rss_samples) if self.rss_samples else 0.0
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# API requests, from the audit log
+
+def _audit_time(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def api_requests(bed: cluster.Cluster, username: str, since: float, until: float) -> int:
+    """Requests `username` made between two wall-clock times (one audit entry per request: a watch is counted when
+    it starts, a request when it ends)."""
+    seen: set[str] = set()
+    for path in sorted(bed.audit_log.parent.glob("audit*.log")):
+        with path.open() as lines:
+            for line in lines:
+                if username not in line:
+                    continue
+                with contextlib.suppress(ValueError, KeyError):
+                    entry = json.loads(line)
+                    if entry["user"]["username"] != username:
+                        continue
+                    when = _audit_time(entry.get("stageTimestamp") or entry["requestReceivedTimestamp"])
+                    if since <= when <= until:
+                        seen.add(entry["auditID"])
+    return len(seen)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Stacks
+
+def stack_spec(name: str, greeting: str = "hello", **extra: Any) -> Object:
+    """A Program Stack as both operators run it: the file backend inside the pod, the same small pod request."""
+    template = workspace_template()
+    template["spec"]["resources"] = {"requests": {"cpu": WORKSPACE_CPU, "memory": "64Mi"}}
+    return {"stack": "dev", "programRef": {"name": name}, "backend": "file:///tmp", "envRefs": passphrase_env(),
+            "config": {"greeting": greeting}, "workspaceTemplate": template, **extra}
+
+
+def is_ready(stack: Object, greeting: str | None = None) -> bool:
+    status = stack.get("status") or {}
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+    if not ready:
+        return False
+    last = status.get("lastUpdate") or {}
+    if last.get("generation") not in (None, stack["metadata"].get("generation")):
+        return False
+    return greeting is None or (status.get("outputs") or {}).get("greeting") == greeting
+
+
+async def create_program_stacks(kc: kclient.Client, namespace: str, names: Iterable[str], **extra: Any) -> None:
+    async def one(name: str) -> None:
+        await kc.create(resources.PROGRAM.new(name, namespace, program=PROGRAM))
+        await kc.create(resources.STACK.new(name, namespace, spec=stack_spec(name, **extra)))
+    await asyncio.gather(*(one(name) for name in names))
+
+
+async def watch_ready(kc: kclient.Client, bed: cluster.Cluster, namespace: str, names: Iterable[str], start: float,
+                      timeout: float, ready: Callable[[Object], bool] = is_ready,
+                      progress: Callable[[int, int], None] | None = None) -> dict[str, float]:
+    """Seconds from `start` (monotonic) until each named Stack is first seen `ready` (polled every :data:`POLL`)."""
+    waiting = set(names)
+    done: dict[str, float] = {}
+    deadline = time.monotonic() + timeout
+    while waiting:
+        for stack in (await kc.list(resources.STACK, namespace)).items:
+            name = stack["metadata"]["name"]
+            if name in waiting and ready(stack):
+                done[name] = time.monotonic() - start
+                waiting.discard(name)
+        if progress is not None:
+            progress(len(done), len(done) + len(waiting))
+        if not waiting:
+            break
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(waiting)} Stacks not Ready after {timeout:.0f}s (e.g. {sorted(waiting)[:3]})\n"
+                               f"{diagnose(bed, namespace)[-6000:]}")
+        await asyncio.sleep(POLL)
+    return done
+
+
+def count_pods(bed: cluster.Cluster, namespace: str) -> int:
+    listing = bed.api_get(f"/api/v1/namespaces/{namespace}/pods") or {}
+    return sum(1 for pod in listing.get("items", []) if pod.get("status", {}).get("phase") in ("Pending", "Running"))
+
+
+async def updates_in(kc: kclient.Client, namespace: str) -> list[Object]:
+    return list((await kc.list(resources.UPDATE, namespace)).items)
+
+
+async def empty_namespace(kc: kclient.Client, bed: cluster.Cluster, namespace: str, timeout: float = 600) -> None:
+    """Delete every Stack (the operator is still there to remove its finalizer), wait until the Stacks and their
+    pods are gone, then the namespace: the next operator starts on an idle node."""
+    for stack in (await kc.list(resources.STACK, namespace)).items:
+        with contextlib.suppress(errors.NotFound):
+            await kc.delete(resources.STACK, stack["metadata"]["name"], namespace)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        stacks = (await kc.list(resources.STACK, namespace)).items
+        if not stacks and count_pods(bed, namespace) == 0:
+            break
+        await asyncio.sleep(1)
+    bed.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+
+
+async def fresh_namespace(kc: kclient.Client, bed: cluster.Cluster, prefix: str) -> str:
+    return await new_namespace(kc, bed, prefix)
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    """The nearest-rank percentile (p50, p95) of a small sample."""
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    rank = max(1, min(len(ordered), round(fraction * len(ordered) + 0.5)))
+    return ordered[rank - 1]
+
+
+def short_id() -> str:
+    return uuid.uuid4().hex[:6]
+
+
+@contextlib.contextmanager
+def wall_window() -> Iterator[list[float]]:
+    """[start, end] wall-clock times of a block, for the audit log."""
+    window = [time.time()]
+    try:
+        yield window
+    finally:
+        window.append(time.time())
+
+
+async def gather_limited(coros: Iterable[Awaitable[Any]], limit: int = 16) -> list[Any]:
+    semaphore = asyncio.Semaphore(limit)
+
+    async def one(coro: Awaitable[Any]) -> Any:
+        async with semaphore:
+            return await coro
+    return list(await asyncio.gather(*(one(c) for c in coros)))

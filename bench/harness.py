@@ -1,0 +1,119 @@
+"""`python -m bench <scenario|all> [--operators pko,go] [--stacks N] ...`: start a fresh real cluster from the test
+bed, install each operator in turn from its own Helm chart (pko's chart with pko's image, the reference's chart with
+its image), run the scenarios against it, and print the figures side by side with pko/Go ratios.
+
+Why one operator at a time on one cluster: both are measured on the same node, program, pod requests and API
+server, and neither competes with the other for the two cores. `run` is the part the smoke test calls on the
+interop tier's cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from bench import bed as b
+from bench import report
+from bench.scenarios import SCENARIOS, Context
+from pko.kube import client as kclient
+from pko.testing import cluster, gitserver, images
+from pko.testing.clusterbed import PKO_IMAGE
+
+
+async def run(real_cluster: cluster.Cluster, kc: kclient.Client, scenarios: Sequence[str],
+              operators: Sequence[str], *, stacks: int, changes: int, idle_seconds: float, sleep_seconds: float,
+              git: gitserver.GitServer | None = None, say: Callable[[str], None] = print) -> report.Results:
+    """Every scenario against every operator, one operator installed at a time; figures by scenario and operator."""
+    results: report.Results = {name: {} for name in scenarios}
+    ctx = Context(real_cluster, kc, stacks=stacks, changes=changes, idle_seconds=idle_seconds,
+                  sleep_seconds=sleep_seconds, git=git, say=say)
+    for op_name in operators:
+        operator = b.OPERATORS[op_name]
+        say(f"== {operator.name}: installing from its chart")
+        operator.install(real_cluster, git_ca=git.ca_pem if git is not None else None)
+        try:
+            for name in scenarios:
+                scenario = SCENARIOS[name]
+                if scenario.needs_git and git is None:
+                    raise ValueError(f"the {name} scenario needs a git server for the pods")
+                say(f"== {operator.name}: {name} (stacks={stacks})")
+                started = time.monotonic()
+                results[name][op_name] = await scenario.run(ctx, operator)
+                say(f"   {name} took {time.monotonic() - started:.0f}s")
+        finally:
+            operator.uninstall(real_cluster)
+    return results
+
+
+def headlines(scenarios: Sequence[str]) -> dict[str, str]:
+    return {name: SCENARIOS[name].headline for name in scenarios}
+
+
+def show(results: report.Results, scenarios: Sequence[str], say: Callable[[str], None] = print) -> None:
+    for name in scenarios:
+        say(f"\n{name}:\n{report.table(results, name)}")
+    say("")
+    for name in scenarios:
+        say(report.headline(results, name, SCENARIOS[name].headline))
+
+
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("scenario", choices=[*SCENARIOS, "all"])
+    parser.add_argument("--operators", default="pko,go", help="comma-separated: pko, go (default: both)")
+    parser.add_argument("--stacks", type=int, default=10, help="Stacks per scenario (default 10)")
+    parser.add_argument("--changes", type=int, default=20,
+                        help="config changes for latency, rounds for startup (default 20)")
+    parser.add_argument("--idle-seconds", type=float, default=300, help="how long idle measures (default 300)")
+    parser.add_argument("--sleep", type=float, default=30, help="seconds the concurrency program sleeps (30)")
+    parser.add_argument("--runtime", choices=["pod"], default="pod",
+                        help="workspace runtime (pod; the local runtime has no Go counterpart)")
+    parser.add_argument("--json", type=Path, help="write the figures as JSON here")
+    parser.add_argument("--plot", type=Path, help="write a PNG chart per scenario into this directory")
+    args = parser.parse_args(argv)
+    args.operator_list = [op.strip() for op in args.operators.split(",") if op.strip()]
+    unknown = set(args.operator_list) - set(b.OPERATORS)
+    if unknown or not args.operator_list:
+        parser.error(f"unknown operator(s) {sorted(unknown)}: choose from {sorted(b.OPERATORS)}")
+    if args.stacks < 1 or args.changes < 1 or args.idle_seconds <= 0:
+        parser.error("--stacks and --changes must be at least 1, --idle-seconds positive")
+    return args
+
+
+async def _main(args: argparse.Namespace) -> int:
+    scenarios = list(SCENARIOS) if args.scenario == "all" else [args.scenario]
+    say = print
+    with tempfile.TemporaryDirectory(prefix="pko-bench-") as tmp:
+        say("building or loading the test images (cached after the first run)")
+        built = images.build()
+        say("starting a real single-node cluster")
+        with cluster.start(Path(tmp) / "cluster", images=built.values()) as real_cluster:
+            real_cluster.tag_image(built["pko"].refs[0], PKO_IMAGE)
+            with gitserver.running(Path(tmp) / "git", host=real_cluster.node_ip, tls=True) as git:
+                async with kclient.Client.from_kubeconfig(real_cluster.kubeconfig) as kc:
+                    results = await run(real_cluster, kc, scenarios, args.operator_list, stacks=args.stacks,
+                                        changes=args.changes, idle_seconds=args.idle_seconds,
+                                        sleep_seconds=args.sleep, git=git, say=lambda line: print(line, flush=True))
+    show(results, scenarios)
+    if args.json:
+        report.write_json(args.json, results, headlines(scenarios),
+                          {"stacks": args.stacks, "changes": args.changes, "idle_seconds": args.idle_seconds,
+                           "sleep": args.sleep, "operators": args.operator_list, "runtime": args.runtime,
+                           "workspace_cpu_request": b.WORKSPACE_CPU})
+    if args.plot:
+        for path in report.plot(args.plot, results):
+            say(f"wrote {path}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return asyncio.run(_main(parse(argv)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,395 @@
+"""The six benchmark scenarios. Each runs against the one operator installed in the bed and returns its figures; the
+harness runs it for every operator in turn and compares them. The same program, Stacks, pod requests and cluster
+for both operators: nothing here knows which operator it measures except through `Operator`.
+
+A scenario leaves the cluster as it found it (its Stacks deleted while the operator is still there to finalize
+them, their pods gone), so the next operator starts on an idle node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import subprocess
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from bench import bed as b
+from pko.kube import client as kclient
+from pko.kube import resources
+from pko.testing import binaries, cluster, crossrun, gitserver, pulumi
+from pko.testing.clusterbed import ROOT, diagnose, passphrase_env
+
+Figures = dict[str, float]
+
+
+@dataclass
+class Context:
+    """What every scenario gets: the cluster, an admin client, the sizes asked for, and a progress line."""
+
+    bed: cluster.Cluster
+    kc: kclient.Client
+    stacks: int
+    changes: int
+    idle_seconds: float
+    sleep_seconds: float
+    git: gitserver.GitServer | None = None
+    say: Callable[[str], None] = print
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    headline: str  # the figure the `<scenario>: pko/go = <ratio>` line compares
+    lower_is_better: bool
+    run: Callable[[Context, b.Operator], Awaitable[Figures]]
+    needs_git: bool = False
+
+
+def _progress(ctx: Context, operator: b.Operator, what: str) -> Callable[[int, int], None]:
+    last = [-1]
+
+    def show(done: int, total: int) -> None:
+        if done != last[0]:
+            last[0] = done
+            ctx.say(f"  [{operator.name}] {what}: {done}/{total} Ready")
+    return show
+
+
+async def _fleet_ready(ctx: Context, operator: b.Operator, namespace: str, count: int, what: str
+                       ) -> dict[str, float]:
+    names = [f"s{i:03d}" for i in range(count)]
+    start = time.monotonic()
+    await b.create_program_stacks(ctx.kc, namespace, names)
+    return await b.watch_ready(ctx.kc, ctx.bed, namespace, names, start, timeout=300 + 20 * count,
+                               progress=_progress(ctx, operator, what))
+
+
+def _ts(text: str | None) -> float | None:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() if text else None
+
+
+def _span(start: float | None, end: float | None) -> float | None:
+    return end - start if start is not None and end is not None else None
+
+
+async def phases(ctx: Context, namespace: str) -> Figures:
+    """Where a Stack's time went (medians over the namespace, from the objects' own timestamps, 1 s resolution):
+    the pod's init containers, the pod becoming Ready, the wait until the Update was created, the Update's run."""
+    spans: dict[str, list[float]] = {"pod→fetch done (s)": [], "fetch (s)": [], "pod→Ready (s)": [],
+                                     "Stack→Update (s)": [], "Update run (s)": []}
+    stacks = {s["metadata"]["name"]: _ts(s["metadata"]["creationTimestamp"])
+              for s in (await ctx.kc.list(resources.STACK, namespace)).items}
+    for pod in (await ctx.kc.list(resources.POD, namespace)).items:
+        created = _ts(pod["metadata"]["creationTimestamp"])
+        for status in pod.get("status", {}).get("initContainerStatuses") or []:
+            done = (status.get("state") or {}).get("terminated") or {}
+            if status["name"] == "fetch" and done:
+                for key, value in (("pod→fetch done (s)", _span(created, _ts(done.get("finishedAt")))),
+                                   ("fetch (s)", _span(_ts(done.get("startedAt")), _ts(done.get("finishedAt"))))):
+                    if value is not None:
+                        spans[key].append(value)
+        ready: dict[str, Any] = next((c for c in pod.get("status", {}).get("conditions") or []
+                                      if c["type"] == "Ready"), {})
+        if ready.get("status") == "True" and (value := _span(created, _ts(ready.get("lastTransitionTime")))):
+            spans["pod→Ready (s)"].append(value)
+    for update in await b.updates_in(ctx.kc, namespace):
+        stack = next((o["name"] for o in update["metadata"].get("ownerReferences") or [] if o["kind"] == "Stack"),
+                     None)
+        status = update.get("status") or {}
+        for key, value in (("Stack→Update (s)", _span(stacks.get(stack or ""),
+                                                        _ts(update["metadata"]["creationTimestamp"]))),
+                           ("Update run (s)", _span(_ts(status.get("startTime")), _ts(status.get("endTime"))))):
+            if value is not None:
+                spans[key].append(value)
+    return {f"median {key}": statistics.median(values) for key, values in spans.items() if values}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+async def fleet(ctx: Context, operator: b.Operator) -> Figures:
+    """N Program Stacks applied at once: time to all Ready, per-Stack p50/p95, the operator's CPU, peak RSS and
+    API requests while it converged, the peak number of pods."""
+    namespace = await b.fresh_namespace(ctx.kc, ctx.bed, "fleet")
+    user = operator.username(ctx.bed)
+    peak_pods = [0]
+    progress = _progress(ctx, operator, "fleet")
+
+    def watch(done: int, total: int) -> None:
+        peak_pods[0] = max(peak_pods[0], b.count_pods(ctx.bed, namespace))
+        progress(done, total)
+
+    names = [f"s{i:03d}" for i in range(ctx.stacks)]
+    try:
+        with b.CostMeter(ctx.bed, operator) as cost, b.wall_window() as window:
+            start = time.monotonic()
+            await b.create_program_stacks(ctx.kc, namespace, names)
+            done = await b.watch_ready(ctx.kc, ctx.bed, namespace, names, start, timeout=300 + 20 * ctx.stacks,
+                                       progress=watch)
+        times = list(done.values())
+        return {"all Ready (s)": max(times), "Stack Ready p50 (s)": b.percentile(times, 0.5),
+                "Stack Ready p95 (s)": b.percentile(times, 0.95), "operator CPU (s)": cost.cpu_seconds,
+                "operator peak RSS (MB)": cost.peak_rss / 1e6,
+                "API requests": float(b.api_requests(ctx.bed, user, window[0], window[1])),
+                "peak pods": float(peak_pods[0]), **await phases(ctx, namespace)}
+    finally:
+        await b.empty_namespace(ctx.kc, ctx.bed, namespace)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+SLOW_PROJECT = """name: slow
+runtime:
+  name: python
+  options:
+    toolchain: pip
+    virtualenv: venv
+"""
+SLOW_PROGRAM = """import time
+
+import pulumi
+
+time.sleep(float(pulumi.Config().get("sleep") or "30"))
+pulumi.export("greeting", "slept")
+"""
+
+
+async def _slow_stacks(ctx: Context, operator: b.Operator, namespace: str, count: int, what: str) -> list[float]:
+    assert ctx.git is not None
+    await crossrun.trust_git_ca(ctx.kc, namespace, ctx.git)
+    repo = f"bench/slow-{namespace}"
+    ctx.git.create_repo(repo, {"Pulumi.yaml": SLOW_PROJECT, "__main__.py": SLOW_PROGRAM,
+                               "requirements.txt": "pulumi>=3.0.0,<4.0.0\n"})
+    template = crossrun.trusting_workspace_template()
+    template["spec"]["resources"] = {"requests": {"cpu": b.WORKSPACE_CPU, "memory": "64Mi"}}
+    names = [f"slow{i:03d}" for i in range(count)]
+    start = time.monotonic()
+    await asyncio.gather(*(ctx.kc.create(resources.STACK.new(name, namespace, spec={
+        "stack": "dev", "projectRepo": ctx.git.https_url(repo), "branch": "main", "backend": "file:///tmp",
+        "envRefs": passphrase_env(), "config": {"sleep": str(ctx.sleep_seconds)},
+        "workspaceTemplate": template})) for name in names))
+    done = await b.watch_ready(ctx.kc, ctx.bed, namespace, names, start, timeout=900 + 30 * count,
+                               ready=lambda s: b.is_ready(s, "slept"), progress=_progress(ctx, operator, what))
+    return list(done.values())
+
+
+async def concurrency(ctx: Context, operator: b.Operator) -> Figures:
+    """One Stack whose program sleeps, alone; then N of them at once: how much longer N take than one. A cap on
+    concurrent operations (the Go operator's 25 workers) shows as steps."""
+    alone_ns = await b.fresh_namespace(ctx.kc, ctx.bed, "alone")
+    try:
+        alone = max(await _slow_stacks(ctx, operator, alone_ns, 1, "one alone"))
+    finally:
+        await b.empty_namespace(ctx.kc, ctx.bed, alone_ns)
+    many_ns = await b.fresh_namespace(ctx.kc, ctx.bed, "many")
+    try:
+        times = await _slow_stacks(ctx, operator, many_ns, ctx.stacks, "all at once")
+    finally:
+        await b.empty_namespace(ctx.kc, ctx.bed, many_ns)
+    return {"all succeeded (s)": max(times), "one alone (s)": alone, "all / one": max(times) / alone,
+            "Stack Ready p50 (s)": b.percentile(times, 0.5)}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+async def latency(ctx: Context, operator: b.Operator) -> Figures:
+    """A warm, Ready Stack, changed `changes` times: from the change to its Update existing, and to Ready again."""
+    namespace = await b.fresh_namespace(ctx.kc, ctx.bed, "latency")
+    try:
+        await _fleet_ready(ctx, operator, namespace, 1, "warm-up")
+        to_start: list[float] = []
+        to_ready: list[float] = []
+        for change in range(ctx.changes):
+            greeting = f"change-{change}"
+            before = {u["metadata"]["name"] for u in await b.updates_in(ctx.kc, namespace)}
+            start = time.monotonic()
+            await ctx.kc.patch(resources.STACK, "s000", {"spec": {"config": {"greeting": greeting}}}, namespace)
+            started = None
+            deadline = start + 300
+            while time.monotonic() < deadline:
+                if started is None:
+                    now = {u["metadata"]["name"] for u in await b.updates_in(ctx.kc, namespace)}
+                    if now - before:
+                        started = time.monotonic() - start
+                stack = await ctx.kc.get(resources.STACK, "s000", namespace)
+                if started is not None and b.is_ready(stack, greeting):
+                    to_start.append(started)
+                    to_ready.append(time.monotonic() - start)
+                    break
+                await asyncio.sleep(0.1)
+            else:
+                raise TimeoutError(f"change {change} was not deployed in 300s\n{diagnose(ctx.bed, namespace)}")
+            ctx.say(f"  [{operator.name}] change {change + 1}/{ctx.changes}: update after {started:.2f}s, "
+                    f"Ready after {to_ready[-1]:.2f}s")
+        return {"change→Update p50 (s)": b.percentile(to_start, 0.5),
+                "change→Update p95 (s)": b.percentile(to_start, 0.95),
+                "change→Ready p50 (s)": b.percentile(to_ready, 0.5),
+                "change→Ready p95 (s)": b.percentile(to_ready, 0.95)}
+    finally:
+        await b.empty_namespace(ctx.kc, ctx.bed, namespace)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+def _operator_ready(ctx: Context, operator: b.Operator) -> bool:
+    pods = operator.pods(ctx.bed)
+    return bool(pods) and all(any(c.get("type") == "Ready" and c.get("status") == "True"
+                                  for c in p.get("status", {}).get("conditions", [])) for p in pods)
+
+
+async def restart(ctx: Context, operator: b.Operator) -> Figures:
+    """N Ready Stacks, then the operator's pod deleted: until the new one has reconciled every Stack (all still
+    Ready), how many updates ran again (should be none) and what the API server was asked meanwhile."""
+    namespace = await b.fresh_namespace(ctx.kc, ctx.bed, "restart")
+    try:
+        await _fleet_ready(ctx, operator, namespace, ctx.stacks, "before the restart")
+        updates_before = len(await b.updates_in(ctx.kc, namespace))
+        user = operator.username(ctx.bed)
+        old = {p["metadata"]["uid"] for p in operator.pods(ctx.bed)}
+        with b.CostMeter(ctx.bed, operator) as cost, b.wall_window() as window:
+            start = time.monotonic()
+            ctx.bed.kubectl("delete", "pods", "-n", operator.namespace, "--all", "--wait=false")
+            back = None
+            deadline = start + 600
+            while time.monotonic() < deadline:
+                pods = operator.pods(ctx.bed)
+                fresh = [p for p in pods if p["metadata"]["uid"] not in old]
+                if fresh and _operator_ready(ctx, operator):
+                    if back is None:
+                        back = time.monotonic() - start
+                    try:
+                        seen = crossrun.reconciles(ctx.bed, operator.namespace, "stack-controller")
+                    except OSError:
+                        seen = 0.0
+                    if seen >= ctx.stacks:
+                        stacks = (await ctx.kc.list(resources.STACK, namespace)).items
+                        if all(b.is_ready(s) for s in stacks):
+                            break
+                await asyncio.sleep(b.POLL)
+            else:
+                raise TimeoutError(f"the new operator did not reconcile every Stack in 600s\n"
+                                   f"{diagnose(ctx.bed, operator.namespace)}")
+            caught_up = time.monotonic() - start
+        reruns = len(await b.updates_in(ctx.kc, namespace)) - updates_before
+        return {"all reconciled (s)": caught_up, "operator Ready (s)": back or caught_up,
+                "updates re-run": float(reruns),
+                "API requests": float(b.api_requests(ctx.bed, user, window[0], window[1])),
+                "operator CPU (s)": cost.cpu_seconds}
+    finally:
+        await b.empty_namespace(ctx.kc, ctx.bed, namespace)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+def pko_agent() -> Path:
+    """pko's agent executable for the current sources (tools/agent-bin/build.sh reuses its cached build)."""
+    build = subprocess.run(["bash", str(ROOT / "tools" / "agent-bin" / "build.sh")], capture_output=True,
+                           text=True, check=False, timeout=1800)
+    if build.returncode != 0:
+        raise RuntimeError(f"building pko's agent executable failed:\n{build.stderr[-4000:]}")
+    return Path(build.stdout.strip().splitlines()[-1])
+
+
+def _agent_listening(operator: b.Operator, runs: int) -> float:
+    """The operator's own agent, here on this machine: exec of `agent serve` to its port accepting (median)."""
+    from bench import agent_startup  # a script module of its own; only this figure needs it
+
+    path = pko_agent() if operator.name == "pko" else binaries.require("pko-go-agent")
+    with tempfile.TemporaryDirectory(prefix="pko-bench-") as tmp:
+        root = Path(tmp)
+        env = pulumi.pulumi_env(root / "pulumi")
+        workspace = root / "workspace"
+        workspace.mkdir()
+        (workspace / "Pulumi.yaml").write_text("name: startup\nruntime: yaml\n")
+        figures = [agent_startup.time_listening([str(path), "serve", "-w", str(workspace), "--skip-install",
+                                                 "--host", "127.0.0.1"], env, root / f"serve-{i}.log")
+                   for i in range(runs + 1)][1:]
+    return statistics.median(figures)
+
+
+async def startup(ctx: Context, operator: b.Operator) -> Figures:
+    """The agent's exec→listening, and a workspace pod's creation→Ready and a new Stack's creation→Ready, one Stack
+    at a time (`changes` of them)."""
+    listening = await asyncio.to_thread(_agent_listening, operator, max(3, ctx.changes))
+    pod_ready: list[float] = []
+    stack_ready: list[float] = []
+    failed_dials = 0
+    for round_ in range(ctx.changes):
+        namespace = await b.fresh_namespace(ctx.kc, ctx.bed, "startup")
+        try:
+            await b.create_program_stacks(ctx.kc, namespace, ["s000"])
+            start = time.monotonic()
+            created = ready = None
+            while time.monotonic() < start + 300:
+                pod = ctx.bed.api_get(f"/api/v1/namespaces/{namespace}/pods/s000-workspace-0")
+                now = time.monotonic() - start
+                if pod is not None and created is None:
+                    created = now
+                if pod is not None and any(c.get("type") == "Ready" and c.get("status") == "True"
+                                           for c in pod.get("status", {}).get("conditions", [])):
+                    ready = now
+                    break
+                await asyncio.sleep(0.1)
+            if created is None or ready is None:
+                raise TimeoutError(f"the workspace pod was not Ready in 300s\n{diagnose(ctx.bed, namespace)}")
+            pod_ready.append(ready - created)
+            done = await b.watch_ready(ctx.kc, ctx.bed, namespace, ["s000"], start, timeout=300)
+            stack_ready.append(done["s000"])
+            failed_dials += sum(1 for kind, reason, _ in crossrun.events(ctx.bed, namespace)
+                                if reason == "ConnectionFailure")
+            ctx.say(f"  [{operator.name}] round {round_ + 1}/{ctx.changes}: pod Ready {pod_ready[-1]:.2f}s, "
+                    f"Stack Ready {stack_ready[-1]:.2f}s")
+        finally:
+            await b.empty_namespace(ctx.kc, ctx.bed, namespace)
+    return {"agent exec→listening (s)": listening, "pod created→Ready p50 (s)": b.percentile(pod_ready, 0.5),
+            "Stack created→Ready p50 (s)": b.percentile(stack_ready, 0.5),
+            "failed first dials": float(failed_dials)}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+def _workspace_rss(ctx: Context, namespace: str) -> list[int]:
+    pods = (ctx.bed.api_get(f"/api/v1/namespaces/{namespace}/pods") or {}).get("items", [])
+    found = (b.pod_rss_bytes(p["metadata"]["uid"]) for p in pods)
+    return [rss for rss in found if rss is not None]
+
+
+async def idle(ctx: Context, operator: b.Operator) -> Figures:
+    """N Ready Stacks left alone: the operator's CPU and RSS over `idle_seconds`, the workspace pods' RSS (each
+    agent at rest), and the API requests the operator made while nothing changed."""
+    namespace = await b.fresh_namespace(ctx.kc, ctx.bed, "idle")
+    try:
+        await _fleet_ready(ctx, operator, namespace, ctx.stacks, "settling")
+        await asyncio.sleep(min(10.0, ctx.idle_seconds))
+        user = operator.username(ctx.bed)
+        ctx.say(f"  [{operator.name}] idle for {ctx.idle_seconds:.0f}s")
+        samples: list[list[int]] = []
+        with b.CostMeter(ctx.bed, operator) as cost, b.wall_window() as window:
+            end = time.monotonic() + ctx.idle_seconds
+            while time.monotonic() < end:
+                samples.append(_workspace_rss(ctx, namespace))
+                await asyncio.sleep(min(5.0, ctx.idle_seconds / 3))
+        per_pod = [rss for sample in samples for rss in sample]
+        totals = [sum(sample) for sample in samples if sample]
+        return {"operator CPU (s)": cost.cpu_seconds, "operator RSS (MB)": cost.mean_rss / 1e6,
+                "workspace pods RSS total (MB)": statistics.fmean(totals) / 1e6 if totals else float("nan"),
+                "workspace pod RSS (MB)": statistics.fmean(per_pod) / 1e6 if per_pod else float("nan"),
+                "API requests": float(b.api_requests(ctx.bed, user, window[0], window[1]))}
+    finally:
+        await b.empty_namespace(ctx.kc, ctx.bed, namespace)
+
+
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
+    Scenario("fleet", "all Ready (s)", True, fleet),
+    Scenario("concurrency", "all succeeded (s)", True, concurrency, needs_git=True),
+    Scenario("latency", "change→Update p50 (s)", True, latency),
+    Scenario("restart", "all reconciled (s)", True, restart),
+    Scenario("startup", "agent exec→listening (s)", True, startup),
+    Scenario("idle", "workspace pods RSS total (MB)", True, idle),
+)}

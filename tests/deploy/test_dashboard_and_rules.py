@@ -1,0 +1,199 @@
+"""The shipped Grafana dashboard (`deploy/grafana/pko.json`) and Prometheus alert rules
+(`deploy/prometheus/rules.yaml`): each is well-formed for what loads it (Grafana's dashboard model: panels with
+grid positions, targets, a data source variable; Prometheus's rule file: groups of alerts with durations, labels
+and annotations), every expression parses as PromQL (`promql.py`), and every series it selects is one the operator
+exports — the names come from the registry of the operator as `pko operator` wires it, not from a list."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from helmchart import ROOT
+from prometheus_client import CollectorRegistry
+from promql import parse, parse_variable_query
+
+from pko.testing import operator
+
+DASHBOARD = ROOT / "deploy" / "grafana" / "pko.json"
+RULES = ROOT / "deploy" / "prometheus" / "rules.yaml"
+SUFFIXES = {"counter": ("_total", "_created"), "histogram": ("_bucket", "_count", "_sum", "_created"),
+            "summary": ("_count", "_sum", "_created"), "gauge": ("",), "info": ("_info",), "unknown": ("",)}
+PANEL_TYPES = {"stat", "timeseries", "table", "gauge", "bargauge", "heatmap", "text", "row", "piechart"}
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: none, cluster: {server: "https://127.0.0.1:9"}}]
+users: [{name: none, user: {token: unused}}]
+contexts: [{name: none, context: {cluster: none, user: none}}]
+current-context: none
+"""
+
+
+def series_names(registry: CollectorRegistry) -> set[str]:
+    """Every series name a registry's families expose (a counter `x` as `x_total`, a histogram as `x_bucket`,
+    `x_count`, `x_sum`), whether or not a sample exists yet."""
+    return {family.name + suffix for family in registry.collect() for suffix in SUFFIXES[family.type]}
+
+
+@pytest.fixture(scope="module")
+async def exported(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
+    """The series names of the operator's registry, with all its controllers wired (nothing is started: the API
+    server address is never dialled)."""
+    directory = tmp_path_factory.mktemp("operator")
+    (directory / "kubeconfig").write_text(KUBECONFIG)
+    op = operator.Operator(directory / "kubeconfig", directory / "workspaces")
+    try:
+        return series_names(op.manager.registry)
+    finally:
+        await op.client.close()
+
+
+def _dashboard() -> dict[str, Any]:
+    return dict(json.loads(DASHBOARD.read_text()))
+
+
+def _rules() -> list[dict[str, Any]]:
+    return [rule for group in yaml.safe_load(RULES.read_text())["groups"] for rule in group["rules"]]
+
+
+def test_the_registry_has_the_new_families(exported: set[str]) -> None:
+    assert {"pulumi_update_duration_seconds_bucket", "pulumi_update_phase_duration_seconds_count",
+            "pulumi_stack_resource_changes_total", "pulumi_stack_last_success_timestamp_seconds",
+            "pulumi_stack_stalled", "stacks_failing", "stacks_active", "programs_active"} <= exported
+    assert "pulumi_stack_resource_changes" not in exported  # a counter is queried with _total
+
+
+# --- the dashboard -----------------------------------------------------------------------------------------------
+
+
+def test_the_dashboard_has_a_prometheus_datasource_variable_the_others_use() -> None:
+    dashboard = _dashboard()
+    assert dashboard["uid"]
+    assert dashboard["title"]
+    assert isinstance(dashboard["schemaVersion"], int)
+    assert dashboard["schemaVersion"] >= 36  # panels' datasource as {type, uid}
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource"
+    assert variables["datasource"]["query"] == "prometheus"
+    for name in ("namespace", "stack"):
+        assert variables[name]["type"] == "query"
+        assert variables[name]["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+    assert len(variables) == len(dashboard["templating"]["list"]), "variable names are unique"
+
+
+def test_every_panel_is_placed_and_queries_the_datasource_variable() -> None:
+    panels = _dashboard()["panels"]
+    assert len(panels) >= 8
+    assert len({p["id"] for p in panels}) == len(panels), "panel ids are unique"
+    cells: set[tuple[int, int]] = set()
+    for panel in panels:
+        assert panel["type"] in PANEL_TYPES, panel["title"]
+        assert panel["title"]
+        grid = panel["gridPos"]
+        assert set(grid) == {"x", "y", "w", "h"}, panel["title"]
+        assert min(grid["x"], grid["y"]) >= 0, panel["title"]
+        assert min(grid["w"], grid["h"]) > 0, panel["title"]
+        assert grid["x"] + grid["w"] <= 24, panel["title"]
+        covered = {(x, y) for x in range(grid["x"], grid["x"] + grid["w"])
+                   for y in range(grid["y"], grid["y"] + grid["h"])}
+        assert not covered & cells, f"{panel['title']} overlaps another panel"
+        cells |= covered
+        assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, panel["title"]
+        targets = panel["targets"]
+        assert targets, panel["title"]
+        assert len({t["refId"] for t in targets}) == len(targets), panel["title"]
+        for target in targets:
+            assert target["datasource"] == panel["datasource"]
+            assert target["expr"].strip()
+
+
+def _dashboard_queries() -> list[tuple[str, str]]:
+    dashboard = _dashboard()
+    found = [(f"panel {p['title']!r} {t['refId']}", t["expr"]) for p in dashboard["panels"] for t in p["targets"]]
+    return found
+
+
+def test_every_dashboard_query_parses_and_selects_only_exported_series(exported: set[str]) -> None:
+    unknown = {}
+    for where, expr in _dashboard_queries():
+        metrics = parse(expr).metrics
+        assert metrics, f"{where} selects no series: {expr}"
+        if metrics - exported:
+            unknown[where] = sorted(metrics - exported)
+    for variable in _dashboard()["templating"]["list"]:
+        if variable["type"] == "query":
+            metrics = parse_variable_query(variable["query"]["query"]).metrics
+            if metrics - exported:
+                unknown[f"variable {variable['name']}"] = sorted(metrics - exported)
+    assert not unknown, f"series the operator does not export: {unknown}"
+
+
+def test_the_dashboard_uses_every_pulumi_family(exported: set[str]) -> None:
+    """Each of pko's update metrics has a panel (a new metric without one fails here)."""
+    used = {m for _, expr in _dashboard_queries() for m in parse(expr).metrics}
+    families = {re.sub(r"_(bucket|count|sum|total|created)$", "", name) for name in exported
+                if name.startswith("pulumi_")}
+    unused = {f for f in families if not any(m.startswith(f) for m in used)}
+    assert not unused, f"no panel shows {sorted(unused)}"
+
+
+# --- the rules ---------------------------------------------------------------------------------------------------
+
+DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
+
+
+def test_the_rules_file_is_a_prometheus_rule_file() -> None:
+    document = yaml.safe_load(RULES.read_text())
+    assert set(document) == {"groups"}
+    names = [group["name"] for group in document["groups"]]
+    assert len(set(names)) == len(names)
+    for group in document["groups"]:
+        assert set(group) <= {"name", "interval", "rules", "limit"}
+        for rule in group["rules"]:
+            assert set(rule) <= {"alert", "record", "expr", "for", "keep_firing_for", "labels", "annotations"}
+            assert re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", rule["alert"]), rule
+            assert DURATION.match(rule["for"]), rule["alert"]
+            assert rule["labels"]["severity"] in ("info", "warning", "critical"), rule["alert"]
+            assert rule["annotations"]["summary"], rule["alert"]
+            assert rule["annotations"]["description"], rule["alert"]
+
+
+def test_the_rules_cover_staleness_stalls_and_failure_rates() -> None:
+    metrics = {rule["alert"]: parse(rule["expr"]).metrics for rule in _rules()}
+    assert "pulumi_stack_last_success_timestamp_seconds" in metrics["PulumiStackNoRecentSuccess"]
+    assert metrics["PulumiStackStalled"] == {"pulumi_stack_stalled"}
+    assert metrics["PulumiStackUpdatesFailing"] == {"pulumi_update_duration_seconds_count"}
+    assert metrics["PulumiUpdateFailureRateHigh"] == {"pulumi_update_duration_seconds_count"}
+
+
+def test_every_rule_parses_and_selects_only_exported_series(exported: set[str]) -> None:
+    unknown = {rule["alert"]: sorted(parse(rule["expr"]).metrics - exported) for rule in _rules()}
+    assert not {k: v for k, v in unknown.items() if v}, f"series the operator does not export: {unknown}"
+
+
+def test_annotation_templates_are_balanced() -> None:
+    for rule in _rules():
+        for text in rule["annotations"].values():
+            assert text.count("{{") == text.count("}}"), rule["alert"]
+            for inner in re.findall(r"\{\{(.*?)\}\}", text):
+                assert re.fullmatch(r"\s*\$(labels\.\w+|value)(\s*\|\s*\w+)?\s*", inner), (rule["alert"], inner)
+
+
+def test_the_files_are_where_the_docs_say() -> None:
+    text = (ROOT / "docs" / "metrics.md").read_text()
+    for path in (DASHBOARD, RULES):
+        assert str(path.relative_to(ROOT)) in text
+    assert Path(DASHBOARD).read_text().endswith("\n")
+
+
+def test_the_documented_example_queries_parse_and_select_exported_series(exported: set[str]) -> None:
+    text = (ROOT / "docs" / "metrics.md").read_text()
+    blocks = re.findall(r"```promql\n(.*?)```", text, re.DOTALL)
+    queries = [line for block in blocks for line in block.splitlines() if line.strip() and not line.startswith("#")]
+    assert len(queries) >= 5
+    unknown = {query: sorted(parse(query).metrics - exported) for query in queries}
+    assert not {k: v for k, v in unknown.items() if v}, unknown

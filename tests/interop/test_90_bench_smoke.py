@@ -1,0 +1,41 @@
+"""A short run of every benchmark scenario (`bench/`) against both operators on this tier's cluster: the harness
+must keep producing its figures for pko and for the Go operator, and its headline lines. Only that: the figures
+themselves are for `python -m bench`, never asserted in a test."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from bench import harness, report
+from bench.scenarios import SCENARIOS
+from pko.kube import client as kclient
+from pko.testing import cluster, gitserver
+
+HEADLINE = re.compile(r"^(\w+): pko/go = (\d+\.\d\d)$")
+
+
+async def test_every_scenario_yields_figures_for_both_operators(
+    ckc: kclient.Client, real_cluster: cluster.Cluster, pod_git: gitserver.GitServer,
+) -> None:
+    lines: list[str] = []
+    results = await harness.run(real_cluster, ckc, list(SCENARIOS), ["pko", "go"], stacks=2, changes=2,
+                                idle_seconds=10, sleep_seconds=3, git=pod_git, say=lines.append)
+    for name, scenario in SCENARIOS.items():
+        assert set(results[name]) == {"pko", "go"}, (name, results[name])
+        for operator, figures in results[name].items():
+            assert scenario.headline in figures, (name, operator, figures)
+            produced = {figure: value for figure, value in figures.items() if not math.isnan(value)}
+            assert produced == figures, f"{name}/{operator}: figures missing: {figures}"
+            assert figures[scenario.headline] > 0, (name, operator, figures)
+    # what each run measured from outside the operator: its pod's CPU and memory, its API requests
+    for operator in ("pko", "go"):
+        assert results["fleet"][operator]["operator CPU (s)"] > 0, results["fleet"]
+        assert results["fleet"][operator]["API requests"] > 0, results["fleet"]
+    assert results["idle"]["pko"]["workspace pod RSS (MB)"] > 1
+    assert results["restart"]["pko"]["updates re-run"] == 0, results["restart"]
+    printed: list[str] = []
+    harness.show(results, list(SCENARIOS), printed.append)
+    found = {m.group(1) for m in (HEADLINE.match(line) for line in printed) if m}
+    assert found == set(SCENARIOS), printed
+    assert "pko/go" in report.table(results, "fleet")
