@@ -50,6 +50,14 @@ async def _events_until(kc: kclient.Client, name: str, namespace: str, test: Cal
         await asyncio.sleep(0.5)
 
 
+async def _no_agent(runtime: Any, key: objects.ObjectKey, timeout: float = 30.0) -> None:
+    """The status says Sleeping first, then the agent is stopped: wait (briefly) for the process to be gone."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while runtime.get(key) is not None:
+        assert asyncio.get_running_loop().time() < deadline, f"{key}: the agent still runs while Sleeping"
+        await asyncio.sleep(0.2)
+
+
 async def test_config_values_reach_the_running_agent_without_a_restart(
     kc: kclient.Client, namespace: str, git: gitserver.GitServer, stack_operator: operator.Operator,
 ) -> None:
@@ -130,7 +138,7 @@ async def test_an_idle_workspace_sleeps_and_a_resync_wakes_it(
     assert e2e.condition(ws, "Ready")["message"] == ("Scaled to zero after 2s without an update; the next update "
                                                      "wakes the workspace")
     assert "address" not in ws["status"]
-    assert runtime.get(objects.ObjectKey(namespace, "sleepy")) is None
+    await _no_agent(runtime, objects.ObjectKey(namespace, "sleepy"))
     stack = await kc.get(resources.STACK, "sleepy", namespace)
     assert e2e.is_ready(stack)
     assert e2e.last_update(stack)["name"] == e2e.last_update(first)["name"]
@@ -147,7 +155,7 @@ async def test_an_idle_workspace_sleeps_and_a_resync_wakes_it(
     assert e2e.last_update(woken)["name"] != e2e.last_update(first)["name"]
     await e2e.wait_for(kc, resources.WORKSPACE, "sleepy", namespace,
                        lambda o: _workspace_reason(o) == "Sleeping" and "address" not in o["status"], timeout=60)
-    assert runtime.get(objects.ObjectKey(namespace, "sleepy")) is None
+    await _no_agent(runtime, objects.ObjectKey(namespace, "sleepy"))
     # The event follows the agent's stop; at least two: on a slow machine it may also have slept between becoming
     # ready and its first Update. Every wake is between two sleeps.
     reasons = await _events_until(kc, "sleepy", namespace, lambda r: r.count("Sleeping") >= 2)
@@ -200,7 +208,7 @@ async def test_the_operators_default_idle_timeout_and_a_stack_that_opts_out(
             await e2e.wait_for(kc, resources.STACK, name, namespace, e2e.is_ready)
         await e2e.wait_for(kc, resources.WORKSPACE, "defaulted", namespace,
                            lambda o: _workspace_reason(o) == "Sleeping", timeout=60)
-        assert runtime.get(objects.ObjectKey(namespace, "defaulted")) is None
+        await _no_agent(runtime, objects.ObjectKey(namespace, "defaulted"))
         # long past the operator's 2s, the opted-out workspace still runs its agent
         await asyncio.sleep(4)
         always_on = await kc.get(resources.WORKSPACE, "always-on", namespace)
