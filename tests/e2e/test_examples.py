@@ -61,6 +61,7 @@ def test_examples_cover_the_documented_cases() -> None:
     assert any((s.get("approval") or {}).get("required") for s in stacks), "approvals (pko)"
     assert "StackApproval" in {d["kind"] for d in docs}, "approvals (pko)"
     assert any((s.get("destroyProtection") or {}).get("enabled") for s in stacks), "destroy protection (pko)"
+    assert any(s.get("workspaceIdleTimeout") for s in stacks), "scale to zero (pko)"
     assert any((s.get("outputs") or {}).get("template") for s in stacks), "outputs to a Secret / ConfigMap (pko)"
     assert {"Program", "Workspace", "Update", "GitRepository", "Pod"} <= {d["kind"] for d in docs}
 

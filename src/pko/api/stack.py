@@ -5,8 +5,8 @@ secrets and environment, and how the operator should run it. Everything here is 
 including its deprecated fields (still accepted and honoured) and ``workspaceTemplate`` / ``updateTemplate``,
 which are apply configurations of Workspace / Update kept as plain JSON because they are strategic-merge-patched
 onto the generated objects. pko adds optional fields: ``suspend`` and ``retryPolicy`` (docs/suspend-and-retries.md),
-``outputs`` (docs/outputs.md), ``approval`` (docs/approvals.md), ``destroyProtection`` (docs/destroy-protection.md);
-left out, a Stack means what it means to the Go operator.
+``outputs`` (docs/outputs.md), ``approval`` (docs/approvals.md), ``destroyProtection`` (docs/destroy-protection.md),
+``workspaceIdleTimeout`` (docs/scale-to-zero.md); left out, a Stack means what it means to the Go operator.
 
 Must never: default anything the Go CRD does not default (``workspaceReclaimPolicy`` has an enum, no default),
 or interpret ``config`` values (strings or any structured JSON).
@@ -298,6 +298,11 @@ class StackSpec(Wire):
     outputs: StackOutputs | None = None
     approval: ApprovalPolicy | None = None
     destroy_protection: DestroyProtection | None = None
+    # pko addition (docs/scale-to-zero.md): passed to the Workspace as spec.idleTimeout.
+    workspace_idle_timeout: Annotated[str, MaxLength(64), workspace.duration_rule("workspaceIdleTimeout")] | None = (
+        pydantic.Field(None, description="pko: scale the Stack's workspace to zero after this long without an "
+                                         "update (a Go duration such as 15m; 0s never; absent: the operator's "
+                                         "default); the next update wakes it. The Stack stays Ready meanwhile."))
 
 
 class StackUpdateState(Wire):

@@ -110,9 +110,9 @@ def test_stack_spec_fields() -> None:
         "runProgram", "retryOnUpdateConflict", "useLocalStackOnly", "resyncFrequencySeconds",
         "retryMaxBackoffDurationSeconds", "serviceAccountName", "workspaceTemplate", "updateTemplate",
         "workspaceReclaimPolicy", "environment",
-        # pko additions (docs/suspend-and-retries.md, docs/outputs.md, docs/approvals.md, docs/destroy-protection.md),
-        # optional and without defaults
-        "suspend", "retryPolicy", "outputs", "approval", "destroyProtection",
+        # pko additions (docs/suspend-and-retries.md, docs/outputs.md, docs/approvals.md, docs/destroy-protection.md,
+        # docs/scale-to-zero.md), optional and without defaults
+        "suspend", "retryPolicy", "outputs", "approval", "destroyProtection", "workspaceIdleTimeout",
     ])
     assert {k: v for k, v in spec["config"].items() if k != "description"} == {
         "x-kubernetes-preserve-unknown-fields": True}
@@ -201,7 +201,8 @@ def test_workspace_schema() -> None:
     assert spec["git"]["properties"]["auth"]["properties"]["githubApp"]["required"] == [
         "appID", "installationID", "privateKey"]
     status = _at(_root(workspaces), "status")["properties"]
-    assert sorted(status) == ["address", "conditions", "observedGeneration", "pulumiVersion"]
+    # `applied` is pko's (docs/config-without-restart.md), optional
+    assert sorted(status) == ["address", "applied", "conditions", "observedGeneration", "pulumiVersion"]
 
 
 def test_workspace_template_is_an_apply_configuration() -> None:

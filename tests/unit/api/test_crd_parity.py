@@ -53,6 +53,12 @@ ADDED: dict[tuple[str, str], str] = {
            "retryPolicy.backoffBaseSeconds": "first backoff (the reference hard-codes 10s)",
            "retryPolicy.backoffFactor": "backoff growth (the reference hard-codes 3)",
            "retryPolicy.stalledRetryIntervalSeconds": "automatic retry of a Stalled Stack (the reference has none)",
+           # Scale-to-zero (docs/scale-to-zero.md): the Stack's idle timeout, and the Workspace fields its
+           # workspaceTemplate can carry (an apply configuration of the Workspace).
+           "workspaceIdleTimeout": "scale the Stack's workspace to zero when idle",
+           "workspaceTemplate.spec.idleTimeout": "the Workspace's idle timeout, in a workspaceTemplate",
+           **{f"workspaceTemplate.status.applied{leaf}": "the Workspace's applied state, in a workspaceTemplate"
+              for leaf in ("", ".podGeneration", ".podDigest", ".configGeneration")},
            # Outputs published into a Secret / ConfigMap the Stack owns (docs/outputs.md).
            "outputs": "outputs to a stable Secret / ConfigMap",
            "outputs.secretName": "the Secret to write",
@@ -75,6 +81,10 @@ ADDED: dict[tuple[str, str], str] = {
        for path in ("", ".state", ".operation", ".preview", ".digest", ".changes", ".changes{}", ".resources",
                     ".resources[]", ".generation",
                     ".reconcileRequest", ".commit", ".previewedAt", ".approval", ".approvedBy")},
+    # Scale-to-zero and config without a pod roll (docs/scale-to-zero.md, docs/config-without-restart.md).
+    ("auto.pulumi.com_workspaces.yaml", "v1alpha1 .spec.idleTimeout"): "scale the workspace to zero when idle",
+    **{("auto.pulumi.com_workspaces.yaml", f"v1alpha1 .status.applied{leaf}"): "what the running agent was "
+       "started and configured for" for leaf in ("", ".podGeneration", ".podDigest", ".configGeneration")},
     # The resource changes of an update (docs/metrics.md): status only, written by pko's controllers.
     **{(file_name, f"{version} {path}"): "resource change counts of an update"
        for file_name, version, base in (

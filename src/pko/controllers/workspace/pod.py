@@ -103,6 +103,18 @@ class PodRuntime:
 
         return Placed(manifests.service_address(workspace), initialized, mark, fetch_seconds=fetch_seconds(pod))
 
+    async def sleep(self, workspace: ws_api.Workspace, statefulset: dict[str, Any]) -> None:
+        """Apply the Service and the StatefulSet with no replicas: the StatefulSet controller stops the pod (the
+        agent gets SIGTERM and its grace period); the template stays, so waking makes the same pod again."""
+        key = objects.ObjectKey.of(workspace.metadata)
+        await self.client.apply(owners.set_controller_reference(manifests.service(workspace), workspace))
+        try:
+            await self.client.apply(statefulset)
+        except errors.Invalid:
+            await self.client.delete(resources.STATEFUL_SET, statefulset["metadata"]["name"], key.namespace,
+                                     missing_ok=True)
+            await self.recorder.normal(workspace, "Migrated", "Replaced the workspace statefulset")
+
     async def remove(self, key: objects.ObjectKey) -> None:
         """Nothing to do: the StatefulSet and Service are owned by the Workspace (garbage collection)."""
 
