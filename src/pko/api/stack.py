@@ -5,7 +5,8 @@ secrets and environment, and how the operator should run it. Everything here is 
 including its deprecated fields (still accepted and honoured) and ``workspaceTemplate`` / ``updateTemplate``,
 which are apply configurations of Workspace / Update kept as plain JSON because they are strategic-merge-patched
 onto the generated objects. pko adds optional fields: ``suspend`` and ``retryPolicy`` (docs/suspend-and-retries.md),
-``outputs`` (docs/outputs.md); left out, a Stack means what it means to the Go operator.
+``outputs`` (docs/outputs.md), ``driftDetection`` (with ``status.drift``, docs/drift-detection.md); left out, a
+Stack means what it means to the Go operator.
 
 Must never: default anything the Go CRD does not default (``workspaceReclaimPolicy`` has an enum, no default),
 or interpret ``config`` values (strings or any structured JSON).
@@ -17,6 +18,7 @@ from typing import Annotated, Any, Literal
 
 import pydantic
 
+from pko.api import drift as drift_api
 from pko.api import update, workspace
 from pko.api.meta import Conditions, ObjectMeta, ObjectMetaApply, Time, Wire
 from pko.api.schema import (
@@ -275,6 +277,7 @@ class StackSpec(Wire):
                           "still runs its finalizer.")
     retry_policy: RetryPolicy | None = None
     outputs: StackOutputs | None = None
+    drift_detection: drift_api.DriftDetection | None = None
 
 
 class StackUpdateState(Wire):
@@ -316,6 +319,7 @@ class StackStatus(Wire):
     last_update: StackUpdateState | None = None
     current_update: CurrentStackUpdate | None = None
     project_info: workspace.ProjectInfo | None = None
+    drift: drift_api.DriftStatus | None = None  # pko: spec.driftDetection
 
 
 class StackStatusV1Alpha1(Wire):

@@ -110,8 +110,9 @@ def test_stack_spec_fields() -> None:
         "runProgram", "retryOnUpdateConflict", "useLocalStackOnly", "resyncFrequencySeconds",
         "retryMaxBackoffDurationSeconds", "serviceAccountName", "workspaceTemplate", "updateTemplate",
         "workspaceReclaimPolicy", "environment",
-        # pko additions (docs/suspend-and-retries.md, docs/outputs.md), optional and without defaults
-        "suspend", "retryPolicy", "outputs",
+        # pko additions (docs/suspend-and-retries.md, docs/outputs.md, docs/drift-detection.md), optional and
+        # without defaults
+        "suspend", "retryPolicy", "outputs", "driftDetection",
     ])
     assert {k: v for k, v in spec["config"].items() if k != "description"} == {
         "x-kubernetes-preserve-unknown-fields": True}
@@ -137,7 +138,8 @@ def test_stack_spec_fields() -> None:
 def test_stack_status_fields() -> None:
     status = _at(_root(crds.stacks()), "status")["properties"]
     assert sorted(status) == sorted(["observedGeneration", "observedReconcileRequest", "conditions", "outputs",
-                                     "lastUpdate", "currentUpdate", "projectInfo"])
+                                     "lastUpdate", "currentUpdate", "projectInfo",
+                                     "drift"])  # pko: drift checks (docs/drift-detection.md)
     assert status["outputs"] == {"additionalProperties": {"x-kubernetes-preserve-unknown-fields": True},
                                  "type": "object"}
     assert status["conditions"]["x-kubernetes-list-type"] == "map"
@@ -277,5 +279,6 @@ def test_update_schema() -> None:
     status = _at(_root(updates), "status")["properties"]
     # resourceChanges: pko's addition (docs/metrics.md), on the parity test's list of additions
     assert sorted(status) == sorted(["observedGeneration", "startTime", "endTime", "permalink", "message",
-                                     "outputs", "conditions", "projectInfo", "resourceChanges"])
+                                     "outputs", "conditions", "projectInfo", "resourceChanges",
+                                     "drift"])  # pko: drift-check Updates only (docs/drift-detection.md)
     assert status["conditions"]["x-kubernetes-list-type"] == "map"
