@@ -160,7 +160,11 @@ class StackReconciler:
             due = drift.plan(stack.model_copy(update={"status": status}), self.clock())
             if not due.due:
                 return await self._synced(s, objects.name_of(desired_ws), due)
-            check = True  # a drift check, on the path of an update: the Workspace first
+            # A drift check, on the path of an update (the Workspace first); the Stack reads as synced meanwhile.
+            check = True
+            assert status.last_update is not None
+            s.conditions = sync.mark_result(s.conditions, status.last_update, self.clock(),
+                                            policy=self._policy(stack))
         else:
             await self.recorder.normal(s.stack, "StackUpdateDetected", message)
 
