@@ -59,6 +59,8 @@ def test_examples_cover_the_documented_cases() -> None:
     assert any(s.get("retryPolicy") for s in stacks), "failure policy (pko)"
     assert any((s.get("outputs") or {}).get("template") for s in stacks), "outputs to a Secret / ConfigMap (pko)"
     assert {"Program", "Workspace", "Update", "GitRepository", "Pod"} <= {d["kind"] for d in docs}
+    assert any(s.get("driftDetection") for s in stacks), "drift detection (pko)"
+    assert {"Program", "Workspace", "Update", "GitRepository"} <= {d["kind"] for d in docs}
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[str(p.relative_to(ROOT / "examples")) for p in EXAMPLES])
