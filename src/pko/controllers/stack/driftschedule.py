@@ -97,10 +97,11 @@ def _check_cron(expression: str) -> None:
 
 
 def offset(uid: str, jitter: float) -> float:
-    """This Stack's fixed delay in [0, jitter): the first 8 bytes of SHA-256(uid) as a fraction of `jitter`."""
+    """This Stack's fixed delay in [0, jitter): the top 53 bits of SHA-256(uid) (exactly a float in [0, 1)) as a
+    fraction of `jitter`."""
     if jitter <= 0:
         return 0.0
-    fraction = int.from_bytes(hashlib.sha256(uid.encode()).digest()[:8], "big") / 2.0**64
+    fraction = (int.from_bytes(hashlib.sha256(uid.encode()).digest()[:8], "big") >> 11) / 2.0**53
     return fraction * jitter
 
 
