@@ -9,6 +9,10 @@ manager; every stall carries the reference's reason and message and, where the r
 A suspended Stack (pko's `spec.suspend`) stops right after absorbing a finished Update: it resolves no source and
 starts nothing until resumed. A deleting one is not suspended: the finalizer runs as for any other Stack.
 
+pko's drift checks (`spec.driftDetection`, rules in `drift`) take the path of an update when one is due and nothing
+else is: the Workspace, then a labelled preview Update tracked in `status.drift.currentCheck` (never in
+`currentUpdate`, so `lastUpdate` keeps its meaning). A check in flight is waited for exactly like an update.
+
 Each object is read once into its typed model (:mod:`pko.api`) and worked on as that; JSON is built only for what
 goes back to the API server (a status apply, a finalizer patch, a new Update).
 
