@@ -64,6 +64,8 @@ def test_examples_cover_the_documented_cases() -> None:
     assert any(s.get("workspaceIdleTimeout") for s in stacks), "scale to zero (pko)"
     assert any((s.get("outputs") or {}).get("template") for s in stacks), "outputs to a Secret / ConfigMap (pko)"
     assert {"Program", "Workspace", "Update", "GitRepository", "Pod"} <= {d["kind"] for d in docs}
+    assert any(s.get("driftDetection") for s in stacks), "drift detection (pko)"
+    assert {"Program", "Workspace", "Update", "GitRepository"} <= {d["kind"] for d in docs}
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[str(p.relative_to(ROOT / "examples")) for p in EXAMPLES])

@@ -6,7 +6,8 @@ including its deprecated fields (still accepted and honoured) and ``workspaceTem
 which are apply configurations of Workspace / Update kept as plain JSON because they are strategic-merge-patched
 onto the generated objects. pko adds optional fields: ``suspend`` and ``retryPolicy`` (docs/suspend-and-retries.md),
 ``outputs`` (docs/outputs.md), ``approval`` (docs/approvals.md), ``destroyProtection`` (docs/destroy-protection.md),
-``workspaceIdleTimeout`` (docs/scale-to-zero.md); left out, a Stack means what it means to the Go operator.
+``workspaceIdleTimeout`` (docs/scale-to-zero.md), ``driftDetection`` (with ``status.drift``,
+docs/drift-detection.md); left out, a Stack means what it means to the Go operator.
 
 Must never: default anything the Go CRD does not default (``workspaceReclaimPolicy`` has an enum, no default),
 or interpret ``config`` values (strings or any structured JSON).
@@ -18,6 +19,7 @@ from typing import Annotated, Any, Literal
 
 import pydantic
 
+from pko.api import drift as drift_api
 from pko.api import update, workspace
 from pko.api.meta import Conditions, ObjectMeta, ObjectMetaApply, Time, Wire
 from pko.api.schema import (
@@ -303,6 +305,7 @@ class StackSpec(Wire):
         pydantic.Field(None, description="pko: scale the Stack's workspace to zero after this long without an "
                                          "update (a Go duration such as 15m; 0s never; absent: the operator's "
                                          "default); the next update wakes it. The Stack stays Ready meanwhile."))
+    drift_detection: drift_api.DriftDetection | None = None
 
 
 class StackUpdateState(Wire):
@@ -364,6 +367,7 @@ class StackStatus(Wire):
     current_update: CurrentStackUpdate | None = None
     project_info: workspace.ProjectInfo | None = None
     approval: PlanReview | None = None  # pko (docs/approvals.md)
+    drift: drift_api.DriftStatus | None = None  # pko: spec.driftDetection
 
 
 class StackStatusV1Alpha1(Wire):

@@ -38,6 +38,10 @@ ALLOWED: dict[tuple[str, str, str], str] = {
 }
 
 
+# The schema paths of a drift result (an Update's `status.drift`; a Stack's has the same and more).
+_UPDATE_DRIFT = ("drift", "drift.changes", "drift.changes{}", "drift.resources", "drift.resources[]",
+                 "drift.resources[].urn", "drift.resources[].op")
+
 # Deliberate extensions: schema paths pko adds that the reference does not have, (CRD file, path) → why. Only
 # optional fields without defaults belong here, so a manifest written for the Go operator means the same; each is a
 # row of "What pko adds" in docs/compatibility.md. Stack v1alpha1 serves the same spec as v1, so both carry them.
@@ -75,6 +79,12 @@ ADDED: dict[tuple[str, str], str] = {
            "destroyProtection": "a destroy waits for a confirmation of its preview",
            "destroyProtection.enabled": "a destroy waits for a confirmation of its preview",
            "destroyProtection.threshold": "deletes allowed without a confirmation",
+           # Scheduled read-only drift checks (docs/drift-detection.md).
+           "driftDetection": "drift checks on a schedule",
+           **{f"driftDetection.{leaf}": "drift check schedule and remediation"
+              for leaf in ("interval", "cron", "jitter", "remediate")},
+           # updateTemplate is an apply configuration of an Update, so it carries the Update's status.drift.
+           **{f"updateTemplate.status.{path}": "an Update's drift-check result" for path in _UPDATE_DRIFT},
        }.items()},
     # The plan under review (docs/approvals.md); v1 only, as v1alpha1 keeps the reference's older status.
     **{("pulumi.com_stacks.yaml", f"v1 .status.approval{path}"): "the plan under review"
@@ -94,6 +104,13 @@ ADDED: dict[tuple[str, str], str] = {
            *(("pulumi.com_stacks.yaml", version, ".spec.updateTemplate.status") for version in ("v1", "v1alpha1")),
        )
        for path in (f"{base}.resourceChanges", f"{base}.resourceChanges{{}}")},
+    # The outcome of the drift checks on the Stack (lastUpdate keeps the Go operator's meaning).
+    **{("pulumi.com_stacks.yaml", f"v1 .status.{path}"): "drift check results"
+       for path in (*_UPDATE_DRIFT, "drift.currentCheck", "drift.remediation", "drift.lastCheck",
+                    *(f"drift.lastCheck.{leaf}" for leaf in ("name", "startTime", "endTime", "result", "message")))},
+    # What a drift check's preview would change, written only on the Updates of drift checks.
+    **{("auto.pulumi.com_updates.yaml", f"v1alpha1 .status.{path}"): "a drift check's result"
+       for path in _UPDATE_DRIFT},
 }
 
 

@@ -12,6 +12,10 @@ that saves its plan, then — once a StackApproval names the plan's digest — a
 A suspended Stack (pko's `spec.suspend`) stops right after absorbing a finished Update: it resolves no source and
 starts nothing until resumed. A deleting one is not suspended: the finalizer runs as for any other Stack.
 
+pko's drift checks (`spec.driftDetection`, rules in `drift`) take the path of an update when one is due and nothing
+else is: the Workspace, then a labelled preview Update tracked in `status.drift.currentCheck` (never in
+`currentUpdate`, so `lastUpdate` keeps its meaning). A check in flight is waited for exactly like an update.
+
 Each object is read once into its typed model (:mod:`pko.api`) and worked on as that; JSON is built only for what
 goes back to the API server (a status apply, a finalizer patch, a new Update).
 
@@ -36,7 +40,7 @@ from pko.api import update as up_api
 from pko.api import workspace as ws_api
 from pko.api.meta import Condition, ObjectMeta
 from pko.controllers.stack import approval as gate
-from pko.controllers.stack import outputs, publish, sync, updates
+from pko.controllers.stack import drift, outputs, publish, sync, updates
 from pko.controllers.stack import source as source_mod
 from pko.controllers.stack import workspace as ws_build
 from pko.kube import client as kclient
@@ -124,7 +128,12 @@ class StackReconciler:
         absorbed = status.current_update is not None
         if absorbed and not await self._absorb(s):
             return None  # the Update is still running; its completion brings us back
+        if drift.in_flight(status) and not await self._absorb_check(s):
+            return None  # a drift check holds the stack; nothing starts until it ends
         spec = stack_api.spec_of(stack)
+        if spec.drift_detection is None and (status.drift is not None
+                                             or conditions.find(s.conditions, conditions.DRIFTED)):
+            s.conditions = drift.forget(status, s.conditions)
         if s.deleting and (not spec.destroy_on_finalize or spec.preview):
             s.conditions = conditions.mark_ready(s.conditions, now=self.clock())
             await self._save(s)
@@ -155,13 +164,24 @@ class StackReconciler:
 
         synced, message = sync.is_synced(stack.model_copy(update={"status": status}), resolved.commit, self.clock(),
                                          defaults=self.retry_policy)
+        remediation = drift.remediation_due(stack.model_copy(update={"status": status}), s.conditions)
+        if synced and remediation is not None:
+            synced, message = False, remediation
+        check = False
         if synced:
-            return await self._synced(s, objects.name_of(desired_ws))
+            due = drift.plan(stack.model_copy(update={"status": status}), self.clock())
+            if not due.due:
+                return await self._synced(s, objects.name_of(desired_ws), due)
+            # A drift check, on the path of an update (the Workspace first); the Stack reads as synced meanwhile.
+            check = True
+            assert status.last_update is not None
+            s.conditions = sync.mark_result(s.conditions, status.last_update, self.clock(),
+                                            policy=self._policy(stack))
         step: gate.Step | None = None
         destroying = gate.destroy_protected(stack)
         current_inputs = gate.Inputs(stack.metadata.generation, sync.reconcile_request(stack), resolved.commit,
                                      "destroy" if destroying else "update")
-        if gate.gated(stack):
+        if not check and gate.gated(stack):  # a drift check is a preview: it needs no approval; a remediation does
             step = await self._approval_step(s, current_inputs, destroying)
             if step.action == gate.Action.WAIT:
                 assert status.approval is not None
@@ -174,9 +194,10 @@ class StackReconciler:
             if step.action == gate.Action.PREVIEW and status.approval and status.approval.state == gate.AWAITING:
                 await self.recorder.normal(s.stack, "StackApprovalStale",
                                            f"plan {status.approval.digest} is stale ({step.why}): previewing anew")
-        await self.recorder.normal(s.stack, "StackUpdateDetected", message)
+        if not check:
+            await self.recorder.normal(s.stack, "StackUpdateDetected", message)
 
-        if not s.deleting:
+        if not check and not s.deleting:
             blocked = await self._prerequisites(s)
             if blocked is not None:
                 s.conditions = conditions.mark_reconciling(
@@ -184,9 +205,10 @@ class StackReconciler:
                 await self._save(s)
                 return None
 
-        s.conditions = conditions.mark_reconciling(s.conditions, conditions.RECONCILING_PROCESSING,
-                                                   conditions.MESSAGE_WAITING_FOR_WORKSPACE, now=self.clock())
-        await self._save(s)
+        if not check:  # a drift check leaves Ready/Reconciling alone: it changes nothing
+            s.conditions = conditions.mark_reconciling(s.conditions, conditions.RECONCILING_PROCESSING,
+                                                       conditions.MESSAGE_WAITING_FOR_WORKSPACE, now=self.clock())
+            await self._save(s)
         try:
             ws = ws_api.Workspace.model_validate(await self.client.apply(desired_ws))
         except errors.ApiError as err:
@@ -200,6 +222,11 @@ class StackReconciler:
         if not workspace_ready(ws):
             stalled = conditions.find(ws.status.conditions if ws.status else None, conditions.STALLED)
             if stalled is not None and stalled.status == "True":
+                if check:
+                    await self._check_done(s, drift.failed_to_start(
+                        s.status, f"the workspace failed: {stalled.reason}: {stalled.message}", self.clock()))
+                    await self._save(s)
+                    return None
                 if s.deleting and status.last_update is None:
                     await self._remove_finalizer(s)
                     return None
@@ -209,10 +236,14 @@ class StackReconciler:
                 return await self._stall(s, reason, f"{stalled.reason}: {stalled.message}", False, None)
             return None  # the Workspace watch brings us back when it is ready
 
-        s.conditions = conditions.mark_reconciling(s.conditions, conditions.RECONCILING_PROCESSING,
-                                                   conditions.MESSAGE_STACK_PROCESSING, now=self.clock())
         now = self.clock()
+        if check:
+            await self._start_check(s, ws, now)
+            return None
+        s.conditions = conditions.mark_reconciling(s.conditions, conditions.RECONCILING_PROCESSING,
+                                                   conditions.MESSAGE_STACK_PROCESSING, now=now)
         update = updates.build(stack, ws, message, int(now.timestamp() * 1000))
+        drift.with_refresh(update, stack, s.conditions)
         if step is not None and step.action == gate.Action.PREVIEW:
             update = gate.destroy_preview(update) if destroying else gate.plan_preview(update)
             s.status.approval = gate.previewing(objects.name_of(update), current_inputs)
@@ -226,28 +257,38 @@ class StackReconciler:
             # an empty request is left out, as the Go operator's `omitempty` leaves it out
             generation=stack.metadata.generation, reconcile_request=sync.reconcile_request(stack) or None,
             name=objects.name_of(update), commit=resolved.commit)
+        if remediation is not None:
+            drift.remediating(s.status, objects.name_of(update))
         logcontext.bind(update=objects.name_of(update))
+
+        def forget() -> None:
+            s.status.current_update = None
+        await self._create(s, update, forget)
+        if step is not None and step.action == gate.Action.APPLY:
+            await self._accepted(s, step, objects.name_of(update))
+        return None
+
+    async def _create(self, s: _Session, update: objects.Object, forget: Callable[[], None]) -> None:
+        """Save the status that names `update` (so a crash never loses track of it), create it and hold it with
+        our finalizer until it is absorbed; on a failure, `forget` it again and save that."""
         await self._save(s)
         try:
             await self.client.create(update)
         except errors.ApiError:
-            s.status.current_update = None
+            forget()
             await self._save(s)
             raise
         try:
             await self.client.apply(
                 {"apiVersion": up_api.API_VERSION, "kind": up_api.KIND,
-                 "metadata": {"name": objects.name_of(update), "namespace": key.namespace,
+                 "metadata": {"name": objects.name_of(update), "namespace": s.key.namespace,
                               "finalizers": [names.FINALIZER]}},
                 field_manager=names.FIELD_MANAGER_STACK_FINALIZER)
         except errors.ApiError:
-            await self.client.delete(resources.UPDATE, objects.name_of(update), key.namespace, missing_ok=True)
-            s.status.current_update = None
+            await self.client.delete(resources.UPDATE, objects.name_of(update), s.key.namespace, missing_ok=True)
+            forget()
             await self._save(s)
             raise
-        if step is not None and step.action == gate.Action.APPLY:
-            await self._accepted(s, step, objects.name_of(update))
-        return None
 
     # --- steps -------------------------------------------------------------------------------------------------
 
@@ -283,6 +324,7 @@ class StackReconciler:
                     masked = json.loads(objects.annotations_of(secret).get(names.ANNOTATION_SECRETS, "[]"))
                     s.status.outputs = sync.masked_outputs(data, masked)
             s.status.last_update = sync.record_success(current, update, now)
+            s.conditions = drift.after_update(s.conditions, update, now)
             if update.status and update.status.project_info:
                 s.status.project_info = update.status.project_info
             await self.recorder.normal(s.stack, "StackCreated", sync.update_event_message(update, False))
@@ -370,11 +412,14 @@ class StackReconciler:
             await self.recorder.normal(s.stack, "StackAwaitingApproval",
                                        gate.awaiting_message(s.status.approval, s.key.name))
 
-    async def _synced(self, s: _Session, workspace_name: str) -> Result | None:
+    async def _synced(self, s: _Session, workspace_name: str, check: drift.Plan) -> Result | None:
         last = s.status.last_update
         assert last is not None
         now = self.clock()
         s.conditions = sync.mark_result(s.conditions, last, now, policy=self._policy(s.stack))
+        if check.problem is not None and not drift.shows_problem(s.conditions):
+            await self.recorder.warning(s.stack, "DriftScheduleInvalid", check.problem)
+        s.conditions = drift.mark_schedule(s.conditions, check.problem, now)
         stack = s.stack.model_copy(update={"status": s.status})
         if s.deleting:
             if last.state != stack_api.STATE_SUCCEEDED:
@@ -386,9 +431,45 @@ class StackReconciler:
             await self._remove_finalizer(s)
             return None
         after = sync.requeue_after(stack, now, defaults=self.retry_policy)
+        if check.wait is not None:  # the next drift check
+            after = max(1.0, min(after, check.wait) if after else check.wait)
         await self._reclaim_workspace(s, workspace_name)
         await self._save(s)
         return Result(requeue_after=after) if after else None
+
+    # --- drift checks (drift.py) --------------------------------------------------------------------------------
+
+    async def _start_check(self, s: _Session, ws: ws_api.Workspace, now: datetime.datetime) -> None:
+        """Start a drift check; the previous check's Update goes (only the latest one is kept to look at)."""
+        update = drift.check_update(s.stack, ws, int(now.timestamp() * 1000))
+        previous = s.status.drift.last_check if s.status.drift is not None else None
+        drift.started(s.status, objects.name_of(update))
+        logcontext.bind(update=objects.name_of(update))
+
+        def forget() -> None:
+            if s.status.drift is not None:
+                s.status.drift.current_check = None
+        await self._create(s, update, forget)
+        if previous is not None and previous.name:
+            await self.client.delete(resources.UPDATE, previous.name, s.key.namespace, missing_ok=True)
+
+    async def _absorb_check(self, s: _Session) -> bool:
+        """Fold a finished drift check into `status.drift` and `Drifted`; False (status saved) while it runs."""
+        name = drift.in_flight(s.status) or ""
+        update = await self.client.get_typed_or_none(resources.UPDATE, up_api.Update, name, s.key.namespace)
+        if update is not None and not update_complete(update):
+            await self._save(s)
+            return False
+        await self._check_done(s, drift.absorb(s.status, update, name, self.clock()))
+        if update is not None:
+            s.finalize_update = name
+        return True
+
+    async def _check_done(self, s: _Session, finding: drift.Finding) -> None:
+        said = drift.event(s.conditions, finding)
+        if said is not None:
+            await self.recorder.emit(s.stack, *said)
+        s.conditions = drift.mark(s.conditions, finding, self.clock())
 
     async def _suspended(self, s: _Session, absorbed: bool) -> None:
         """Suspended: say so (once as an event), report an Update that just finished, start nothing. The Stack's

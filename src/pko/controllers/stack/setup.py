@@ -4,8 +4,8 @@ A Stack is reconciled when its generation changes (not when only our finalizer w
 reconciliation-request annotation changes; when a prerequisite becomes ready or goes away; when a Program or
 Flux source it uses gets a new artifact; when its Workspace becomes ready or stalled; and when one of its Updates
 completes. Metrics `stacks_active` and `stacks_failing{namespace,name}` follow the Stack cache, and so does pko's
-`pulumi_stack_last_success_timestamp_seconds` after a restart (seeded from `status.lastUpdate`) and
-`pulumi_stack_stalled{namespace,stack,reason}`.
+`pulumi_stack_last_success_timestamp_seconds` after a restart (seeded from `status.lastUpdate`),
+`pulumi_stack_stalled{namespace,stack,reason}` and the drift-check metrics (driftmetrics.py).
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from pko.api import stack as stack_api
 from pko.api import update as up_api
 from pko.api import workspace as ws_api
 from pko.controllers.settings import Settings
+from pko.controllers.stack import driftmetrics, sync
 from pko.controllers.stack import reconciler as stack_reconciler
 from pko.controllers.stack import source as source_mod
-from pko.controllers.stack import sync
 from pko.kube import client as kclient
 from pko.kube import events, objects, resources
 from pko.runtime import controller as ctl
@@ -304,4 +304,5 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings, *,
 
     metrics = StackMetrics(mgr.registry)
     stacks.add_handler(metrics.observe)
+    stacks.add_handler(driftmetrics.DriftMetrics(mgr.registry).observe)
     return StackController(reconciler, controller, metrics, flux_watches, approval_watch)

@@ -101,6 +101,7 @@ class Outcome:
     outputs: str | None = None
     project_info: dict[str, str] | None = None
     resource_changes: dict[str, int] | None = None  # pko: from the engine's summary event, when one came
+    drift: dict[str, Any] | None = None  # pko: a drift check's result (controllers/update/drift.py)
 
     def conditions(self, previous: Sequence[Condition] | None, generation: int | None,
                    now: datetime.datetime) -> list[Condition]:
@@ -176,6 +177,8 @@ def status_body(update: up_api.Update, outcome: Outcome, now: datetime.datetime)
     changes = outcome.resource_changes if outcome.resource_changes is not None else status.resource_changes
     if changes is not None:  # pko's addition: left out when the engine sent no summary, as the Go operator
         body["resourceChanges"] = dict(changes)
+    if outcome.drift is not None:
+        body["drift"] = outcome.drift
     return body
 
 

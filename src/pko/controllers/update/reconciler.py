@@ -29,7 +29,7 @@ from pko.api import conditions, names
 from pko.api import update as up_api
 from pko.api import workspace as ws_api
 from pko.controllers import connect
-from pko.controllers.update import plan
+from pko.controllers.update import drift, plan
 from pko.kube import client as kclient
 from pko.kube import errors, events, objects, owners, resources
 from pko.protocol import client as agent_client
@@ -174,6 +174,7 @@ class UpdateReconciler:
         spec = update.spec or up_api.UpdateSpec()
         kind = spec.type or ""
         gate = plan.plan_gate(update.metadata.annotations or {}, kind)
+        drifted = drift.Collector() if drift.is_drift_check(update) else None
         try:
             select = conn.stub.SelectStack(
                 agent_pb2.SelectStackRequest(stack_name=spec.stack_name or "", create=True), metadata=conn.metadata)
@@ -194,12 +195,17 @@ class UpdateReconciler:
                     found = plan.resource_changes(event)
                     if found is not None:
                         changes.append(found)
+                    if drifted is not None:
+                        drifted.observe(event)
                 elif which == "result":
                     if gate.save_plan or gate.destroy_preview:
                         problem = await self._record_plan(update, response.result)
                         if problem is not None:
                             return problem
-                    return await self._absorb(update, kind, response.result)
+                    outcome = await self._absorb(update, kind, response.result)
+                    if drifted is not None and outcome.failed[0] != "True":
+                        outcome.drift = drifted.result()
+                    return outcome
         except grpc.aio.AioRpcError as err:
             info = agent_client.pulumi_error_info(err)
             return plan.from_error(info.message if info else err.details(), info.reason if info else None)
