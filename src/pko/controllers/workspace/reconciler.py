@@ -337,11 +337,22 @@ class WorkspaceReconciler:
             body["pulumiVersion"] = status.pulumi_version
         if status.applied is not None:
             body["applied"] = status.applied.model_dump(by_alias=True, exclude_none=True, mode="json")
+        if status_unchanged(status.workspace, body):
+            return  # most reconciles of a settled Workspace change nothing: no request for them
         await self.client.apply_status(
             {"apiVersion": ws_api.API_VERSION, "kind": ws_api.KIND,
              "metadata": {"name": meta.name, "namespace": meta.namespace}, "status": body},
             field_manager=names.FIELD_MANAGER_WORKSPACE_STATUS,
         )
+
+
+def status_unchanged(workspace: ws_api.Workspace, body: dict[str, Any]) -> bool:
+    """The status this reconcile would write is the one the Workspace has (this controller is its only writer, so
+    an equal status means the apply would change nothing; a field left out of `body` would be removed, so the
+    whole status must match)."""
+    if workspace.status is None:
+        return False
+    return workspace.status.model_dump(by_alias=True, exclude_none=True, mode="json") == body
 
 
 def _pod_name(key: objects.ObjectKey) -> str:
