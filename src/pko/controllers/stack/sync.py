@@ -182,8 +182,12 @@ def record_failure(current: stack_api.CurrentStackUpdate, update: up_api.Update,
         permalink=status.permalink or None, last_resync_time=conditions.format_time(now),
         # zero is left out, as the Go operator's `omitempty` leaves it out
         failures=((last.failures or 0) + 1) if same_inputs and last is not None else None,
-        resource_changes=status.resource_changes,
+        resource_changes=status.resource_changes or None,  # never {}: see below
     )
+
+
+# An empty `resourceChanges` is left out, never written as {}: server-side apply of {} over a map this field manager
+# filled before leaves `null` behind, which the schema refuses (every later status write of the Stack then failed).
 
 
 def record_success(current: stack_api.CurrentStackUpdate, update: up_api.Update,
@@ -194,7 +198,7 @@ def record_success(current: stack_api.CurrentStackUpdate, update: up_api.Update,
         type=update.spec.type if update.spec else None, state=stack_api.STATE_SUCCEEDED,
         last_attempted_commit=current.commit, last_successful_commit=current.commit,
         permalink=status.permalink or None, last_resync_time=conditions.format_time(now),
-        resource_changes=status.resource_changes,
+        resource_changes=status.resource_changes or None,  # never {}: see below
     )
 
 

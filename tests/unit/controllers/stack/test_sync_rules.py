@@ -382,3 +382,19 @@ def test_an_empty_reconcile_request_is_left_out_of_last_update() -> None:
     for last in (sync.record_success(_current(request=""), _update(), NOW),
                  sync.record_failure(_current(request=""), _update(), None, NOW)):
         assert "reconcileRequest" not in last.model_dump(by_alias=True, exclude_none=True)
+
+
+@pytest.mark.parametrize("changes", [{}, None])
+def test_an_update_without_changes_leaves_resource_changes_out_of_last_update(changes: dict[str, int] | None) -> None:
+    """Never `{}`: server-side apply of an empty map over one this manager filled before leaves `null`, which the
+    schema refuses — a failed destroy after an up with changes then made every status write of the Stack fail."""
+    update = up_api.Update.model_validate({
+        "metadata": {"name": "u", "namespace": "ns"}, "spec": {"type": "destroy"},
+        "status": {"message": "failed", **({"resourceChanges": changes} if changes is not None else {})}})
+    current = stack_api.CurrentStackUpdate(generation=2, name="u", commit="")
+    now = datetime.datetime(2026, 11, 22, tzinfo=datetime.UTC)
+    for recorded in (sync.record_failure(current, update, None, now), sync.record_success(current, update, now)):
+        assert recorded.resource_changes is None
+        assert "resourceChanges" not in recorded.model_dump(by_alias=True, exclude_none=True, mode="json")
+    update.status.resource_changes = {"delete": 1}  # type: ignore[union-attr]
+    assert sync.record_failure(current, update, None, now).resource_changes == {"delete": 1}
