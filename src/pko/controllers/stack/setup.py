@@ -215,7 +215,7 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings, *,
             flux_watches.ensure(kind)
 
     extra: dict[str, Any] = {"github_api_url": github_api_url} if github_api_url else {}
-    resolver = source_mod.Resolver(client, watch_flux_kind=watch_flux, **extra)
+    resolver = source_mod.Resolver(client, watch_flux_kind=watch_flux, git_timeout=settings.git_timeout, **extra)
     reconciler = stack_reconciler.StackReconciler(client, recorder, resolver, retry_policy=retry_policy(settings))
     controller = mgr.controller(names.STACK_CONTROLLER, reconciler, workers=workers)
     flux_watches = FluxWatches(client, mgr.namespace, stacks, lambda key: controller.queue.add(key))
