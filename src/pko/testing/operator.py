@@ -99,8 +99,9 @@ class Operator:
             version="v0.0.0-test", workspace_runtime=runtime, workspace_root=workspace_root,
             kubeconfig=str(agent_kubeconfig or kubeconfig), workers=workers, max_operations=max_operations,
             program_fs_addr="127.0.0.1:0", workspace_agent=workspace_agent,
-            **({"git_timeout": git_timeout} if git_timeout is not None else {}),
         )
+        if git_timeout is not None:
+            self.settings.git_timeout = git_timeout
         self.controllers = wiring.setup(self.manager, self.client, self.settings)
         self.all = self.controllers  # the name earlier callers used
         self._task: asyncio.Task[None] | None = None
