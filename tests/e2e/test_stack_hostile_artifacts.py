@@ -1,9 +1,7 @@
 """Hostile Flux artifacts, end to end: a Stack whose Flux source's artifact climbs out of the tree, links out of it,
-has the wrong digest or is truncated never becomes Ready, its Workspace's Ready condition names the problem
-(the agent's `init` refused the archive), and nothing is written outside the workspace.
-
-Known gap (not asserted here): the Stack itself only says "waiting for workspace readiness", and no event is
-recorded; the precise message is on the Workspace.
+has the wrong digest or is truncated never becomes Ready; its Workspace's Ready condition names the problem (the
+agent's `init` refused the archive), the Stack's Reconciling condition carries it ("waiting for workspace readiness:
+…") with one WorkspaceNotReady Warning event, and nothing is written outside the workspace.
 
 No source-controller here: a GitRepository (the real Flux CRD) gets its `status.artifact` set by the test, pointing
 at an HTTP server on loopback that serves the hostile bytes, which is exactly what the operator and the agent see
@@ -128,8 +126,13 @@ async def test_hostile_artifact_gives_a_precise_condition_and_event(
     workspace = await waiting.wait_for(kc, resources.WORKSPACE, case, namespace, lambda o: words in _words(o),
                                        timeout=90)
     assert waiting.condition(workspace, "Ready").get("status") != "True"
-    stack = await kc.get(resources.STACK, case, namespace)
+    stack = await waiting.wait_for(kc, resources.STACK, case, namespace, lambda o: words in _words(o), timeout=30)
+    reconciling = waiting.condition(stack, "Reconciling")
+    assert reconciling.get("message", "").startswith("waiting for workspace readiness: "), reconciling
     assert waiting.condition(stack, "Ready").get("status") != "True"
     assert e2e.last_update(stack) == {}
+    events = [e for e in await e2e.events_of(kc, case, namespace) if e["reason"] == "WorkspaceNotReady"]
+    assert events, "no WorkspaceNotReady event"
+    assert all(words in e["message"] and e["type"] == "Warning" for e in events), events
     assert not (tmp_path / "pko-hostile-escape.txt").exists()
     assert not list(tmp_path.rglob("pko-hostile-escape.txt"))
