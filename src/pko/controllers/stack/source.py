@@ -28,6 +28,8 @@ from pko.sources import githubapp
 
 SOURCE_UNAVAILABLE_RETRY = 30.0
 _SHA = re.compile(r"^[0-9a-f]{40}$")
+_API_VERSION = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[a-z0-9]+$")  # group/version, as a URL path takes it
+_KIND = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
 
 
 class RefNotFound(Exception):
@@ -52,6 +54,10 @@ def flux_kind(ref: stack_api.FluxSourceReference) -> resources.Kind:
     """The kind a Flux `sourceRef` names (registered on first use)."""
     if "/" not in ref.api_version or not ref.kind:
         raise ValueError(f'invalid sourceRef apiVersion/kind "{ref.api_version}"/"{ref.kind}"')
+    # pko: what would not fit in a request URL (a control character, a `/` in the kind) is refused here too
+    if not _API_VERSION.match(ref.api_version) or not _KIND.match(ref.kind) or not kclient.plausible_name(ref.name):
+        raise ValueError(f"invalid sourceRef apiVersion/kind/name {ref.api_version!r}/{ref.kind!r}/{ref.name!r}: "
+                         "not a Kubernetes group/version, kind and object name")
     key = f"{ref.api_version}/{ref.kind}"
     try:
         return resources.resource(key)
