@@ -141,7 +141,7 @@ class Client:
         """The object, or :class:`pko.kube.errors.NotFound` (also for a name no object can have: see
         :func:`plausible_name`)."""
         k = resources.resource(kind)
-        if not plausible_name(name) or (namespace is not None and not plausible_name(namespace)):
+        if not plausible_name(name) or (namespace and not plausible_name(namespace)):
             raise errors.NotFound(404, "NotFound",
                                   f"{k.plural} {name!r} not found: not a valid object name" if not plausible_name(name)
                                   else f"namespace {namespace!r} not found: not a valid name")
