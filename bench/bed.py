@@ -17,6 +17,7 @@ import statistics
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -182,7 +183,12 @@ def _audit_time(text: str) -> float:
 def api_requests(bed: cluster.Cluster, username: str, since: float, until: float) -> int:
     """Requests `username` made between two wall-clock times (one audit entry per request: a watch is counted when
     it starts, a request when it ends)."""
-    seen: set[str] = set()
+    return sum(api_breakdown(bed, username, since, until).values())
+
+
+def api_breakdown(bed: cluster.Cluster, username: str, since: float, until: float) -> Counter[str]:
+    """The same requests by kind: "verb resource[/subresource]", e.g. "patch stacks/status"."""
+    seen: dict[str, str] = {}
     for path in sorted(bed.audit_log.parent.glob("audit*.log")):
         with path.open() as lines:
             for line in lines:
@@ -194,19 +200,27 @@ def api_requests(bed: cluster.Cluster, username: str, since: float, until: float
                         continue
                     when = _audit_time(entry.get("stageTimestamp") or entry["requestReceivedTimestamp"])
                     if since <= when <= until:
-                        seen.add(entry["auditID"])
-    return len(seen)
+                        ref = entry.get("objectRef") or {}
+                        what = ref.get("resource", entry.get("requestURI", "?"))
+                        if ref.get("subresource"):
+                            what += f"/{ref['subresource']}"
+                        seen[entry["auditID"]] = f"{entry['verb']} {what}"
+    return Counter(seen.values())
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # Stacks
 
-def stack_spec(name: str, greeting: str = "hello", **extra: Any) -> Object:
-    """A Program Stack as both operators run it: the file backend inside the pod, the same small pod request."""
-    template = workspace_template()
-    template["spec"]["resources"] = {"requests": {"cpu": WORKSPACE_CPU, "memory": "64Mi"}}
-    return {"stack": "dev", "programRef": {"name": name}, "backend": "file:///tmp", "envRefs": passphrase_env(),
-            "config": {"greeting": greeting}, "workspaceTemplate": template, **extra}
+def stack_spec(name: str, greeting: str = "hello", *, local: bool = False) -> Object:
+    """A Program Stack as both operators run it: the file backend inside the pod, the same small pod request.
+    `local`: for pko's local runtime (no pod: the agents' environment names the backend)."""
+    spec: Object = {"stack": "dev", "programRef": {"name": name}, "envRefs": passphrase_env(),
+                    "config": {"greeting": greeting}}
+    if not local:
+        template = workspace_template()
+        template["spec"]["resources"] = {"requests": {"cpu": WORKSPACE_CPU, "memory": "64Mi"}}
+        spec.update(backend="file:///tmp", workspaceTemplate=template)
+    return spec
 
 
 def is_ready(stack: Object, greeting: str | None = None) -> bool:
@@ -220,10 +234,11 @@ def is_ready(stack: Object, greeting: str | None = None) -> bool:
     return greeting is None or (status.get("outputs") or {}).get("greeting") == greeting
 
 
-async def create_program_stacks(kc: kclient.Client, namespace: str, names: Iterable[str], **extra: Any) -> None:
+async def create_program_stacks(kc: kclient.Client, namespace: str, names: Iterable[str], *,
+                                local: bool = False) -> None:
     async def one(name: str) -> None:
         await kc.create(resources.PROGRAM.new(name, namespace, program=PROGRAM))
-        await kc.create(resources.STACK.new(name, namespace, spec=stack_spec(name, **extra)))
+        await kc.create(resources.STACK.new(name, namespace, spec=stack_spec(name, local=local)))
     await asyncio.gather(*(one(name) for name in names))
 
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from bench import bed as b
-from bench import report
+from bench import localfleet, report
 from bench.scenarios import SCENARIOS, Context
 from pko.kube import client as kclient
 from pko.testing import cluster, gitserver, images
@@ -71,8 +71,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="config changes for latency, rounds for startup (default 20)")
     parser.add_argument("--idle-seconds", type=float, default=300, help="how long idle measures (default 300)")
     parser.add_argument("--sleep", type=float, default=30, help="seconds the concurrency program sleeps (30)")
-    parser.add_argument("--runtime", choices=["pod"], default="pod",
-                        help="workspace runtime (pod; the local runtime has no Go counterpart)")
+    parser.add_argument("--runtime", choices=["pod", "local"], default="pod",
+                        help="workspace runtime: pod, or local (fleet only, pko only: the Go operator has none)")
     parser.add_argument("--json", type=Path, help="write the figures as JSON here")
     parser.add_argument("--plot", type=Path, help="write a PNG chart per scenario into this directory")
     args = parser.parse_args(argv)
@@ -80,6 +80,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     unknown = set(args.operator_list) - set(b.OPERATORS)
     if unknown or not args.operator_list:
         parser.error(f"unknown operator(s) {sorted(unknown)}: choose from {sorted(b.OPERATORS)}")
+    if args.runtime == "local" and (args.scenario != "fleet" or args.operator_list != ["pko"]):
+        parser.error("--runtime local runs the fleet scenario for pko alone: "
+                     "python -m bench fleet --runtime local --operators pko")
     if args.stacks < 1 or args.changes < 1 or args.idle_seconds <= 0:
         parser.error("--stacks and --changes must be at least 1, --idle-seconds positive")
     return args
@@ -88,6 +91,12 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
 async def _main(args: argparse.Namespace) -> int:
     scenarios = list(SCENARIOS) if args.scenario == "all" else [args.scenario]
     say = print
+    if args.runtime == "local":
+        results: report.Results = {"fleet": {"pko": await localfleet.run(args.stacks, say)}}
+        say(f"\nfleet (local runtime, {args.stacks} Stacks):\n{report.table(results, 'fleet')}")
+        if args.json:
+            report.write_json(args.json, results, {}, {"stacks": args.stacks, "runtime": "local"})
+        return 0
     with tempfile.TemporaryDirectory(prefix="pko-bench-") as tmp:
         say("building or loading the test images (cached after the first run)")
         built = images.build()

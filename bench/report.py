@@ -91,8 +91,13 @@ def plot(directory: Path, results: Results) -> list[Path]:
         figures = [name for name in next(iter(by_operator.values()), {})]
         if not figures:
             continue
-        fig, axes = plt.subplots(1, len(figures), figsize=(2.4 * len(figures), 3.2), squeeze=False)
-        for axis, name in zip(axes[0], figures, strict=True):
+        columns = min(4, len(figures))
+        rows = math.ceil(len(figures) / columns)
+        fig, axes = plt.subplots(rows, columns, figsize=(2.6 * columns, 2.4 * rows), squeeze=False)
+        cells = [axis for row in axes for axis in row]
+        for axis in cells[len(figures):]:
+            axis.set_visible(False)
+        for axis, name in zip(cells, figures, strict=False):
             operators = list(by_operator)
             values = [by_operator[op].get(name, float("nan")) for op in operators]
             axis.bar(operators, values, color=["#4c72b0" if op == "pko" else "#999999" for op in operators])

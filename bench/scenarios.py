@@ -133,6 +133,9 @@ async def fleet(ctx: Context, operator: b.Operator) -> Figures:
             done = await b.watch_ready(ctx.kc, ctx.bed, namespace, names, start, timeout=300 + 20 * ctx.stacks,
                                        progress=watch)
         times = list(done.values())
+        kinds = b.api_breakdown(ctx.bed, user, window[0], window[1])
+        ctx.say(f"  [{operator.name}] API requests by kind: "
+                + ", ".join(f"{what} {count}" for what, count in kinds.most_common(10)))
         return {"all Ready (s)": max(times), "Stack Ready p50 (s)": b.percentile(times, 0.5),
                 "Stack Ready p95 (s)": b.percentile(times, 0.95), "operator CPU (s)": cost.cpu_seconds,
                 "operator peak RSS (MB)": cost.peak_rss / 1e6,

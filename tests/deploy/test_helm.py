@@ -34,6 +34,9 @@ MANAGER_RULES = [
     ("pulumi.com", "stacks/finalizers", "update"),
     ("pulumi.com", "programs/status", "get patch update"),
     ("pulumi.com", "stacks/status", "get patch update"),
+    # pko: approvals (docs/approvals.md)
+    ("pulumi.com", "stackapprovals", "get list watch"),
+    ("pulumi.com", "stackapprovals/status", "get patch update"),
     ("source.toolkit.fluxcd.io", "buckets", "get list watch"),
     ("source.toolkit.fluxcd.io", "gitrepositories", "get list watch"),
     ("source.toolkit.fluxcd.io", "ocirepositories", "get list watch"),
@@ -149,7 +152,8 @@ def test_default_objects(render: Render) -> None:
         "ClusterRole": sorted(["pko-pulumi-kubernetes-operator-controller-manager",
                                "pko-pulumi-kubernetes-operator-metrics-auth-role",
                                "pko-pulumi-kubernetes-operator-metrics-reader",
-                               "pko-pulumi-kubernetes-operator-edit", "pko-pulumi-kubernetes-operator-view"]),
+                               "pko-pulumi-kubernetes-operator-edit", "pko-pulumi-kubernetes-operator-view",
+                               "pko-pulumi-kubernetes-operator-stack-approver"]),  # pko approvals
         "ClusterRoleBinding": sorted(["pko-pulumi-kubernetes-operator-controller-manager",
                                       "pko-pulumi-kubernetes-operator-metrics-auth-rolebinding"]),
         "Role": sorted(["pko-pulumi-kubernetes-operator-leader-election-role",

@@ -71,6 +71,7 @@ def test_reference_objects(objects: list[dict[str, Any]]) -> None:
         ("ClusterRole", "", "metrics-reader"),
         ("ClusterRole", "", "pulumi-kubernetes-operator-edit"),
         ("ClusterRole", "", "pulumi-kubernetes-operator-view"),
+        ("ClusterRole", "", "pulumi-kubernetes-operator-stack-approver"),  # pko approvals (docs/approvals.md)
         ("ClusterRoleBinding", "", "pulumi-kubernetes-operator-controller-manager"),
         ("ClusterRoleBinding", "", "metrics-auth-rolebinding"),
         ("ClusterRoleBinding", "", "default:pulumi:system:auth-delegator"),

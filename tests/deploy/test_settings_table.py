@@ -76,3 +76,29 @@ def test_meaningless_failure_policy_flags_are_refused(args: list[str], message: 
         settings.parser({}).parse_args(args)
     assert exited.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_workspace_idle_timeout_from_the_chart_value_and_off_by_default(render: Render) -> None:
+    """pko's scale-to-zero default (docs/scale-to-zero.md): the chart value becomes WORKSPACE_IDLE_TIMEOUT and that
+    the operator's default in seconds; unset, workspaces never sleep (the Go operator's always-running pods)."""
+    deployment = next(o for o in render({"controller": {"workspaceIdleTimeout": "15m"}}) if o["kind"] == "Deployment")
+    container = next(c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "manager")
+    environ = {e["name"]: e["value"] for e in container["env"] if "value" in e}
+    assert environ["WORKSPACE_IDLE_TIMEOUT"] == "15m"
+    assert settings.from_args(settings.parser(environ).parse_args([]), "v1", environ).workspace_idle_timeout == 900.0
+    default = next(o for o in render() if o["kind"] == "Deployment")
+    default_env = default["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert "WORKSPACE_IDLE_TIMEOUT" not in {e["name"] for e in default_env}
+    assert settings.from_args(settings.parser({}).parse_args([]), "v1", {}).workspace_idle_timeout == 0.0
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--workspace-idle-timeout=-5m"], "non-negative duration must be at least 0: '-5m'"),
+    (["--workspace-idle-timeout", "soon"], "invalid non-negative duration: 'soon'"),
+])
+def test_a_meaningless_idle_timeout_flag_is_refused(args: list[str], message: str,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        settings.parser({}).parse_args(args)
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err

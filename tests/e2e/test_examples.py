@@ -11,13 +11,14 @@ from typing import Any
 import pytest
 import yaml
 
-from pko.api import program, stack, update, workspace
+from pko.api import approval, program, stack, update, workspace
 from pko.testing import binaries, controlplane
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").rglob("*.yaml"))
 MODELS: dict[str, Any] = {
     "Stack": stack.Stack, "Program": program.Program, "Workspace": workspace.Workspace, "Update": update.Update,
+    "StackApproval": approval.StackApproval,
 }
 
 
@@ -57,8 +58,14 @@ def test_examples_cover_the_documented_cases() -> None:
     assert any(s.get("preview") is True for s in stacks), "preview"
     assert any(s.get("suspend") is True for s in stacks), "suspend (pko)"
     assert any(s.get("retryPolicy") for s in stacks), "failure policy (pko)"
+    assert any((s.get("approval") or {}).get("required") for s in stacks), "approvals (pko)"
+    assert "StackApproval" in {d["kind"] for d in docs}, "approvals (pko)"
+    assert any((s.get("destroyProtection") or {}).get("enabled") for s in stacks), "destroy protection (pko)"
+    assert any(s.get("workspaceIdleTimeout") for s in stacks), "scale to zero (pko)"
     assert any((s.get("outputs") or {}).get("template") for s in stacks), "outputs to a Secret / ConfigMap (pko)"
     assert {"Program", "Workspace", "Update", "GitRepository", "Pod"} <= {d["kind"] for d in docs}
+    assert any(s.get("driftDetection") for s in stacks), "drift detection (pko)"
+    assert {"Program", "Workspace", "Update", "GitRepository"} <= {d["kind"] for d in docs}
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[str(p.relative_to(ROOT / "examples")) for p in EXAMPLES])

@@ -28,6 +28,9 @@ PKO_METRICS = {
     "pulumi_stack_resource_changes": {"namespace", "stack", "type", "op"},
     "pulumi_stack_last_success_timestamp_seconds": {"namespace", "stack", "type"},
     "pulumi_stack_stalled": {"namespace", "stack", "reason"},
+    # drift checks (docs/drift-detection.md): series only for Stacks with spec.driftDetection
+    "pulumi_stack_drifted": {"namespace", "name"},
+    "pulumi_stack_drift_check_duration_seconds": {"result"},
 }
 #: The series names a family's samples carry (a histogram's buckets, a counter's total, ...).
 SAMPLE_SUFFIXES = ("", "_bucket", "_count", "_sum", "_total", "_created")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import re
 
-from bench import harness, report
+from bench import harness, localfleet, report
 from bench.scenarios import SCENARIOS
 from pko.kube import client as kclient
 from pko.testing import cluster, gitserver
@@ -39,3 +39,11 @@ async def test_every_scenario_yields_figures_for_both_operators(
     found = {m.group(1) for m in (HEADLINE.match(line) for line in printed) if m}
     assert found == set(SCENARIOS), printed
     assert "pko/go" in report.table(results, "fleet")
+
+
+async def test_the_local_runtime_fleet_yields_figures() -> None:
+    """`python -m bench fleet --runtime local`: pko alone (the Go operator has no local runtime)."""
+    figures = await localfleet.run(2, say=lambda line: None)
+    assert figures["all Ready (s)"] > 0, figures
+    assert figures["agents RSS at rest (MB)"] > 1, figures  # two agent processes were alive and measured
+    assert not [name for name, value in figures.items() if math.isnan(value)], figures

@@ -93,7 +93,10 @@ def refresh_args(request: agent_pb2.RefreshRequest, stack: str, event_log: str |
 
 def destroy_args(request: agent_pb2.DestroyRequest, stack: str, event_log: str | None = None,
                  log_level: int = 0) -> list[str]:
-    args = ["destroy", "--yes", "--skip-preview", f"--exec-agent={USER_AGENT}"]
+    if request.preview_only:  # pko: destroy protection previews what a destroy would delete, and deletes nothing
+        args = ["destroy", "--preview-only", f"--exec-agent={USER_AGENT}"]
+    else:
+        args = ["destroy", "--yes", "--skip-preview", f"--exec-agent={USER_AGENT}"]
     args += _message(request)
     args += _repeat("--target", request.target)
     if request.target_dependents:

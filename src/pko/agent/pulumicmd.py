@@ -63,10 +63,13 @@ class PulumiCLI:
         return len(self._running)
 
     async def run(self, args: Sequence[str], *, description: str = "failed to run command",
-                  log_output: bool = True, check: bool = True) -> CommandResult:
-        """Run ``pulumi <args>``; raise :class:`CommandError` on a non-zero exit when `check`."""
+                  log_output: bool = True, check: bool = True,
+                  env_overrides: Mapping[str, str] | None = None) -> CommandResult:
+        """Run ``pulumi <args>``; raise :class:`CommandError` on a non-zero exit when `check`. `env_overrides` win
+        over the workspace environment for this command only."""
         proc = await asyncio.create_subprocess_exec(
-            self.binary, *args, cwd=self.workdir, env=self.env, stdin=asyncio.subprocess.DEVNULL,
+            self.binary, *args, cwd=self.workdir, env={**self.env, **(env_overrides or {})},
+            stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, process_group=0,
         )
         self._running.add(proc)

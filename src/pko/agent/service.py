@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
-from google.protobuf import struct_pb2
+from google.protobuf import json_format, struct_pb2
 
-from pko.agent import cliargs, errors, eventlog, results
+from pko.agent import cliargs, errors, eventlog, plans, results
 from pko.agent.config import plan_config
 from pko.agent.errors import AgentError
 from pko.agent.pulumicmd import CommandError, CommandResult
@@ -52,6 +52,7 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
         self.pulumi_log_level = pulumi_log_level
         self.stopping = False
         self._stack_lock = asyncio.Lock()
+        self.plans = plans.PlanStore(workspace.workdir)
 
     # --- plumbing ---------------------------------------------------------------------------------------------
 
@@ -99,6 +100,9 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
     async def SelectStack(self, request: agent_pb2.SelectStackRequest,
                           context: grpc.aio.ServicerContext[Any, Any]) -> agent_pb2.SelectStackResult:
         async def call() -> agent_pb2.SelectStackResult:
+            # pko: announce what this agent adds to the protocol (a Go agent sends nothing), so the operator never
+            # sends a plan-gated `up` to an agent that would ignore the plan.
+            await context.send_initial_metadata(((plans.CAPABILITIES_HEADER, plans.CAPABILITY),))
             if not request.stack_name:
                 raise AgentError(grpc.StatusCode.INVALID_ARGUMENT, "invalid stack name")
             async with self._stack_lock:
@@ -161,13 +165,15 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
     # --- streamed operations ----------------------------------------------------------------------------------
 
     async def _operate(self, op: str, description: str, args: Callable[[str, str], list[str]],
-                       on_event: Callable[[struct_pb2.Struct], StreamMessage]
+                       on_event: Callable[[struct_pb2.Struct], StreamMessage],
+                       env_overrides: dict[str, str] | None = None
                        ) -> AsyncIterator[StreamMessage | CommandResult]:
         """Run one CLI operation: a stream message per engine event, then the CLI's :class:`CommandResult`."""
         stack = await self.ensure_stack()
         with tempfile.TemporaryDirectory(prefix=f"pko-agent-{op}-") as tmp:
             event_log = Path(tmp) / "eventlog.txt"
-            run = asyncio.ensure_future(self.ws.cli.run(args(stack, str(event_log)), description=description))
+            run = asyncio.ensure_future(self.ws.cli.run(args(stack, str(event_log)), description=description,
+                                                        env_overrides=env_overrides))
             try:
                 count = 0
                 async for event in eventlog.follow(event_log, run.done):
@@ -193,13 +199,13 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
 
     async def _stream(self, context: grpc.aio.ServicerContext[Any, Any], op: str, description: str,
                       args: Callable[[str, str], list[str]], on_event: Callable[[struct_pb2.Struct], StreamMessage],
-                      finish: Callable[[str, CommandResult], Awaitable[StreamMessage]]
-                      ) -> AsyncIterator[StreamMessage]:
+                      finish: Callable[[str, CommandResult], Awaitable[StreamMessage]],
+                      env_overrides: dict[str, str] | None = None) -> AsyncIterator[StreamMessage]:
         """Events while the operation runs, then the result `finish` builds; errors end the call with a status."""
         try:
             stack = await self.ensure_stack()
             outcome: CommandResult | None = None
-            async for item in self._operate(op, description, args, on_event):
+            async for item in self._operate(op, description, args, on_event, env_overrides):
                 if isinstance(item, CommandResult):
                     outcome = item
                 else:
@@ -234,14 +240,28 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
             await self._summarize(result, stack, outcome)
             return agent_pb2.UpStream(result=result)
 
-        async for message in self._stream(
-                context, "up", "failed to run update",
-                lambda stack, events: cliargs.up_args(request, stack, events, self.pulumi_log_level),
-                lambda event: agent_pb2.UpStream(event=event), finish):
-            yield message
+        extra: list[str] = []
+        if request.HasField("plan_digest"):
+            try:
+                extra = [f"--plan={self.plans.path_of(request.plan_digest)}"]
+            except AgentError as err:
+                await _abort(context, err)
+                return
+        try:
+            async for message in self._stream(
+                    context, "up", "failed to run update",
+                    lambda stack, events: cliargs.up_args(request, stack, events, self.pulumi_log_level) + extra,
+                    lambda event: agent_pb2.UpStream(event=event), finish):
+                yield message
+        finally:
+            if request.HasField("plan_digest"):
+                self.plans.discard(request.plan_digest)
 
     async def Preview(self, request: agent_pb2.PreviewRequest,
                       context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[agent_pb2.PreviewStream]:
+        plan_file = self.plans.scratch() if request.save_plan else None
+        changes: dict[str, int] = {}
+
         async def finish(stack: str, outcome: CommandResult) -> agent_pb2.PreviewStream:
             # Like the reference, a preview result carries no update summary.
             result = agent_pb2.PreviewResult(stdout=outcome.stdout, stderr=outcome.stderr,
@@ -249,13 +269,27 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
             link = results.permalink(outcome.stdout)
             if link:
                 result.permalink = link
+            if plan_file is not None:
+                result.plan_digest = self.plans.keep(plan_file)
+                for kind, count in changes.items():
+                    result.change_summary[kind] = count
             return agent_pb2.PreviewStream(result=result)
 
-        async for message in self._stream(
-                context, "preview", "failed to run preview",
-                lambda stack, events: cliargs.preview_args(request, stack, events, self.pulumi_log_level),
-                lambda event: agent_pb2.PreviewStream(event=event), finish):
-            yield message
+        def on_event(event: struct_pb2.Struct) -> agent_pb2.PreviewStream:
+            if plan_file is not None and "summaryEvent" in event:
+                changes.update(plans.change_summary(json_format.MessageToDict(event)) or {})
+            return agent_pb2.PreviewStream(event=event)
+
+        def args(stack: str, events: str) -> list[str]:
+            extra = [f"--save-plan={plan_file}"] if plan_file is not None else []
+            return cliargs.preview_args(request, stack, events, self.pulumi_log_level) + extra
+
+        try:
+            async for message in self._stream(context, "preview", "failed to run preview", args, on_event, finish):
+                yield message
+        finally:
+            if plan_file is not None:
+                plan_file.unlink(missing_ok=True)  # kept under its digest on success; a failed one is dropped
 
     async def Refresh(self, request: agent_pb2.RefreshRequest,
                       context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[agent_pb2.RefreshStream]:
@@ -272,8 +306,19 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
 
     async def Destroy(self, request: agent_pb2.DestroyRequest,
                       context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[agent_pb2.DestroyStream]:
+        deleted: list[str] = []
+        changes: dict[str, int] = {}
+
         async def finish(stack: str, outcome: CommandResult) -> agent_pb2.DestroyStream:
             result = agent_pb2.DestroyResult()
+            if request.preview_only:  # pko: nothing was deleted; say what would be
+                result.stdout, result.stderr = outcome.stdout, outcome.stderr
+                result.project_info.CopyFrom(self.ws.project_info())
+                result.plan_digest = plans.destroy_digest(deleted)
+                result.resources.extend(sorted(set(deleted)))
+                for kind, count in changes.items():
+                    result.change_summary[kind] = count
+                return agent_pb2.DestroyStream(result=result)
             await self._summarize(result, stack, outcome)
             if request.remove:
                 # Removed after the summary is read, as the Automation API does.
@@ -281,8 +326,19 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
                 log.info("removed the stack %s", stack)
             return agent_pb2.DestroyStream(result=result)
 
+        def on_event(event: struct_pb2.Struct) -> agent_pb2.DestroyStream:
+            if request.preview_only and ("resourcePreEvent" in event or "summaryEvent" in event):
+                plain = json_format.MessageToDict(event)
+                urn = plans.deleted_urn(plain)
+                if urn is not None:
+                    deleted.append(urn)
+                changes.update(plans.change_summary(plain) or {})
+            return agent_pb2.DestroyStream(event=event)
+
         async for message in self._stream(
                 context, "destroy", "failed to destroy stack",
                 lambda stack, events: cliargs.destroy_args(request, stack, events, self.pulumi_log_level),
-                lambda event: agent_pb2.DestroyStream(event=event), finish):
+                on_event, finish,
+                # `--preview-only` refuses a confirmation skipped by the environment (PULUMI_SKIP_CONFIRMATIONS)
+                {"PULUMI_SKIP_CONFIRMATIONS": "false"} if request.preview_only else None):
             yield message

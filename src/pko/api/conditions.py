@@ -52,6 +52,15 @@ STALLED_UPDATE_FAILED = "UpdateFailed"
 STALLED_NAMESPACE_TERMINATING = "NamespaceTerminating"
 STALLED_CONFLICT = "UpdateConflict"
 
+# pko: `spec.driftDetection` (docs/drift-detection.md): the Stack's `Drifted` condition, apart from the ready protocol
+# (a drift check never changes Ready, Reconciling or Stalled).
+DRIFTED = "Drifted"
+DRIFT_DETECTED = "DriftDetected"  # True
+DRIFT_NONE = "NoDrift"  # False
+DRIFT_REMEDIATED = "Remediated"  # False: the remediating update succeeded
+DRIFT_CHECK_FAILED = "DriftCheckFailed"  # Unknown
+DRIFT_INVALID_SCHEDULE = "InvalidSchedule"  # Unknown
+
 
 def retrying_message(failures: int) -> str:
     return f"{failures} update failure(s)"

@@ -6,7 +6,8 @@ versions, categories, printer columns, the status subresource and the Stack name
 
 Must never: write files (the CLI does that), or add anything to a CRD that the Go operator's CRD does not have
 (shortNames, conversion webhooks, defaults) beyond the optional Stack fields pko adds (``suspend``,
-``retryPolicy``: additive, no defaults, listed in the parity test's allow-list and docs/compatibility.md).
+``retryPolicy``, ``approval``: additive, no defaults, listed in the parity test's allow-list and
+docs/compatibility.md). pko's own kind, StackApproval (:data:`PKO_ONLY`), has no Go counterpart.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 import pydantic
 import yaml
 
-from pko.api import program, schema, stack, update, workspace
+from pko.api import approval, program, schema, stack, update, workspace
 
 Manifest = dict[str, Any]
 
@@ -75,6 +76,17 @@ UPDATE_COLUMNS = (
     PrinterColumn("Failed", _condition("Failed")),
     PrinterColumn("Complete", _condition("Complete")),
     PrinterColumn("URL", ".status.permalink"),
+)
+
+
+APPROVAL_COLUMNS = (
+    PrinterColumn("Stack", ".spec.stackName"),
+    PrinterColumn("Approved By", ".spec.approvedBy"),
+    PrinterColumn("Accepted", _condition("Accepted")),
+    PrinterColumn("Reason", _condition("Accepted", "reason")),
+    PrinterColumn("Digest", ".spec.digest", priority=10),
+    PrinterColumn("Update", ".status.update", priority=10),
+    PrinterColumn("Age", ".metadata.creationTimestamp", type="date"),
 )
 
 
@@ -166,13 +178,29 @@ def updates() -> Manifest:
     return _crd(update.GROUP, update.KIND, update.PLURAL, [_version(update.VERSION, root, UPDATE_COLUMNS)])
 
 
+def stack_approvals() -> Manifest:
+    root = _root_schema(
+        "StackApproval approves one reviewed update plan of a Stack (pko; docs/approvals.md).",
+        {"spec": approval.StackApprovalSpec, "status": approval.StackApprovalStatus},
+        [{"message": "spec is required", "rule": "has(self.spec)"},
+         {"message": approval.SPEC_IMMUTABLE_MESSAGE, "rule": "self.spec == oldSelf.spec"}],
+    )
+    return _crd(approval.GROUP, approval.KIND, approval.PLURAL,
+                [_version(approval.VERSION, root, APPROVAL_COLUMNS)])
+
+
+# pko's own kinds: no Go operator counterpart (the parity test leaves them out).
+PKO_ONLY = ("pulumi.com_stackapprovals.yaml",)
+
+
 def all_crds() -> dict[str, Manifest]:
-    """File name (as under ``deploy/crds/``) → manifest, in a stable order."""
+    """File name (as under ``deploy/crds/``) → manifest, in a stable order: the Go operator's four, then pko's."""
     return {
         "pulumi.com_stacks.yaml": stacks(),
         "pulumi.com_programs.yaml": programs(),
         "auto.pulumi.com_workspaces.yaml": workspaces(),
         "auto.pulumi.com_updates.yaml": updates(),
+        "pulumi.com_stackapprovals.yaml": stack_approvals(),
     }
 
 
@@ -183,5 +211,5 @@ def render(manifest: Manifest) -> str:
 
 
 def render_all() -> str:
-    """All four manifests as one multi-document YAML stream."""
+    """All manifests as one multi-document YAML stream."""
     return "".join(render(m) for m in all_crds().values())

@@ -30,6 +30,17 @@ ANNOTATION_RECONCILE_REQUEST = "pulumi.com/reconciliation-request"
 ANNOTATION_SECRETS = "pulumi.com/secrets"
 ANNOTATION_INITIALIZED = "auto.pulumi.com/initialized"
 ANNOTATION_REVISION_HASH = "auto.pulumi.com/revision-hash"
+# pko additions (docs/approvals.md): on an Update, a preview that saves its update plan, the plan an `up` must apply,
+# and what the plan-saving preview found (written by the Update controller).
+ANNOTATION_SAVE_PLAN = "pko.pulumi.com/save-plan"
+ANNOTATION_PLAN_DIGEST = "pko.pulumi.com/plan-digest"
+ANNOTATION_PLANNED_DIGEST = "pko.pulumi.com/planned-digest"
+ANNOTATION_PLANNED_CHANGES = "pko.pulumi.com/planned-changes"
+# pko destroy protection (docs/destroy-protection.md): a destroy Update that only previews, what it would delete, and
+# the Stack annotation that confirms a previewed destroy by its digest (the alternative to a StackApproval).
+ANNOTATION_PREVIEW_ONLY = "pko.pulumi.com/preview-only"
+ANNOTATION_PLANNED_RESOURCES = "pko.pulumi.com/planned-resources"
+ANNOTATION_CONFIRM_DESTROY = "pko.pulumi.com/confirm-destroy"
 
 # Finalizer on Stacks (and, through server-side apply, on Updates).
 FINALIZER = "finalizer.stack.pulumi.com"
@@ -41,6 +52,8 @@ FIELD_MANAGER_STACK_STATUS = f"{FIELD_MANAGER}/stack-status"
 FIELD_MANAGER_PREREQUISITE_REQUEST = f"{FIELD_MANAGER}/prerequisite-request"
 FIELD_MANAGER_WORKSPACE_STATUS = f"{FIELD_MANAGER}/workspace-status"
 FIELD_MANAGER_UPDATE_STATUS = f"{FIELD_MANAGER}/update-status"
+FIELD_MANAGER_UPDATE_PLAN = f"{FIELD_MANAGER}/update-plan"
+FIELD_MANAGER_APPROVAL_STATUS = f"{FIELD_MANAGER}/approval-status"
 FIELD_MANAGER_PROGRAM_STATUS = f"{FIELD_MANAGER}/program-status"
 
 WORKSPACE_SUFFIX = "-workspace"

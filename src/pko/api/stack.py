@@ -5,7 +5,9 @@ secrets and environment, and how the operator should run it. Everything here is 
 including its deprecated fields (still accepted and honoured) and ``workspaceTemplate`` / ``updateTemplate``,
 which are apply configurations of Workspace / Update kept as plain JSON because they are strategic-merge-patched
 onto the generated objects. pko adds optional fields: ``suspend`` and ``retryPolicy`` (docs/suspend-and-retries.md),
-``outputs`` (docs/outputs.md); left out, a Stack means what it means to the Go operator.
+``outputs`` (docs/outputs.md), ``approval`` (docs/approvals.md), ``destroyProtection`` (docs/destroy-protection.md),
+``workspaceIdleTimeout`` (docs/scale-to-zero.md), ``driftDetection`` (with ``status.drift``,
+docs/drift-detection.md); left out, a Stack means what it means to the Go operator.
 
 Must never: default anything the Go CRD does not default (``workspaceReclaimPolicy`` has an enum, no default),
 or interpret ``config`` values (strings or any structured JSON).
@@ -17,6 +19,7 @@ from typing import Annotated, Any, Literal
 
 import pydantic
 
+from pko.api import drift as drift_api
 from pko.api import update, workspace
 from pko.api.meta import Conditions, ObjectMeta, ObjectMetaApply, Time, Wire
 from pko.api.schema import (
@@ -161,6 +164,26 @@ class PrerequisiteRef(Wire):
     requirement: RequirementSpec | None = None
 
 
+class ApprovalPolicy(Wire):
+    """pko (docs/approvals.md): every update first runs a preview that saves its update plan; the plan is applied
+    only after a StackApproval names this Stack and the plan's digest."""
+
+    required: bool | None = pydantic.Field(
+        None, description="Apply an update only after a StackApproval of its reviewed preview's plan digest.")
+    ttl_seconds: Annotated[int, Minimum(1)] | None = pydantic.Field(
+        None, description="A StackApproval older than this is refused as expired (default 3600).")
+
+
+class DestroyProtection(Wire):
+    """pko (docs/destroy-protection.md): deleting a `destroyOnFinalize` Stack first previews the destroy; when it would
+    delete more than `threshold` resources, the destroy waits for a confirmation of that preview's digest."""
+
+    enabled: bool | None = pydantic.Field(None, description="Preview the destroy and wait for a confirmation.")
+    threshold: Annotated[int, Minimum(0)] | None = pydantic.Field(
+        None, description="Destroy without a confirmation when at most this many resources would be deleted "
+                          "(default 0: always confirm).")
+
+
 class RetryPolicy(Wire):
     """pko: how this Stack retries failed updates. Each field left out takes the operator's default (its flags
     `--max-update-failures`, `--retry-backoff-base`, `--retry-backoff-factor`, `--stalled-retry-interval`); the
@@ -275,6 +298,14 @@ class StackSpec(Wire):
                           "still runs its finalizer.")
     retry_policy: RetryPolicy | None = None
     outputs: StackOutputs | None = None
+    approval: ApprovalPolicy | None = None
+    destroy_protection: DestroyProtection | None = None
+    # pko addition (docs/scale-to-zero.md): passed to the Workspace as spec.idleTimeout.
+    workspace_idle_timeout: Annotated[str, MaxLength(64), workspace.duration_rule("workspaceIdleTimeout")] | None = (
+        pydantic.Field(None, description="pko: scale the Stack's workspace to zero after this long without an "
+                                         "update (a Go duration such as 15m; 0s never; absent: the operator's "
+                                         "default); the next update wakes it. The Stack stays Ready meanwhile."))
+    drift_detection: drift_api.DriftDetection | None = None
 
 
 class StackUpdateState(Wire):
@@ -306,6 +337,25 @@ class CurrentStackUpdate(Wire):
     commit: str | None = None
 
 
+class PlanReview(Wire):
+    """pko (docs/approvals.md): the update plan waiting for (or applied after) an approval, and the inputs it was
+    previewed for: a change of generation, reconcile request or commit makes it stale."""
+
+    state: str | None = pydantic.Field(None, description="Previewing, AwaitingApproval, Approved or Unsupported.")
+    operation: str | None = pydantic.Field(None, description="update, or destroy (destroy protection).")
+    preview: str | None = pydantic.Field(None, description="The preview Update that saved the plan.")
+    digest: str | None = pydantic.Field(None, description="SHA-256 of the saved plan: what a StackApproval names.")
+    changes: dict[str, int] | None = pydantic.Field(None, description="The preview's resource changes by operation.")
+    resources: list[str] | None = pydantic.Field(
+        None, description="Destroy protection: the URNs the destroy would delete (at most 100).")
+    generation: int | None = None
+    reconcile_request: str | None = None
+    commit: str | None = None
+    previewed_at: Time | None = None
+    approval: str | None = pydantic.Field(None, description="The StackApproval that approved the plan.")
+    approved_by: str | None = None
+
+
 class StackStatus(Wire):
     """The observed state of a Stack."""
 
@@ -316,6 +366,8 @@ class StackStatus(Wire):
     last_update: StackUpdateState | None = None
     current_update: CurrentStackUpdate | None = None
     project_info: workspace.ProjectInfo | None = None
+    approval: PlanReview | None = None  # pko (docs/approvals.md)
+    drift: drift_api.DriftStatus | None = None  # pko: spec.driftDetection
 
 
 class StackStatusV1Alpha1(Wire):

@@ -4,6 +4,9 @@ Why: the Stack controller records each operation it wants as an Update; the Upda
 the workspace agent and reports times, permalink, outputs Secret and conditions. ``type`` is deliberately a
 plain string in the CRD (the Go operator has no enum there).
 
+pko adds ``status.drift`` (the resources a drift check's preview would change), written only on the Updates the
+Stack controller labels ``pulumi.com/drift-check``, so an Update of the Go operator's reads and looks the same.
+
 Must never: validate ``type`` more strictly than the CRD does.
 """
 
@@ -49,6 +52,28 @@ class UpdateSpec(Wire):
     run_program: bool | None = None
 
 
+# pko: drift checks (docs/drift-detection.md). The Stack controller labels the `preview --refresh` Updates it runs to
+# look for drift; for those (and only those) the Update controller writes `status.drift`.
+LABEL_DRIFT_CHECK = "pulumi.com/drift-check"
+MAX_DRIFTED_RESOURCES = 100
+
+
+class DriftedResource(Wire):
+    """pko: one resource a drift check found changed outside Pulumi, and what an update would do to it."""
+
+    urn: str | None = None
+    op: str | None = pydantic.Field(None, description="create, update, delete or replace.")
+
+
+class UpdateDrift(Wire):
+    """pko: what the `preview --refresh` of a drift check would change (written only on drift-check Updates)."""
+
+    resources: list[DriftedResource] | None = pydantic.Field(
+        None, description=f"The changed resources by URN (at most {MAX_DRIFTED_RESOURCES}).")
+    changes: dict[str, int] | None = pydantic.Field(
+        None, description="How many resources each operation would touch (all of them, not only those listed).")
+
+
 class UpdateStatus(Wire):
     """The observed state of an Update."""
 
@@ -64,6 +89,7 @@ class UpdateStatus(Wire):
     resource_changes: dict[str, Annotated[int, Minimum(0)]] | None = pydantic.Field(
         None, description="pko: resources the operation changed, by operation (create, update, delete, replace, "
                           "same, ...), from the engine's summary event; for a preview, the changes it plans.")
+    drift: UpdateDrift | None = None
 
 
 class Update(Wire):

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import pydantic
 
 from pko.api.meta import Conditions, EmbeddedObjectMeta, Int32, ObjectMeta, Wire
-from pko.api.schema import CoreType, ListType, MapType, Minimum
+from pko.api.schema import CoreType, ListType, MapType, MaxLength, Minimum, Rule
 
 GROUP = "auto.pulumi.com"
 VERSION = "v1alpha1"
@@ -38,6 +38,19 @@ SECURITY_PROFILE_BASELINE: SecurityProfile = "baseline"
 SECURITY_PROFILE_RESTRICTED: SecurityProfile = "restricted"
 DEFAULT_IMAGE_BASELINE = "pulumi/pulumi:latest"
 DEFAULT_IMAGE_RESTRICTED = "pulumi/pulumi:latest-nonroot"
+
+# pko: a Go duration without a sign ("15m", "1h30m", "90s"; "0" or "0s" never scales to zero). `[.]` rather than an
+# escaped dot keeps the CEL string free of backslashes.
+DURATION_RULE = "self == '0' || self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')"
+
+
+def duration_rule(field: str) -> Rule:
+    """The API server's check of an idle timeout, with a message that names `field` and shows good values."""
+    return Rule(DURATION_RULE, f"{field} must be a duration such as 15m, 1h30m or 90s (0s never scales the "
+                               "workspace to zero)")
+
+
+IdleTimeout = Annotated[str, MaxLength(64), duration_rule("idleTimeout")]
 
 
 class GitHubAppAuth(Wire):
@@ -152,6 +165,23 @@ class WorkspaceSpec(Wire):
     service_template: ServiceTemplate | None = None
     pulumi_log_level: Int32 | None = pydantic.Field(None, description="Verbosity of the Pulumi CLI logs.")
     stacks: Annotated[list[WorkspaceStack], ListType("map", ("name",))] | None = None
+    # pko addition (docs/scale-to-zero.md): absent, the operator's --workspace-idle-timeout (default: never).
+    idle_timeout: IdleTimeout | None = pydantic.Field(
+        None, description="pko: scale the workspace to zero after this long without an Update (a Go duration such "
+                          "as 15m; 0s never); the next Update wakes it.")
+
+
+class AppliedState(Wire):
+    """pko: what the running agent was started and configured for (docs/config-without-restart.md). A change of
+    `stacks[].config` values only keeps `podGeneration` (no new pod) and moves `configGeneration` once the agent
+    has applied the new values."""
+
+    pod_generation: int | None = pydantic.Field(
+        None, description="The generation whose pod runs (its revision-hash); a config-only change keeps it.")
+    pod_digest: str | None = pydantic.Field(
+        None, description="Digest of the spec without config values, to tell a config-only change.")
+    config_generation: int | None = pydantic.Field(
+        None, description="The generation whose stacks[].config the agent has applied.")
 
 
 class WorkspaceStatus(Wire):
@@ -161,6 +191,7 @@ class WorkspaceStatus(Wire):
     address: str | None = None
     pulumi_version: str | None = None
     conditions: Conditions | None = None
+    applied: AppliedState | None = None
 
 
 class Workspace(Wire):

@@ -67,6 +67,7 @@ class Settings:
     agent_image_pull_policy: str | None = None
     flux_max_untar: str | None = None
     workspace_localhost: str | None = None
+    workspace_idle_timeout: float = 0.0  # seconds; pko: scale idle workspaces to zero (0: never, as the Go operator)
     # the Program file server (see pko.controllers.program)
     program_fs_addr: str | None = None
     program_fs_adv_addr: str | None = None
@@ -150,6 +151,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("--workspace-agent", "workspace_agent",
            "the agent executable the local runtime runs (default: this pko's own; the Go operator's `agent` works "
            "too)", env="WORKSPACE_AGENT"),
+    Option("--workspace-idle-timeout", "workspace_idle_timeout",
+           "scale a workspace to zero after this long without an update (0: never, as the Go operator); a Stack's "
+           "workspaceIdleTimeout overrides it", env="WORKSPACE_IDLE_TIMEOUT", default="0",
+           parse=_at_least(0, durations.parse, "non-negative duration"), helm="controller.workspaceIdleTimeout"),
     Option("--max-concurrent-reconciles", "workers", "", env="MAX_CONCURRENT_RECONCILES",
            default=str(DEFAULT_WORKERS), parse=int, helm="controller.maxConcurrentReconciles"),
     Option("--retry-max-backoff", "retry_max_backoff",

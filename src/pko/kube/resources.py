@@ -80,6 +80,7 @@ STACK = Kind("pulumi.com/v1", "Stack", "stacks")
 PROGRAM = Kind("pulumi.com/v1", "Program", "programs")
 WORKSPACE = Kind("auto.pulumi.com/v1alpha1", "Workspace", "workspaces")
 UPDATE = Kind("auto.pulumi.com/v1alpha1", "Update", "updates")
+STACK_APPROVAL = Kind("pulumi.com/v1alpha1", "StackApproval", "stackapprovals")  # pko (docs/approvals.md)
 
 CONFIG_MAP = Kind("v1", "ConfigMap", "configmaps")
 SECRET = Kind("v1", "Secret", "secrets")
@@ -111,8 +112,8 @@ def register(kind: Kind) -> Kind:
 
 
 for _kind in (
-    STACK, PROGRAM, WORKSPACE, UPDATE, CONFIG_MAP, SECRET, SERVICE, SERVICE_ACCOUNT, POD, EVENT, NAMESPACE,
-    STATEFUL_SET, LEASE, CUSTOM_RESOURCE_DEFINITION, GIT_REPOSITORY, OCI_REPOSITORY, BUCKET,
+    STACK, PROGRAM, WORKSPACE, UPDATE, STACK_APPROVAL, CONFIG_MAP, SECRET, SERVICE, SERVICE_ACCOUNT, POD, EVENT,
+    NAMESPACE, STATEFUL_SET, LEASE, CUSTOM_RESOURCE_DEFINITION, GIT_REPOSITORY, OCI_REPOSITORY, BUCKET,
 ):
     register(_kind)
 

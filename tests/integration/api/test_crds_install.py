@@ -1,4 +1,5 @@
-"""The four committed CRDs install on a real API server, become Established and serve the expected versions."""
+"""The committed CRDs (the Go operator's four and pko's StackApproval) install on a real API server, become
+Established and serve the expected versions."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ EXPECTED = {
     "programs.pulumi.com": ({"v1": True}, "Program"),
     "workspaces.auto.pulumi.com": ({"v1alpha1": True}, "Workspace"),
     "updates.auto.pulumi.com": ({"v1alpha1": True}, "Update"),
+    "stackapprovals.pulumi.com": ({"v1alpha1": True}, "StackApproval"),  # pko (docs/approvals.md)
 }
 
 

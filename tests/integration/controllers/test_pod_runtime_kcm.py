@@ -234,3 +234,55 @@ async def test_pod_runtime_statefulset_pod_and_garbage_collection(
                                  "the Workspace controller to go idle")
         assert await kcm.get_or_none(resources.STATEFUL_SET, sts_name, ns) is None
         assert await kcm.get_or_none(resources.SERVICE, svc_name, ns) is None
+
+
+async def test_config_values_keep_the_statefulset_and_a_starting_workspace_never_sleeps(
+    kcm: kclient.Client, kcm_namespace: str, kcm_cluster: controlplane.ControlPlane, tmp_path: Path,
+) -> None:
+    """pko (docs/config-without-restart.md): a change of `stacks[].config` values leaves the StatefulSet, its
+    generation, its revision and its pod alone (the real StatefulSet controller would replace the pod on any
+    template change); an env change still makes a new revision. An idle timeout never scales down a workspace
+    that is not ready yet (docs/scale-to-zero.md)."""
+    ns = kcm_namespace
+
+    def observed(o: dict[str, Any] | None) -> bool:
+        return bool(o and (o.get("status") or {}).get("observedGeneration") == o["metadata"]["generation"]
+                    and o["status"].get("currentRevision")
+                    and o["status"].get("currentRevision") == o["status"].get("updateRevision"))
+
+    async with operator.running(kcm_cluster.kubeconfig, tmp_path / "unused", runtime="pod", workers=2,
+                                namespace=ns):
+        body = _workspace(ns)
+        body["spec"]["stacks"] = [{"name": "dev", "create": True, "config": [{"key": "greeting", "value": "one"}]}]
+        body["spec"]["idleTimeout"] = "1s"
+        await kcm.create(body)
+        sts = await waiting.wait_for(kcm, resources.STATEFUL_SET, "infra-workspace", ns, observed, timeout=60)
+        pod = await waiting.wait_for(kcm, resources.POD, "infra-workspace-0", ns, lambda o: True, timeout=60)
+        ws = await waiting.wait_for(kcm, resources.WORKSPACE, "infra", ns, lambda o: bool(
+            (o.get("status") or {}).get("observedGeneration") == o["metadata"]["generation"]
+            and (o["status"].get("applied") or {}).get("podGeneration")), timeout=60)
+        placed_at = ws["status"]["applied"]["podGeneration"]
+
+        await kcm.patch(resources.WORKSPACE, "infra", {"spec": {"stacks": [
+            {"name": "dev", "create": True, "config": [{"key": "greeting", "value": "two", "secret": True}]}]}}, ns)
+        ws = await waiting.wait_for(kcm, resources.WORKSPACE, "infra", ns, lambda o: (
+            (o.get("status") or {}).get("observedGeneration") == o["metadata"]["generation"] > placed_at), timeout=60)
+        assert ws["status"]["applied"]["podGeneration"] == placed_at
+        again = await kcm.get(resources.STATEFUL_SET, "infra-workspace", ns)
+        assert (again["metadata"]["generation"], again["status"]["updateRevision"]) == (
+            sts["metadata"]["generation"], sts["status"]["updateRevision"])
+        assert again["spec"]["template"] == sts["spec"]["template"]
+        assert (await kcm.get(resources.POD, "infra-workspace-0", ns))["metadata"]["uid"] == pod["metadata"]["uid"]
+        # not ready (no kubelet): the idle timeout of 1s has long passed, and it is still one replica
+        assert again["spec"]["replicas"] == 1
+        assert _ready(ws)["reason"] == "WaitingForReplicas"
+
+        await kcm.patch(resources.WORKSPACE, "infra", {"spec": {"env": [{"name": "FROM_SPEC", "value": "changed"}]}},
+                        ns)
+        # (without a kubelet the new revision never becomes current: only the update revision moves)
+        rolled = await waiting.wait_for(kcm, resources.STATEFUL_SET, "infra-workspace", ns, lambda o: bool(
+            (o.get("status") or {}).get("observedGeneration") == o["metadata"]["generation"]
+            and o["status"].get("updateRevision") not in (None, sts["status"]["updateRevision"])), timeout=60)
+        assert rolled["metadata"]["generation"] == sts["metadata"]["generation"] + 1
+        ws = await kcm.get(resources.WORKSPACE, "infra", ns)
+        assert ws["status"]["applied"]["podGeneration"] == ws["metadata"]["generation"]

@@ -52,5 +52,12 @@ def test_destroy_leaves_remove_to_the_agent() -> None:
         "--refresh", "--continue-on-error", "--run-program=true", *TAIL]
 
 
+def test_a_preview_only_destroy_deletes_nothing() -> None:
+    """pko destroy protection: `--preview-only`, never `--yes` or `--skip-preview`."""
+    request = agent_pb2.DestroyRequest(message="m", remove=True, preview_only=True)
+    args = cliargs.destroy_args(request, "dev", "/tmp/ev")
+    assert args == ["destroy", "--preview-only", UA, "--message=m", *TAIL]
+
+
 def test_zero_parallel_is_not_passed() -> None:
     assert not any(a.startswith("--parallel") for a in cliargs.up_args(agent_pb2.UpRequest(parallel=0), "dev"))

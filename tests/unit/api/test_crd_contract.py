@@ -110,8 +110,9 @@ def test_stack_spec_fields() -> None:
         "runProgram", "retryOnUpdateConflict", "useLocalStackOnly", "resyncFrequencySeconds",
         "retryMaxBackoffDurationSeconds", "serviceAccountName", "workspaceTemplate", "updateTemplate",
         "workspaceReclaimPolicy", "environment",
-        # pko additions (docs/suspend-and-retries.md, docs/outputs.md), optional and without defaults
-        "suspend", "retryPolicy", "outputs",
+        # pko additions (docs/suspend-and-retries.md, docs/outputs.md, docs/approvals.md, docs/destroy-protection.md,
+        # docs/scale-to-zero.md, docs/drift-detection.md), optional and without defaults
+        "suspend", "retryPolicy", "outputs", "approval", "destroyProtection", "workspaceIdleTimeout", "driftDetection",
     ])
     assert {k: v for k, v in spec["config"].items() if k != "description"} == {
         "x-kubernetes-preserve-unknown-fields": True}
@@ -137,7 +138,8 @@ def test_stack_spec_fields() -> None:
 def test_stack_status_fields() -> None:
     status = _at(_root(crds.stacks()), "status")["properties"]
     assert sorted(status) == sorted(["observedGeneration", "observedReconcileRequest", "conditions", "outputs",
-                                     "lastUpdate", "currentUpdate", "projectInfo"])
+                                     "lastUpdate", "currentUpdate", "projectInfo", "approval",  # approval: pko
+                                     "drift"])  # pko: drift checks (docs/drift-detection.md)
     assert status["outputs"] == {"additionalProperties": {"x-kubernetes-preserve-unknown-fields": True},
                                  "type": "object"}
     assert status["conditions"]["x-kubernetes-list-type"] == "map"
@@ -200,7 +202,8 @@ def test_workspace_schema() -> None:
     assert spec["git"]["properties"]["auth"]["properties"]["githubApp"]["required"] == [
         "appID", "installationID", "privateKey"]
     status = _at(_root(workspaces), "status")["properties"]
-    assert sorted(status) == ["address", "conditions", "observedGeneration", "pulumiVersion"]
+    # `applied` is pko's (docs/config-without-restart.md), optional
+    assert sorted(status) == ["address", "applied", "conditions", "observedGeneration", "pulumiVersion"]
 
 
 def test_workspace_template_is_an_apply_configuration() -> None:
@@ -277,5 +280,6 @@ def test_update_schema() -> None:
     status = _at(_root(updates), "status")["properties"]
     # resourceChanges: pko's addition (docs/metrics.md), on the parity test's list of additions
     assert sorted(status) == sorted(["observedGeneration", "startTime", "endTime", "permalink", "message",
-                                     "outputs", "conditions", "projectInfo", "resourceChanges"])
+                                     "outputs", "conditions", "projectInfo", "resourceChanges",
+                                     "drift"])  # pko: drift-check Updates only (docs/drift-detection.md)
     assert status["conditions"]["x-kubernetes-list-type"] == "map"

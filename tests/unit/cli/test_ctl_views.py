@@ -144,3 +144,27 @@ def test_describe_names_conditions_updates_events_and_the_pod() -> None:
     assert "running, ready=True, restarts=1" in text
     bare = view.describe(stack(), [], [], None, None, NOW)
     assert bare.count("<none>") == 6
+
+
+def test_a_sleeping_workspace_shows_in_get() -> None:
+    """pko's scale-to-zero: the Stack stays Ready; `get` says its workspace sleeps, `-o wide` and json name the
+    Workspace's state."""
+    def workspace(*found: dict[str, Any]) -> dict[str, Any]:
+        return {"metadata": {"name": "app"}, "status": {"conditions": list(found)}}
+
+    assert view.workspace_state(None) == "-"
+    assert view.workspace_state(workspace()) == "Pending"
+    assert view.workspace_state(workspace(cond("Ready", "True", "Succeeded"))) == "Ready"
+    assert view.workspace_state(workspace(cond("Ready", "True", "Sleeping"))) == "Sleeping"
+    assert view.workspace_state(workspace(cond("Ready", "False", "Waking"))) == "Waking"
+    asleep = view.row_of(stack("asleep", last={"state": "succeeded", "type": "up"}, conditions=READY), "Sleeping")
+    awake = view.row_of(stack("awake", last={"state": "succeeded", "type": "up"}, conditions=READY), "Ready")
+    lines = [[c.strip() for c in line.split("   ") if c.strip()]
+             for line in view.table([asleep, awake], NOW).splitlines()]
+    assert lines[0] == ["NAME", "STATE", "LAST UPDATE", "FAILURES", "NEXT RETRY", "SUSPENDED"]
+    assert lines[1][:2] == ["asleep", "Ready (sleeping)"]
+    assert lines[2][:2] == ["awake", "Ready"]
+    wide = view.table([asleep, awake], NOW, wide=True).splitlines()
+    assert wide[0].split()[-5:] == ["WORKSPACE", "UPDATE", "COMMIT", "REASON", "MESSAGE"]
+    assert json.loads(view.dump([asleep], "json"))["items"][0]["workspace"] == "Sleeping"
+    assert json.loads(view.dump([asleep], "json"))["items"][0]["state"] == "Ready"

@@ -21,7 +21,7 @@ from pko import kube
 from pko.api import names
 from pko.api import stack as stack_api
 from pko.cli.ctl import view
-from pko.kube import errors, kubeconfig, resources
+from pko.kube import errors, kubeconfig, objects, resources
 
 LOGS_HELP = """\
 The engine output of the Stack's current Update, else of its last one. The Pulumi CLI's output lives in the
@@ -116,7 +116,12 @@ def _scope(args: argparse.Namespace, default: str) -> str | None:
 
 
 async def cmd_get(kc: kube.Client, args: argparse.Namespace, namespace: str | None, out: TextIO) -> int:
-    rows = [view.row_of(s) for s in await _stacks(kc, args, namespace)]
+    stacks = await _stacks(kc, args, namespace)
+    # Each Stack's Workspace has the Stack's name (pko.controllers.stack.workspace); one list, not one get each.
+    workspaces = {(objects.namespace_of(w), objects.name_of(w)): w
+                  for w in (await kc.list(resources.WORKSPACE, namespace)).items} if stacks else {}
+    rows = [view.row_of(s, view.workspace_state(workspaces.get((s.metadata.namespace or "", s.metadata.name or ""))))
+            for s in stacks]
     if args.output in ("json", "yaml"):
         out.write(view.dump(rows, args.output))
     elif not rows:

@@ -20,6 +20,7 @@ import yaml
 from pko.api import conditions, names
 from pko.api import stack as stack_api
 from pko.controllers.stack import sync
+from pko.controllers.workspace import fleet
 
 READY, STALLED, RECONCILING, SUSPENDED = "Ready", "Stalled", "Reconciling", "Suspended"
 
@@ -42,6 +43,23 @@ class Row:
     suspended: bool
     running: str | None  # the Update in flight
     commit: str | None
+    workspace: str | None = None  # pko: its Workspace's state (`Sleeping` when scaled to zero); None: not looked at
+
+
+SLEEPING = fleet.SLEEPING  # the Workspace's Ready reason while scaled to zero
+
+
+def workspace_state(workspace: Mapping[str, Any] | None) -> str:
+    """A Workspace in one word: `Ready`, `Sleeping` (scaled to zero), the reason it is not ready, or `-` (none)."""
+    if workspace is None:
+        return "-"
+    ready = next((c for c in (workspace.get("status") or {}).get("conditions") or ()
+                  if c.get("type") == conditions.READY), None)
+    if ready is None:
+        return "Pending"
+    if ready.get("status") == "True":
+        return SLEEPING if ready.get("reason") == SLEEPING else "Ready"
+    return str(ready.get("reason") or "NotReady")
 
 
 def state_of(stack: stack_api.Stack) -> tuple[str, str, str]:
@@ -61,7 +79,8 @@ def state_of(stack: stack_api.Stack) -> tuple[str, str, str]:
     return state, reason, message
 
 
-def row_of(stack: stack_api.Stack) -> Row:
+def row_of(stack: stack_api.Stack, workspace: str | None = None) -> Row:
+    """The row of `stack`; `workspace` is its Workspace's :func:`workspace_state` when the caller read it."""
     status = stack.status or stack_api.StackStatus()
     last = status.last_update
     state, reason, message = state_of(stack)
@@ -74,7 +93,7 @@ def row_of(stack: stack_api.Stack) -> Row:
         next_retry=conditions.format_time(retry) if retry is not None else None,
         suspended=bool(stack.spec and stack.spec.suspend),
         running=status.current_update.name if status.current_update else None,
-        commit=(last.last_attempted_commit if last else None),
+        commit=(last.last_attempted_commit if last else None), workspace=workspace,
     )
 
 
@@ -101,15 +120,19 @@ def _short(seconds: int) -> str:
     return f"{seconds}s"
 
 
-def _cells(row: Row, now: datetime.datetime, wide: bool, all_namespaces: bool) -> list[str]:
+def _cells(row: Row, now: datetime.datetime, wide: bool, all_namespaces: bool, _with_workspace: bool = False
+           ) -> list[str]:
     last = f"{row.last_type or '-'}/{row.last_state or '-'} {age(row.last_time, now)}" if row.last_state else "-"
     if row.running:
         last += " (running)"
     retry = f"{row.next_retry} ({until(row.next_retry, now)})" if row.next_retry else "-"
-    cells = [row.name, row.state, last, str(row.failures), retry, "yes" if row.suspended else "no"]
+    state = f"{row.state} (sleeping)" if row.workspace == SLEEPING else row.state
+    cells = [row.name, state, last, str(row.failures), retry, "yes" if row.suspended else "no"]
     if all_namespaces:
         cells.insert(0, row.namespace)
     if wide:
+        if _with_workspace:
+            cells.append(row.workspace or "-")
         cells += [row.last_update or "-", (row.commit or "-")[:12], row.reason or "-", row.message or "-"]
     return cells
 
@@ -119,9 +142,11 @@ def table(rows: Sequence[Row], now: datetime.datetime, *, wide: bool = False, al
     header = ["NAME", "STATE", "LAST UPDATE", "FAILURES", "NEXT RETRY", "SUSPENDED"]
     if all_namespaces:
         header.insert(0, "NAMESPACE")
+    with_workspace = any(r.workspace is not None for r in rows)
     if wide:
+        header += ["WORKSPACE"] if with_workspace else []
         header += ["UPDATE", "COMMIT", "REASON", "MESSAGE"]
-    return render([header, *(_cells(r, now, wide, all_namespaces) for r in rows)])
+    return render([header, *(_cells(r, now, wide, all_namespaces, with_workspace) for r in rows)])
 
 
 def render(lines: Sequence[Sequence[str]]) -> str:

@@ -6,8 +6,15 @@ prerequisites, apply the Workspace, wait for it, then save `currentUpdate` *befo
 crash in between never loses track of it). Status is written by server-side apply with the reference's field
 manager; every stall carries the reference's reason and message and, where the reference does, an event.
 
+A Stack with pko's `spec.approval.required` runs each update in two steps (rules in :mod:`approval`): a preview
+that saves its plan, then — once a StackApproval names the plan's digest — an `up` bound to that plan.
+
 A suspended Stack (pko's `spec.suspend`) stops right after absorbing a finished Update: it resolves no source and
 starts nothing until resumed. A deleting one is not suspended: the finalizer runs as for any other Stack.
+
+pko's drift checks (`spec.driftDetection`, rules in `drift`) take the path of an update when one is due and nothing
+else is: the Workspace, then a labelled preview Update tracked in `status.drift.currentCheck` (never in
+`currentUpdate`, so `lastUpdate` keeps its meaning). A check in flight is waited for exactly like an update.
 
 Each object is read once into its typed model (:mod:`pko.api`) and worked on as that; JSON is built only for what
 goes back to the API server (a status apply, a finalizer patch, a new Update).
@@ -19,18 +26,21 @@ destroy it promised has not succeeded.
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime
 import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pko.api import approval as approval_api
 from pko.api import conditions, names
 from pko.api import stack as stack_api
 from pko.api import update as up_api
 from pko.api import workspace as ws_api
 from pko.api.meta import Condition, ObjectMeta
-from pko.controllers.stack import outputs, publish, sync, updates
+from pko.controllers.stack import approval as gate
+from pko.controllers.stack import drift, outputs, publish, sync, updates
 from pko.controllers.stack import source as source_mod
 from pko.controllers.stack import workspace as ws_build
 from pko.kube import client as kclient
@@ -97,12 +107,14 @@ class StackReconciler:
         *,
         clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
         retry_policy: sync.RetryPolicy = sync.DEFAULT_POLICY,
+        watch_approvals: Callable[[], None] = lambda: None,
     ) -> None:
         self.client = client
         self.recorder = recorder
         self.resolver = resolver
         self.clock = clock
         self.retry_policy = retry_policy  # the operator-wide failure policy; a Stack's retryPolicy overrides it
+        self.watch_approvals = watch_approvals  # starts the StackApproval watch, once a Stack needs it
 
     def _policy(self, stack: stack_api.Stack) -> sync.RetryPolicy:
         return sync.policy_for(stack_api.spec_of(stack), self.retry_policy)
@@ -126,7 +138,12 @@ class StackReconciler:
         absorbed = status.current_update is not None
         if absorbed and not await self._absorb(s):
             return None  # the Update is still running; its completion brings us back
+        if drift.in_flight(status) and not await self._absorb_check(s):
+            return None  # a drift check holds the stack; nothing starts until it ends
         spec = stack_api.spec_of(stack)
+        if spec.drift_detection is None and (status.drift is not None
+                                             or conditions.find(s.conditions, conditions.DRIFTED)):
+            s.conditions = drift.forget(status, s.conditions)
         if s.deleting and (not spec.destroy_on_finalize or spec.preview):
             s.conditions = conditions.mark_ready(s.conditions, now=self.clock())
             await self._save(s)
@@ -157,12 +174,40 @@ class StackReconciler:
 
         synced, message = sync.is_synced(stack.model_copy(update={"status": status}), resolved.commit, self.clock(),
                                          defaults=self.retry_policy)
-        if not synced:
+        remediation = drift.remediation_due(stack.model_copy(update={"status": status}), s.conditions)
+        if synced and remediation is not None:
+            synced, message = False, remediation
+        check = False
+        if synced:
+            due = drift.plan(stack.model_copy(update={"status": status}), self.clock())
+            if not due.due:
+                return await self._synced(s, objects.name_of(desired_ws), due)
+            # A drift check, on the path of an update (the Workspace first); the Stack reads as synced meanwhile.
+            check = True
+            assert status.last_update is not None
+            s.conditions = sync.mark_result(s.conditions, status.last_update, self.clock(),
+                                            policy=self._policy(stack))
+        step: gate.Step | None = None
+        destroying = gate.destroy_protected(stack)
+        current_inputs = gate.Inputs(stack.metadata.generation, sync.reconcile_request(stack), resolved.commit,
+                                     "destroy" if destroying else "update")
+        if not check and gate.gated(stack):  # a drift check is a preview: it needs no approval; a remediation does
+            step = await self._approval_step(s, current_inputs, destroying)
+            if step.action == gate.Action.WAIT:
+                assert status.approval is not None
+                s.conditions = gate.mark_awaiting(s.conditions, status.approval, key.name, self.clock())
+                await self._save(s)
+                return None
+            if step.action == gate.Action.STALL:
+                message = gate.unsupported_destroy_message() if destroying else gate.unsupported_message()
+                return await self._stall(s, gate.STALLED_PLANS_UNSUPPORTED, message, True, None)
+            if step.action == gate.Action.PREVIEW and status.approval and status.approval.state == gate.AWAITING:
+                await self.recorder.normal(s.stack, "StackApprovalStale",
+                                           f"plan {status.approval.digest} is stale ({step.why}): previewing anew")
+        if not check:
             await self.recorder.normal(s.stack, "StackUpdateDetected", message)
-        else:
-            return await self._synced(s, objects.name_of(desired_ws))
 
-        if not s.deleting:
+        if not check and not s.deleting:
             blocked = await self._prerequisites(s)
             if blocked is not None:
                 s.conditions = conditions.mark_reconciling(
@@ -170,9 +215,10 @@ class StackReconciler:
                 await self._save(s)
                 return None
 
-        s.conditions = conditions.mark_reconciling(s.conditions, conditions.RECONCILING_PROCESSING,
-                                                   _waiting_message(s.conditions), now=self.clock())
-        await self._save(s)
+        if not check:  # a drift check leaves Ready/Reconciling alone: it changes nothing
+            s.conditions = conditions.mark_reconciling(s.conditions, conditions.RECONCILING_PROCESSING,
+                                                       _waiting_message(s.conditions), now=self.clock())
+            await self._save(s)
         try:
             ws = ws_api.Workspace.model_validate(await self.client.apply(desired_ws))
         except errors.ApiError as err:
@@ -186,6 +232,11 @@ class StackReconciler:
         if not workspace_ready(ws):
             stalled = conditions.find(ws.status.conditions if ws.status else None, conditions.STALLED)
             if stalled is not None and stalled.status == "True":
+                if check:
+                    await self._check_done(s, drift.failed_to_start(
+                        s.status, f"the workspace failed: {stalled.reason}: {stalled.message}", self.clock()))
+                    await self._save(s)
+                    return None
                 if s.deleting and status.last_update is None:
                     await self._remove_finalizer(s)
                     return None
@@ -193,37 +244,63 @@ class StackReconciler:
                           if stalled.reason == "IncompatibleConfiguration"
                           else conditions.STALLED_WORKSPACE_FAILED)
                 return await self._stall(s, reason, f"{stalled.reason}: {stalled.message}", False, None)
-            await self._show_workspace_problem(s, ws)
+            if not check:  # a drift check leaves Ready/Reconciling alone
+                await self._show_workspace_problem(s, ws)
             return None  # the Workspace watch brings us back when it is ready
 
-        s.conditions = conditions.mark_reconciling(s.conditions, conditions.RECONCILING_PROCESSING,
-                                                   conditions.MESSAGE_STACK_PROCESSING, now=self.clock())
         now = self.clock()
+        if check:
+            await self._start_check(s, ws, now)
+            return None
+        s.conditions = conditions.mark_reconciling(s.conditions, conditions.RECONCILING_PROCESSING,
+                                                   conditions.MESSAGE_STACK_PROCESSING, now=now)
         update = updates.build(stack, ws, message, int(now.timestamp() * 1000))
+        drift.with_refresh(update, stack, s.conditions)
+        if step is not None and step.action == gate.Action.PREVIEW:
+            update = gate.destroy_preview(update) if destroying else gate.plan_preview(update)
+            s.status.approval = gate.previewing(objects.name_of(update), current_inputs)
+        elif step is not None and step.action == gate.Action.APPLY:
+            assert s.status.approval is not None
+            if not destroying:  # a destroy has no plan file: the confirmation names what its preview would delete
+                assert step.approval is not None
+                update = gate.plan_up(update, s.status.approval.digest or "")
+            s.status.approval = gate.approved(s.status.approval, step.approval, step.why)
         s.status.current_update = stack_api.CurrentStackUpdate(
             # an empty request is left out, as the Go operator's `omitempty` leaves it out
             generation=stack.metadata.generation, reconcile_request=sync.reconcile_request(stack) or None,
             name=objects.name_of(update), commit=resolved.commit)
+        if remediation is not None:
+            drift.remediating(s.status, objects.name_of(update))
         logcontext.bind(update=objects.name_of(update))
+
+        def forget() -> None:
+            s.status.current_update = None
+        await self._create(s, update, forget)
+        if step is not None and step.action == gate.Action.APPLY:
+            await self._accepted(s, step, objects.name_of(update))
+        return None
+
+    async def _create(self, s: _Session, update: objects.Object, forget: Callable[[], None]) -> None:
+        """Save the status that names `update` (so a crash never loses track of it), create it and hold it with
+        our finalizer until it is absorbed; on a failure, `forget` it again and save that."""
         await self._save(s)
         try:
             await self.client.create(update)
         except errors.ApiError:
-            s.status.current_update = None
+            forget()
             await self._save(s)
             raise
         try:
             await self.client.apply(
                 {"apiVersion": up_api.API_VERSION, "kind": up_api.KIND,
-                 "metadata": {"name": objects.name_of(update), "namespace": key.namespace,
+                 "metadata": {"name": objects.name_of(update), "namespace": s.key.namespace,
                               "finalizers": [names.FINALIZER]}},
                 field_manager=names.FIELD_MANAGER_STACK_FINALIZER)
         except errors.ApiError:
-            await self.client.delete(resources.UPDATE, objects.name_of(update), key.namespace, missing_ok=True)
-            s.status.current_update = None
+            await self.client.delete(resources.UPDATE, objects.name_of(update), s.key.namespace, missing_ok=True)
+            forget()
             await self._save(s)
             raise
-        return None
 
     # --- steps -------------------------------------------------------------------------------------------------
 
@@ -239,6 +316,11 @@ class StackReconciler:
             await self._save(s)
             return False
         now = self.clock()
+        if gate.is_plan_preview(update, names.ANNOTATION_SAVE_PLAN) and s.status.approval is not None:
+            await self._absorb_plan_preview(s, current, update)
+            s.finalize_update = update.metadata.name
+            s.status.current_update = None
+            return True
         if conditions.is_true(update.status.conditions if update.status else None, conditions.FAILED):
             s.status.last_update = sync.record_failure(current, update, s.status.last_update, now)
             await self.recorder.warning(s.stack, "StackUpdateFailure", sync.update_event_message(update, True))
@@ -254,6 +336,7 @@ class StackReconciler:
                     masked = json.loads(objects.annotations_of(secret).get(names.ANNOTATION_SECRETS, "[]"))
                     s.status.outputs = sync.masked_outputs(data, masked)
             s.status.last_update = sync.record_success(current, update, now)
+            s.conditions = drift.after_update(s.conditions, update, now)
             if update.status and update.status.project_info:
                 s.status.project_info = update.status.project_info
             await self.recorder.normal(s.stack, "StackCreated", sync.update_event_message(update, False))
@@ -282,11 +365,87 @@ class StackReconciler:
         if message != conditions.MESSAGE_WAITING_FOR_WORKSPACE:
             await self.recorder.warning(s.stack, sync.WORKSPACE_NOT_READY_EVENT, message)
 
-    async def _synced(self, s: _Session, workspace_name: str) -> Result | None:
+    # --- approvals (pko, docs/approvals.md) ----------------------------------------------------------------------
+
+    async def _approval_step(self, s: _Session, current: gate.Inputs, destroying: bool) -> gate.Step:
+        """The gated Stack's next step; refusals are written to their approvals now (an acceptance only once its
+        Update exists)."""
+        self.watch_approvals()
+        listed = await self.client.list(resources.STACK_APPROVAL, s.key.namespace)
+        mine = [a for a in (approval_api.StackApproval.model_validate(item) for item in listed.items)
+                if a.spec is not None and a.spec.stack_name == s.key.name]
+        confirmed = (s.stack.metadata.annotations or {}).get(names.ANNOTATION_CONFIRM_DESTROY) if destroying else None
+        step = gate.next_step(s.status.approval, current, mine, self.clock(), gate.ttl_seconds(s.stack),
+                              without_approval_up_to=gate.threshold(s.stack) if destroying else None,
+                              confirmed=confirmed)
+        for verdict in step.verdicts:
+            if not verdict.accepted:
+                await self._write_verdict(s, verdict, None)
+                await self.recorder.warning(s.stack, "StackApprovalRefused",
+                                            f"StackApproval {verdict.name} refused ({verdict.reason}): "
+                                            f"{verdict.message}")
+        return step
+
+    async def _accepted(self, s: _Session, step: gate.Step, update_name: str) -> None:
+        for verdict in step.verdicts:
+            if verdict.accepted:
+                await self._write_verdict(s, verdict, update_name)
+        review = s.status.approval
+        assert review is not None
+        if step.approval is None:  # destroy protection: below the threshold, or confirmed by annotation
+            await self.recorder.normal(s.stack, "StackDestroyConfirmed",
+                                       f"destroy {review.digest}: {step.why}; destroying in {update_name}")
+            return
+        await self.recorder.normal(s.stack, "StackApproved",
+                                   f"plan {review.digest} approved by {review.approved_by} "
+                                   f"(StackApproval {review.approval}): applying it in {update_name}")
+
+    async def _write_verdict(self, s: _Session, verdict: gate.Verdict, update_name: str | None) -> None:
+        now = self.clock()
+        found = conditions.set_condition(None, approval_api.ACCEPTED, "True" if verdict.accepted else "False",
+                                         verdict.reason, verdict.message, now=now)
+        status: dict[str, object] = {
+            "conditions": [c.model_dump(by_alias=True, exclude_none=True, mode="json") for c in found],
+            "decidedAt": conditions.format_time(now)}
+        if update_name:
+            status["update"] = update_name
+        with contextlib.suppress(errors.NotFound):
+            await self.client.apply_status(
+                {"apiVersion": approval_api.API_VERSION, "kind": approval_api.KIND,
+                 "metadata": {"name": verdict.name, "namespace": s.key.namespace}, "status": status},
+                field_manager=names.FIELD_MANAGER_APPROVAL_STATUS)
+
+    async def _absorb_plan_preview(self, s: _Session, current: stack_api.CurrentStackUpdate,
+                                   update: up_api.Update) -> None:
+        """A plan-saving preview finished: its digest awaits approval; a failure counts as a failed update (the
+        failure policy retries it); an agent that saved no plan leaves the Stack stalled until its inputs change."""
+        review = s.status.approval
+        assert review is not None
+        found = update.status.conditions if update.status else None
+        failed = conditions.find(found, conditions.FAILED)
+        if failed is not None and failed.status == "True":
+            if failed.reason == gate.STALLED_PLANS_UNSUPPORTED:
+                s.status.approval = review.model_copy(update={"state": gate.UNSUPPORTED})
+                return
+            s.status.last_update = sync.record_failure(current, update, s.status.last_update, self.clock())
+            s.status.approval = None
+            message = (update.status.message if update.status else None) or ""
+            await self.recorder.warning(s.stack, "StackUpdateFailure", f"Failed to preview the update plan: {message}")
+            return
+        s.status.approval = gate.reviewed(review, update.metadata.annotations or {}, names.ANNOTATION_PLANNED_DIGEST,
+                                          names.ANNOTATION_PLANNED_CHANGES, self.clock())
+        if s.status.approval.state == gate.AWAITING:
+            await self.recorder.normal(s.stack, "StackAwaitingApproval",
+                                       gate.awaiting_message(s.status.approval, s.key.name))
+
+    async def _synced(self, s: _Session, workspace_name: str, check: drift.Plan) -> Result | None:
         last = s.status.last_update
         assert last is not None
         now = self.clock()
         s.conditions = sync.mark_result(s.conditions, last, now, policy=self._policy(s.stack))
+        if check.problem is not None and not drift.shows_problem(s.conditions):
+            await self.recorder.warning(s.stack, "DriftScheduleInvalid", check.problem)
+        s.conditions = drift.mark_schedule(s.conditions, check.problem, now)
         stack = s.stack.model_copy(update={"status": s.status})
         if s.deleting:
             if last.state != stack_api.STATE_SUCCEEDED:
@@ -298,9 +457,45 @@ class StackReconciler:
             await self._remove_finalizer(s)
             return None
         after = sync.requeue_after(stack, now, defaults=self.retry_policy)
+        if check.wait is not None:  # the next drift check
+            after = max(1.0, min(after, check.wait) if after else check.wait)
         await self._reclaim_workspace(s, workspace_name)
         await self._save(s)
         return Result(requeue_after=after) if after else None
+
+    # --- drift checks (drift.py) --------------------------------------------------------------------------------
+
+    async def _start_check(self, s: _Session, ws: ws_api.Workspace, now: datetime.datetime) -> None:
+        """Start a drift check; the previous check's Update goes (only the latest one is kept to look at)."""
+        update = drift.check_update(s.stack, ws, int(now.timestamp() * 1000))
+        previous = s.status.drift.last_check if s.status.drift is not None else None
+        drift.started(s.status, objects.name_of(update))
+        logcontext.bind(update=objects.name_of(update))
+
+        def forget() -> None:
+            if s.status.drift is not None:
+                s.status.drift.current_check = None
+        await self._create(s, update, forget)
+        if previous is not None and previous.name:
+            await self.client.delete(resources.UPDATE, previous.name, s.key.namespace, missing_ok=True)
+
+    async def _absorb_check(self, s: _Session) -> bool:
+        """Fold a finished drift check into `status.drift` and `Drifted`; False (status saved) while it runs."""
+        name = drift.in_flight(s.status) or ""
+        update = await self.client.get_typed_or_none(resources.UPDATE, up_api.Update, name, s.key.namespace)
+        if update is not None and not update_complete(update):
+            await self._save(s)
+            return False
+        await self._check_done(s, drift.absorb(s.status, update, name, self.clock()))
+        if update is not None:
+            s.finalize_update = name
+        return True
+
+    async def _check_done(self, s: _Session, finding: drift.Finding) -> None:
+        said = drift.event(s.conditions, finding)
+        if said is not None:
+            await self.recorder.emit(s.stack, *said)
+        s.conditions = drift.mark(s.conditions, finding, self.clock())
 
     async def _suspended(self, s: _Session, absorbed: bool) -> None:
         """Suspended: say so (once as an event), report an Update that just finished, start nothing. The Stack's
@@ -368,6 +563,7 @@ class StackReconciler:
     # --- writes ------------------------------------------------------------------------------------------------
 
     async def _save(self, s: _Session) -> None:
+        s.conditions = gate.settle_condition(s.conditions, s.status.approval if gate.gated(s.stack) else None)
         s.status.conditions = s.conditions
         body = s.status.model_dump(by_alias=True, exclude_none=True, mode="json")
         body["observedGeneration"] = s.status.observed_generation or 0

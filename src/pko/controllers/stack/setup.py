@@ -4,8 +4,8 @@ A Stack is reconciled when its generation changes (not when only our finalizer w
 reconciliation-request annotation changes; when a prerequisite becomes ready or goes away; when a Program or
 Flux source it uses gets a new artifact; when its Workspace becomes ready or stalled; and when one of its Updates
 completes. Metrics `stacks_active` and `stacks_failing{namespace,name}` follow the Stack cache, and so does pko's
-`pulumi_stack_last_success_timestamp_seconds` after a restart (seeded from `status.lastUpdate`) and
-`pulumi_stack_stalled{namespace,stack,reason}`.
+`pulumi_stack_last_success_timestamp_seconds` after a restart (seeded from `status.lastUpdate`),
+`pulumi_stack_stalled{namespace,stack,reason}` and the drift-check metrics (driftmetrics.py).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from pko.api import update as up_api
 from pko.api import workspace as ws_api
 from pko.api.meta import Condition
 from pko.controllers.settings import Settings
+from pko.controllers.stack import driftmetrics, sync
 from pko.controllers.stack import reconciler as stack_reconciler
 from pko.controllers.stack import source as source_mod
-from pko.controllers.stack import sync
 from pko.kube import client as kclient
 from pko.kube import events, objects, resources
 from pko.runtime import controller as ctl
@@ -72,8 +72,16 @@ def _finalizer_added(event: store.Event) -> bool:
     return names.FINALIZER not in old and names.FINALIZER in new
 
 
+def _confirmation(obj: objects.Object) -> str:
+    """pko destroy protection: the digest the confirm-destroy annotation names (docs/destroy-protection.md)."""
+    return objects.annotations_of(obj).get(names.ANNOTATION_CONFIRM_DESTROY, "")
+
+
 def stack_predicate(event: store.Event) -> bool:
     if event.type == "MODIFIED" and event.old is not None and _annotation(event.object) != _annotation(event.old):
+        return True
+    if (event.type == "MODIFIED" and event.old is not None
+            and _confirmation(event.object) != _confirmation(event.old)):
         return True
     return handlers.generation_changed(event) and not _finalizer_added(event)
 
@@ -111,6 +119,12 @@ def _stack_owners(obj: objects.Object) -> list[objects.ObjectKey]:
     return [objects.ObjectKey(objects.namespace_of(obj), str(ref.get("name")))
             for ref in obj["metadata"].get("ownerReferences") or []
             if ref.get("kind") == stack_api.KIND and objects.group_of(str(ref.get("apiVersion", ""))) == "pulumi.com"]
+
+
+def _approved_stack(obj: objects.Object) -> list[objects.ObjectKey]:
+    """A StackApproval (pko, docs/approvals.md) brings back the Stack it names, in its namespace."""
+    name = (obj.get("spec") or {}).get("stackName")
+    return [objects.ObjectKey(objects.namespace_of(obj), str(name))] if name else []
 
 
 class StackMetrics:
@@ -178,6 +192,36 @@ class FluxWatches:
         await asyncio.gather(*self.tasks.values(), return_exceptions=True)
 
 
+@dataclass
+class ApprovalWatch:
+    """The StackApproval informer (pko, docs/approvals.md), started the first time a Stack with `spec.approval` or
+    `spec.destroyProtection` needs it: an operator whose Stacks use neither never lists StackApprovals (it runs as
+    the Go operator does, even where only the Go operator's CRDs are installed)."""
+
+    client: kclient.Client
+    namespace: str | None
+    enqueue: Callable[[objects.ObjectKey], None]
+    task: asyncio.Task[None] | None = None
+
+    def ensure(self) -> None:
+        if self.task is not None:
+            return
+        source = informer.Informer(self.client, resources.STACK_APPROVAL, namespace=self.namespace)
+
+        def handle(event: store.Event) -> None:
+            for key in _approved_stack(event.object):
+                self.enqueue(key)
+
+        source.add_handler(handle)
+        log.info("watching StackApprovals")
+        self.task = asyncio.get_running_loop().create_task(source.run(), name="informer-StackApproval")
+
+    async def close(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            await asyncio.gather(self.task, return_exceptions=True)
+
+
 def retry_policy(settings: Settings) -> sync.RetryPolicy:
     """The operator-wide failure policy from the settings; each one left unset keeps the reference's value."""
     default = sync.DEFAULT_POLICY
@@ -196,9 +240,12 @@ class StackController:
     controller: ctl.Controller
     metrics: StackMetrics
     flux: FluxWatches
+    approvals: ApprovalWatch | None = None
 
     async def close(self) -> None:
         await self.flux.close()
+        if self.approvals is not None:
+            await self.approvals.close()
 
 
 def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings, *,
@@ -216,10 +263,19 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings, *,
             flux_watches.ensure(kind)
 
     extra: dict[str, Any] = {"github_api_url": github_api_url} if github_api_url else {}
-    resolver = source_mod.Resolver(client, watch_flux_kind=watch_flux, git_timeout=settings.git_timeout, **extra)
-    reconciler = stack_reconciler.StackReconciler(client, recorder, resolver, retry_policy=retry_policy(settings))
+    resolver = source_mod.Resolver(client, watch_flux_kind=watch_flux, git_timeout=settings.git_timeout,
+                                   **extra)
+    approval_watch: ApprovalWatch | None = None
+
+    def watch_approvals() -> None:
+        if approval_watch is not None:
+            approval_watch.ensure()
+
+    reconciler = stack_reconciler.StackReconciler(client, recorder, resolver, retry_policy=retry_policy(settings),
+                                                  watch_approvals=watch_approvals)
     controller = mgr.controller(names.STACK_CONTROLLER, reconciler, workers=workers)
     flux_watches = FluxWatches(client, mgr.namespace, stacks, lambda key: controller.queue.add(key))
+    approval_watch = ApprovalWatch(client, mgr.namespace, lambda key: controller.queue.add(key))
 
     controller.watch(stacks, predicate=stack_predicate)
 
@@ -262,4 +318,5 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings, *,
 
     metrics = StackMetrics(mgr.registry)
     stacks.add_handler(metrics.observe)
-    return StackController(reconciler, controller, metrics, flux_watches)
+    stacks.add_handler(driftmetrics.DriftMetrics(mgr.registry).observe)
+    return StackController(reconciler, controller, metrics, flux_watches, approval_watch)

@@ -147,6 +147,8 @@ def desired(stack: stack_api.Stack, source: Source) -> dict[str, Any]:
         ws_spec["flux"] = source.flux
     if source.project_info is not None:
         ws_spec["projectInfo"] = source.project_info
+    if spec.workspace_idle_timeout is not None:  # pko: scale-to-zero (docs/scale-to-zero.md)
+        ws_spec["idleTimeout"] = spec.workspace_idle_timeout
     pod_spec: dict[str, Any] = {"containers": [builder.pulumi]}
     if builder.volumes:
         pod_spec["volumes"] = builder.volumes

@@ -35,6 +35,15 @@ REASON_CANCELED = "Canceled"
 REASON_WORKSPACE_NOT_FOUND = "WorkspaceNotFound"
 REASON_WORKSPACE_NOT_READY = "WorkspaceNotReady"
 REASON_TRANSIENT = "TransientFailure"
+REASON_PLANS_UNSUPPORTED = "UpdatePlansUnsupported"  # pko: approvals need an agent that saves and applies plans
+PLANS_UNSUPPORTED_MESSAGE = ("the workspace agent does not support update plans (spec.approval needs the pko "
+                             "agent); nothing was applied")
+DESTROY_PREVIEW_UNSUPPORTED_MESSAGE = ("the workspace agent cannot preview a destroy (destroy protection needs the "
+                                      "pko agent); nothing was deleted")
+CAPABILITIES_HEADER = "pko-agent-capabilities"
+CAPABILITY_PLANS = "update-plans"
+CAPABILITY_DESTROY_PREVIEW = "destroy-preview"
+MAX_PLANNED_RESOURCES = 100  # URNs kept on the Update (and the Stack's status) for a destroy preview
 UNKNOWN_ERROR = "An unknown error occurred"
 
 
@@ -92,6 +101,7 @@ class Outcome:
     outputs: str | None = None
     project_info: dict[str, str] | None = None
     resource_changes: dict[str, int] | None = None  # pko: from the engine's summary event, when one came
+    drift: dict[str, Any] | None = None  # pko: a drift check's result (controllers/update/drift.py)
 
     def conditions(self, previous: Sequence[Condition] | None, generation: int | None,
                    now: datetime.datetime) -> list[Condition]:
@@ -167,6 +177,8 @@ def status_body(update: up_api.Update, outcome: Outcome, now: datetime.datetime)
     changes = outcome.resource_changes if outcome.resource_changes is not None else status.resource_changes
     if changes is not None:  # pko's addition: left out when the engine sent no summary, as the Go operator
         body["resourceChanges"] = dict(changes)
+    if outcome.drift is not None:
+        body["drift"] = outcome.drift
     return body
 
 
@@ -240,3 +252,49 @@ def engine_log_fields(update: up_api.Update, event: Mapping[str, Any]) -> dict[s
         "namespace": update.metadata.namespace, "stack_name": spec.stack_name, "update_name": update.metadata.name,
         "engine_event": kind, "text": str(text or "").rstrip()[:2000],
     }
+
+
+@dataclass(frozen=True)
+class PlanGate:
+    """pko approvals (docs/approvals.md): a preview that saves its plan, or an `up` bound to a saved plan."""
+
+    save_plan: bool = False
+    plan_digest: str | None = None
+    destroy_preview: bool = False  # destroy protection: `pulumi destroy --preview-only`
+
+
+def plan_gate(annotations: Mapping[str, str], kind: str) -> PlanGate:
+    """What the Update's pko annotations ask of its operation (nothing for an Update without them)."""
+    if kind == up_api.PREVIEW and annotations.get(names.ANNOTATION_SAVE_PLAN) == "true":
+        return PlanGate(save_plan=True)
+    digest = annotations.get(names.ANNOTATION_PLAN_DIGEST)
+    if kind == up_api.UP and digest:
+        return PlanGate(plan_digest=digest)
+    if kind == up_api.DESTROY and annotations.get(names.ANNOTATION_PREVIEW_ONLY) == "true":
+        return PlanGate(destroy_preview=True)
+    return PlanGate()
+
+
+def supports(initial_metadata: Any, capability: str) -> bool:
+    """The agent announced `capability` (a Go agent announces none)."""
+    for key, value in initial_metadata or ():
+        if key == CAPABILITIES_HEADER:
+            text = value.decode() if isinstance(value, bytes) else str(value)
+            if capability in (part.strip() for part in text.split(",")):
+                return True
+    return False
+
+
+def supports_plans(initial_metadata: Any) -> bool:
+    """The agent announced the update-plans capability (a Go agent announces none)."""
+    return supports(initial_metadata, CAPABILITY_PLANS)
+
+
+def planned_annotations(digest: str, changes: Mapping[str, int],
+                        resources: Sequence[str] | None = None) -> dict[str, str]:
+    result = {names.ANNOTATION_PLANNED_DIGEST: digest,
+              names.ANNOTATION_PLANNED_CHANGES: json.dumps(dict(sorted(changes.items())), separators=(",", ":"))}
+    if resources is not None:
+        result[names.ANNOTATION_PLANNED_RESOURCES] = json.dumps(list(resources)[:MAX_PLANNED_RESOURCES],
+                                                                separators=(",", ":"))
+    return result

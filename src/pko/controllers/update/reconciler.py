@@ -29,7 +29,7 @@ from pko.api import conditions, names
 from pko.api import update as up_api
 from pko.api import workspace as ws_api
 from pko.controllers import connect
-from pko.controllers.update import plan
+from pko.controllers.update import drift, plan
 from pko.kube import client as kclient
 from pko.kube import errors, events, objects, owners, resources
 from pko.protocol import client as agent_client
@@ -173,10 +173,20 @@ class UpdateReconciler:
                       changes: list[dict[str, int]]) -> plan.Outcome:
         spec = update.spec or up_api.UpdateSpec()
         kind = spec.type or ""
+        gate = plan.plan_gate(update.metadata.annotations or {}, kind)
+        drifted = drift.Collector() if drift.is_drift_check(update) else None
         try:
-            await conn.stub.SelectStack(agent_pb2.SelectStackRequest(stack_name=spec.stack_name or "", create=True),
-                                        metadata=conn.metadata)
-            stream = self._call(kind, spec, conn)
+            select = conn.stub.SelectStack(
+                agent_pb2.SelectStackRequest(stack_name=spec.stack_name or "", create=True), metadata=conn.metadata)
+            await select
+            if gate.plan_digest and not plan.supports_plans(await select.initial_metadata()):
+                # never an unreviewed `up`: an agent that does not know plan_digest would ignore it
+                return plan.failed(plan.REASON_PLANS_UNSUPPORTED, plan.PLANS_UNSUPPORTED_MESSAGE)
+            if gate.destroy_preview and not plan.supports(await select.initial_metadata(),
+                                                          plan.CAPABILITY_DESTROY_PREVIEW):
+                # never a real destroy: an agent that does not know preview_only would delete everything
+                return plan.failed(plan.REASON_PLANS_UNSUPPORTED, plan.DESTROY_PREVIEW_UNSUPPORTED_MESSAGE)
+            stream = self._call(kind, spec, conn, gate)
             async for response in stream:
                 which = response.WhichOneof("response")
                 if which == "event":
@@ -185,14 +195,37 @@ class UpdateReconciler:
                     found = plan.resource_changes(event)
                     if found is not None:
                         changes.append(found)
+                    if drifted is not None:
+                        drifted.observe(event)
                 elif which == "result":
-                    return await self._absorb(update, kind, response.result)
+                    if gate.save_plan or gate.destroy_preview:
+                        problem = await self._record_plan(update, response.result)
+                        if problem is not None:
+                            return problem
+                    outcome = await self._absorb(update, kind, response.result)
+                    if drifted is not None and outcome.failed[0] != "True":
+                        outcome.drift = drifted.result()
+                    return outcome
         except grpc.aio.AioRpcError as err:
             info = agent_client.pulumi_error_info(err)
             return plan.from_error(info.message if info else err.details(), info.reason if info else None)
         except ValueError as err:
             return plan.failed("InvalidSpec", str(err))
         return plan.from_error(f"didn't receive a{'n' if kind == 'up' else ''} {kind} result", None)
+
+    async def _record_plan(self, update: up_api.Update, result: Any) -> plan.Outcome | None:
+        """Put the saved plan's digest and change summary on the Update (the Stack shows them for review); a
+        failed outcome when the agent saved none (it does not know `save_plan`)."""
+        if not result.HasField("plan_digest"):
+            return plan.failed(plan.REASON_PLANS_UNSUPPORTED, plan.PLANS_UNSUPPORTED_MESSAGE)
+        resources = list(result.resources) if isinstance(result, agent_pb2.DestroyResult) else None
+        await self.client.apply(
+            {"apiVersion": up_api.API_VERSION, "kind": up_api.KIND,
+             "metadata": {"name": update.metadata.name, "namespace": update.metadata.namespace,
+                          "annotations": plan.planned_annotations(result.plan_digest, dict(result.change_summary),
+                                                                  resources)}},
+            field_manager=names.FIELD_MANAGER_UPDATE_PLAN)
+        return None
 
     def _measure(self, update: up_api.Update, outcome: plan.Outcome, operated: float) -> None:
         """The operation's metrics: its duration since the Update was created, the operation phase, the resource
@@ -210,7 +243,8 @@ class UpdateReconciler:
             changes=outcome.resource_changes, ended_at=now.timestamp(),
         )
 
-    def _call(self, kind: str, spec: up_api.UpdateSpec, conn: connect.Connection) -> agent_client.StreamCall:
+    def _call(self, kind: str, spec: up_api.UpdateSpec, conn: connect.Connection,
+              gate: plan.PlanGate | None = None) -> agent_client.StreamCall:
         common: dict[str, Any] = {}
         if spec.parallel is not None:
             common["parallel"] = spec.parallel
@@ -221,12 +255,13 @@ class UpdateReconciler:
         if kind == up_api.UP:
             request = agent_pb2.UpRequest(target=target, replace=list(spec.replace or []), **common)
             _set(request, expect_no_changes=spec.expect_no_changes, target_dependents=spec.target_dependents,
-                 refresh=spec.refresh, continue_on_error=spec.continue_on_error)
+                 refresh=spec.refresh, continue_on_error=spec.continue_on_error,
+                 plan_digest=gate.plan_digest if gate else None)
             stream = conn.stub.Up(request, wait_for_ready=True, metadata=conn.metadata)
         elif kind == up_api.PREVIEW:
             request_p = agent_pb2.PreviewRequest(target=target, replace=list(spec.replace or []), **common)
             _set(request_p, expect_no_changes=spec.expect_no_changes, target_dependents=spec.target_dependents,
-                 refresh=spec.refresh)
+                 refresh=spec.refresh, save_plan=True if gate and gate.save_plan else None)
             stream = conn.stub.Preview(request_p, wait_for_ready=True, metadata=conn.metadata)
         elif kind == up_api.REFRESH:
             request_r = agent_pb2.RefreshRequest(target=target, **common)
@@ -235,7 +270,8 @@ class UpdateReconciler:
         elif kind == up_api.DESTROY:
             request_d = agent_pb2.DestroyRequest(target=target, **common)
             _set(request_d, target_dependents=spec.target_dependents, refresh=spec.refresh,
-                 continue_on_error=spec.continue_on_error, remove=spec.remove, run_program=spec.run_program)
+                 continue_on_error=spec.continue_on_error, remove=spec.remove, run_program=spec.run_program,
+                 preview_only=True if gate and gate.destroy_preview else None)
             stream = conn.stub.Destroy(request_d, wait_for_ready=True, metadata=conn.metadata)
         else:
             raise ValueError(f'unsupported update type "{kind}"')

@@ -5,7 +5,9 @@ runtime plays the kubelet's part for the one pod a Workspace has: it takes the p
 would apply (so `podTemplate` merges, env, envFrom and configMap/secret volumes mean the same), resolves env
 references against the API server, materialises configMap/secret volumes as files, runs `pko agent init` for the
 source and `pko agent serve` on a free loopback port with kube auth, and restarts both when the Workspace
-revision changes. Processes stop when the Workspace is deleted or the operator exits; nothing is left running.
+revision changes (a change of config values only keeps the revision: pko.controllers.workspace.fleet). A
+sleeping workspace (scale-to-zero) has no process at all. Processes stop when the Workspace is deleted or the
+operator exits; nothing is left running.
 
 Must never: log resolved env values or file contents (they hold secrets), or leave a child process behind (the
 agents are told to exit with their operator, so even a SIGKILLed operator leaves none: pko.cli.lifeline).
@@ -236,6 +238,10 @@ class LocalRuntime:
             return True
 
         return runtime.Placed(agent.address, agent.initialized, mark, agent.translate, agent.fetch_seconds)
+
+    async def sleep(self, workspace: ws_api.Workspace, statefulset: dict[str, Any]) -> None:
+        """A sleeping workspace has no agent process: stop it (waking starts a fresh one, as a new pod would)."""
+        await self.stop(objects.ObjectKey(workspace.metadata.namespace or "", workspace.metadata.name or ""))
 
     async def remove(self, key: objects.ObjectKey) -> None:
         await self.stop(key)

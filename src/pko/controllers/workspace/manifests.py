@@ -106,12 +106,31 @@ def _source(spec: ws_api.WorkspaceSpec) -> dict[str, Any]:
     return source
 
 
-def revision_hash(workspace: ws_api.Workspace) -> str:
-    """Changes whenever the generation or the source changes, so the pod is replaced and re-initialised."""
+def revision_hash(workspace: ws_api.Workspace, pod_generation: int | None = None) -> str:
+    """Changes whenever the generation or the source changes, so the pod is replaced and re-initialised.
+
+    `pod_generation` (pko, docs/config-without-restart.md) stands in for the Workspace's generation when the
+    changes since that generation are config values only: the pod stays and the agent gets them by RPC."""
     spec = workspace.spec or ws_api.WorkspaceSpec()
-    payload = {"generation": workspace.metadata.generation or 0, **_source(spec)}
+    generation = (workspace.metadata.generation or 0) if pod_generation is None else pod_generation
+    payload = {"generation": generation, **_source(spec)}
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
     return hashlib.md5(canonical.encode(), usedforsecurity=False).hexdigest()
+
+
+def pod_digest(workspace: ws_api.Workspace) -> str:
+    """A digest of everything in the spec that needs a new pod when it changes: all of it but the values of
+    `stacks[].config` (their keys and `path` flags stay in, so adding or removing a key still rolls the pod — the
+    agent protocol cannot remove a config key) and pko's `idleTimeout` (scaling is not a new pod).
+
+    The spec is readable by whoever reads this Workspace, so a digest of it in the status discloses nothing new."""
+    spec = (workspace.spec or ws_api.WorkspaceSpec()).model_dump(by_alias=True, exclude_none=True, mode="json")
+    spec.pop("idleTimeout", None)
+    for stack in spec.get("stacks") or []:
+        if "config" in stack:
+            stack["config"] = [{"key": item.get("key"), "path": bool(item.get("path"))} for item in stack["config"]]
+    canonical = json.dumps(spec, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
 
 def service(workspace: ws_api.Workspace) -> dict[str, Any]:
@@ -212,9 +231,11 @@ def _restrict(pod_spec: dict[str, Any]) -> None:
 
 
 def statefulset(
-    workspace: ws_api.Workspace, agent: AgentImage, *, flux_max_untar: str | None = None
+    workspace: ws_api.Workspace, agent: AgentImage, *, flux_max_untar: str | None = None,
+    replicas: int = 1, pod_generation: int | None = None,
 ) -> dict[str, Any]:
-    """The single-replica StatefulSet whose pod runs the agent on the workspace's project."""
+    """The single-replica StatefulSet whose pod runs the agent on the workspace's project (pko: `replicas` 0 for
+    a sleeping workspace, `pod_generation` for the revision hash: see :func:`revision_hash`)."""
     name = workspace.metadata.name or ""
     spec = with_defaults(workspace)
     labels = names.workspace_component_labels(name)
@@ -254,7 +275,8 @@ def statefulset(
     if spec.security_profile == ws_api.SECURITY_PROFILE_RESTRICTED:
         _restrict(pod_spec)
     template: dict[str, Any] = {
-        "metadata": {"labels": dict(labels), "annotations": {names.ANNOTATION_REVISION_HASH: revision_hash(workspace)}},
+        "metadata": {"labels": dict(labels), "annotations": {
+            names.ANNOTATION_REVISION_HASH: revision_hash(workspace, pod_generation)}},
         "spec": pod_spec,
     }
     if spec.pod_template:
@@ -265,6 +287,6 @@ def statefulset(
         container.setdefault("env", []).append({"name": "PULUMI_ENV", "value": "/share/.env"})
     return builtins.statefulset(
         name=names.workspace_statefulset_name(name), namespace=workspace.metadata.namespace, labels=labels,
-        selector=labels, service_name=names.workspace_service_name(name), replicas=1,
+        selector=labels, service_name=names.workspace_service_name(name), replicas=replicas,
         pod_management_policy="Parallel", template=template,
     )

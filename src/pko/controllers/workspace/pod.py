@@ -13,6 +13,11 @@ revision.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from pko.api import conditions, names
@@ -59,16 +64,38 @@ def pod_name(key: objects.ObjectKey) -> str:
 class PodRuntime:
     """Runs each Workspace's agent in the pod of its StatefulSet."""
 
-    def __init__(self, client: kclient.Client, recorder: events.Recorder) -> None:
+    def __init__(self, client: kclient.Client, recorder: events.Recorder,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.client = client
         self.recorder = recorder
+        self.clock = clock
+        self._applied: dict[objects.ObjectKey, AppliedRecord] = {}
+        self._statefulsets: store.Store | None = None  # the StatefulSet informer's cache, once watched
+
+    async def _apply(self, workspace: ws_api.Workspace, statefulset: dict[str, Any]) -> objects.Object:
+        """Apply the Service and the StatefulSet, unless this process applied the same two recently and the
+        StatefulSet is unchanged since (its generation in the cache): then the cached StatefulSet. A Workspace
+        reconciles several times while its pod starts; the Go operator re-applies both every time."""
+        key = objects.ObjectKey.of(workspace.metadata)
+        service = owners.set_controller_reference(manifests.service(workspace), workspace)
+        digest = manifest_digest(service, statefulset)
+        cached = None
+        if self._statefulsets is not None:
+            cached = self._statefulsets.get(objects.ObjectKey(key.namespace, statefulset["metadata"]["name"]))
+        last = self._applied.get(key)
+        if last is not None and cached is not None and last.still_holds(digest, cached, self.clock()):
+            return cached
+        await self.client.apply(service)
+        applied = await self.client.apply(statefulset)
+        self._applied[key] = AppliedRecord(digest, objects.generation_of(applied), self.clock())
+        return applied
 
     async def place(self, workspace: ws_api.Workspace, statefulset: dict[str, Any]) -> Placement:
         key = objects.ObjectKey.of(workspace.metadata)
-        await self.client.apply(owners.set_controller_reference(manifests.service(workspace), workspace))
         try:
-            applied = await self.client.apply(statefulset)
+            applied = await self._apply(workspace, statefulset)
         except errors.Invalid:
+            self._applied.pop(key, None)
             await self.client.delete(resources.STATEFUL_SET, statefulset["metadata"]["name"], key.namespace,
                                      missing_ok=True)
             await self.recorder.normal(workspace, "Migrated", "Replaced the workspace statefulset")
@@ -103,15 +130,51 @@ class PodRuntime:
 
         return Placed(manifests.service_address(workspace), initialized, mark, fetch_seconds=fetch_seconds(pod))
 
+    async def sleep(self, workspace: ws_api.Workspace, statefulset: dict[str, Any]) -> None:
+        """Apply the Service and the StatefulSet with no replicas: the StatefulSet controller stops the pod (the
+        agent gets SIGTERM and its grace period); the template stays, so waking makes the same pod again."""
+        key = objects.ObjectKey.of(workspace.metadata)
+        try:
+            await self._apply(workspace, statefulset)
+        except errors.Invalid:
+            self._applied.pop(key, None)
+            await self.client.delete(resources.STATEFUL_SET, statefulset["metadata"]["name"], key.namespace,
+                                     missing_ok=True)
+            await self.recorder.normal(workspace, "Migrated", "Replaced the workspace statefulset")
+
     async def remove(self, key: objects.ObjectKey) -> None:
-        """Nothing to do: the StatefulSet and Service are owned by the Workspace (garbage collection)."""
+        """Nothing to delete: the StatefulSet and Service are owned by the Workspace (garbage collection)."""
+        self._applied.pop(key, None)
 
     def watch(self, mgr: manager.Manager, controller: ctl.Controller) -> None:
-        controller.watch(mgr.informer(resources.STATEFUL_SET), handlers.for_controller(resources.WORKSPACE),
-                         rollout_changed)
+        informer = mgr.informer(resources.STATEFUL_SET)
+        self._statefulsets = informer.store
+        controller.watch(informer, handlers.for_controller(resources.WORKSPACE), rollout_changed)
 
     async def close(self) -> None:
         """Nothing to stop: the pods outlive the operator."""
+
+
+#: However unchanged, the Service and StatefulSet are applied again after this long (a deleted Service comes back).
+REAPPLY_AFTER = 300.0
+
+
+@dataclass(frozen=True)
+class AppliedRecord:
+    """What this process last applied for a Workspace: the manifests' digest, the StatefulSet generation the API
+    server answered with, and when."""
+
+    digest: str
+    generation: int | None
+    at: float
+
+    def still_holds(self, digest: str, cached: objects.Object, now: float) -> bool:
+        return (digest == self.digest and objects.generation_of(cached) == self.generation
+                and now - self.at < REAPPLY_AFTER)
+
+
+def manifest_digest(*manifests_: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(manifests_, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def fetch_seconds(pod: dict[str, Any]) -> float | None:

@@ -6,7 +6,13 @@ waits for the rollout, the ``local`` one runs processes of this operator), then 
 token, then PulumiVersion → Install → SelectStack/SetAllConfig/AddEnvironments per stack, with the same
 conditions, reasons and events.
 
-Must never: block on an agent longer than its timeouts, put secret values into status or events.
+pko additions (:mod:`~pko.controllers.workspace.fleet`): a change of config values only keeps the pod and applies
+the values to the running agent (SelectStack + SetAllConfig, the RPCs of initialisation), recorded in
+``status.applied``; with an idle timeout, a Workspace with no Update pending sleeps (no pod or process,
+``Ready=True/Sleeping``) and a pending Update wakes it (``Ready=False/Waking``, then the usual start).
+
+Must never: block on an agent longer than its timeouts, put secret values into status or events, or put a
+Workspace to sleep while an Update of it is pending (checked against the API server, before and after saying so).
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from __future__ import annotations
 import datetime
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,10 +28,11 @@ import grpc
 import grpc.aio
 
 from pko.api import conditions, names
+from pko.api import update as up_api
 from pko.api import workspace as ws_api
 from pko.api.meta import Condition
 from pko.controllers import connect
-from pko.controllers.workspace import initialize, manifests, runtime
+from pko.controllers.workspace import fleet, initialize, manifests, runtime
 from pko.controllers.workspace.runtime import Pending, WorkspaceRuntime
 from pko.kube import client as kclient
 from pko.kube import events, objects, owners, resources
@@ -50,6 +57,15 @@ INSTALLATION_FAILED = "InstallationFailed"
 INITIALIZING = "Initializing"
 INITIALIZATION_FAILED = "InitializationFailed"
 SUCCEEDED = "Succeeded"
+SLEEPING = fleet.SLEEPING
+WAKING = fleet.WAKING
+
+#: The Updates of a Workspace, as the operator's cache has them (the controller's wiring provides it).
+UpdatesOf = Callable[[objects.ObjectKey], Sequence[up_api.Update]]
+
+
+def _no_updates(key: objects.ObjectKey) -> Sequence[up_api.Update]:
+    return ()
 
 
 @dataclass
@@ -60,6 +76,7 @@ class _Status:
     conditions: list[Condition]
     address: str | None
     pulumi_version: str | None
+    applied: ws_api.AppliedState | None = None
     install_seconds: float | None = None  # how long the Install call took, once it succeeded
 
     def ready(self, status: str, reason: str, message: str, now: datetime.datetime) -> None:
@@ -85,6 +102,8 @@ class WorkspaceReconciler:
         runtime: WorkspaceRuntime,
         *,
         flux_max_untar: str | None = None,
+        idle_timeout: float = 0.0,
+        updates_of: UpdatesOf = _no_updates,
         clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
         pulumi_metrics: metrics.PulumiMetrics | None = None,
     ) -> None:
@@ -95,6 +114,8 @@ class WorkspaceReconciler:
         self.agent_image = agent_image
         self.runtime = runtime
         self.flux_max_untar = flux_max_untar
+        self.idle_timeout = idle_timeout  # the operator's default (seconds; 0: never); spec.idleTimeout overrides it
+        self.updates_of = updates_of
         self.clock = clock
 
     async def __call__(self, key: objects.ObjectKey) -> Result | None:
@@ -103,9 +124,9 @@ class WorkspaceReconciler:
         if workspace is None:
             await self.runtime.remove(key)
             return None
-        status = _Status(workspace, list((workspace.status.conditions if workspace.status else None) or []),
-                         workspace.status.address if workspace.status else None,
-                         workspace.status.pulumi_version if workspace.status else None)
+        previous = workspace.status or ws_api.WorkspaceStatus()
+        status = _Status(workspace, list(previous.conditions or []), previous.address, previous.pulumi_version,
+                         previous.applied.model_copy() if previous.applied else None)
         now = self.clock()
         if workspace.metadata.deletion_timestamp:
             await self.runtime.remove(key)
@@ -113,8 +134,27 @@ class WorkspaceReconciler:
             await self._save(status)
             return None
 
+        revision = fleet.pod_revision(workspace, manifests.pod_digest(workspace))
+        applied = status.applied or ws_api.AppliedState()
+        if (applied.pod_generation, applied.pod_digest) != (revision.generation, revision.digest):
+            # a new pod: the config it gets at initialisation is this generation's
+            status.applied = ws_api.AppliedState(pod_generation=revision.generation, pod_digest=revision.digest)
+        timeout = fleet.idle_timeout(workspace, self.idle_timeout)
+        idle = fleet.AWAKE
+        if timeout > 0:
+            idle = fleet.decide(timeout, now, conditions.find(status.conditions, conditions.READY),
+                                self.updates_of(key))
+        if idle.sleep:
+            return await self._sleep(workspace, status, revision, timeout)
+        if fleet.sleeping(status.conditions):
+            # Ready goes False first: the Update controller waits for the Workspace's transition to Ready.
+            status.ready("False", WAKING, fleet.WAKING_MESSAGE, now)
+            await self._save(status)
+            await self.recorder.normal(workspace, "Waking", fleet.WAKING_MESSAGE)
+
         statefulset = owners.set_controller_reference(
-            manifests.statefulset(workspace, self.agent_image, flux_max_untar=self.flux_max_untar), workspace)
+            manifests.statefulset(workspace, self.agent_image, flux_max_untar=self.flux_max_untar,
+                                  pod_generation=revision.generation), workspace)
         placed = await self.runtime.place(workspace, statefulset)
         if isinstance(placed, Pending):
             if placed.reason is not None:
@@ -130,6 +170,7 @@ class WorkspaceReconciler:
             status.ready("False", CONNECTION_FAILED, str(err), now)
             await self._save(status)
             return Result(requeue_after=RETRY_AFTER)
+        generation = workspace.metadata.generation or 0
         async with conn:
             status.address = conn.address
             if not placed.initialized:
@@ -140,16 +181,55 @@ class WorkspaceReconciler:
                     raise RuntimeError("failed to mark the workspace pod initialised; it was deleted to retry")
                 self._measure(workspace, placed.fetch_seconds, status.install_seconds)
                 await self.recorder.normal(workspace, "Initialized", f'Initialized workspace pod "{_pod_name(key)}"')
+            elif fleet.config_due(status.applied, generation):
+                outcome = await self._configure(workspace, conn, status, placed.translate)
+                if outcome is not None:
+                    return outcome
+                await self.recorder.normal(workspace, "ConfigApplied",
+                                           f"Applied the configuration of generation {generation} to the running "
+                                           "workspace")
+        status.applied = (status.applied or ws_api.AppliedState()).model_copy(
+            update={"config_generation": generation})
         status.ready("True", SUCCEEDED, "", self.clock())
         await self._save(status)
+        return Result(requeue_after=idle.requeue_after) if idle.requeue_after else None
+
+    # --- scale to zero -----------------------------------------------------------------------------------------
+
+    async def _sleep(self, workspace: ws_api.Workspace, status: _Status, revision: fleet.PodRevision,
+                     timeout: float) -> Result | None:
+        """Say the Workspace sleeps, then stop its agent. An Update created meanwhile (the cache may not have it
+        yet) is looked for on the API server before and after the status says so: the Update controller reads
+        the Workspace before it connects, so one that saw the old address was created before the second look."""
+        key = objects.ObjectKey.of(workspace.metadata)
+        was_sleeping = fleet.sleeping(status.conditions)
+        if not was_sleeping and await self._pending_on_server(key):
+            return Result(requeue=True)
+        message = fleet.sleeping_message(timeout)
+        status.ready("True", SLEEPING, message, self.clock())
+        status.address = None  # `applied` stays: a wake is a new pod, which is initialised from scratch
+        await self._save(status)
+        if not was_sleeping and await self._pending_on_server(key):
+            return Result(requeue=True)  # the next pass wakes it
+        statefulset = owners.set_controller_reference(
+            manifests.statefulset(workspace, self.agent_image, flux_max_untar=self.flux_max_untar, replicas=0,
+                                  pod_generation=revision.generation), workspace)
+        await self.runtime.sleep(workspace, statefulset)
+        if not was_sleeping:
+            await self.recorder.normal(workspace, "Sleeping", message)
         return None
+
+    async def _pending_on_server(self, key: objects.ObjectKey) -> bool:
+        found = await self.client.list(resources.UPDATE, key.namespace)
+        mine = [up_api.Update.model_validate(u) for u in found.items
+                if (u.get("spec") or {}).get("workspaceName") == key.name]
+        return fleet.pending(mine)
 
     # --- initialisation ----------------------------------------------------------------------------------------
 
     async def _initialize(self, workspace: ws_api.Workspace, conn: connect.Connection,
                           status: _Status, translate: Callable[[str], str]) -> Result | None:
         status.conditions = conditions.remove(status.conditions, conditions.STALLED)
-        spec = workspace.spec or ws_api.WorkspaceSpec()
         try:
             version = await conn.stub.PulumiVersion(agent_pb2.PulumiVersionRequest(), metadata=conn.metadata)
         except grpc.aio.AioRpcError as err:
@@ -159,13 +239,9 @@ class WorkspaceReconciler:
             await self._save(status)
             raise RuntimeError(f"PulumiVersion failed: {message}") from err
         status.pulumi_version = version.version
-        problem = initialize.json_config_problem(spec.stacks, version.version)
-        if problem is not None:
-            status.stalled(INCOMPATIBLE, problem, self.clock())
-            status.ready("False", INCOMPATIBLE, problem, self.clock())
-            await self.recorder.warning(workspace, "StackInitializationFailure", problem)
-            await self._save(status)
-            return Result()
+        refused = await self._incompatible(workspace, status, version.version)
+        if refused is not None:
+            return refused
 
         status.ready("False", INSTALLING, "Installing packages and plugins required by the program", self.clock())
         await self._save(status)
@@ -183,6 +259,35 @@ class WorkspaceReconciler:
 
         status.ready("False", INITIALIZING, "Initializing and selecting a Pulumi stack", self.clock())
         await self._save(status)
+        return await self._select_stacks(workspace, conn, status, translate, environments=True)
+
+    async def _configure(self, workspace: ws_api.Workspace, conn: connect.Connection,
+                         status: _Status, translate: Callable[[str], str]) -> Result | None:
+        """pko: give the running, initialised agent this generation's config values (only they changed since its
+        pod started: :func:`fleet.pod_revision`), with the RPCs and failure handling of initialisation."""
+        status.conditions = conditions.remove(status.conditions, conditions.STALLED)
+        if status.pulumi_version:
+            refused = await self._incompatible(workspace, status, status.pulumi_version)
+            if refused is not None:
+                return refused
+        return await self._select_stacks(workspace, conn, status, translate, environments=False)
+
+    async def _incompatible(self, workspace: ws_api.Workspace, status: _Status, version: str) -> Result | None:
+        """Stalled `IncompatibleConfiguration` when the workspace's CLI is too old for its structured config."""
+        spec = workspace.spec or ws_api.WorkspaceSpec()
+        problem = initialize.json_config_problem(spec.stacks, version)
+        if problem is None:
+            return None
+        status.stalled(INCOMPATIBLE, problem, self.clock())
+        status.ready("False", INCOMPATIBLE, problem, self.clock())
+        await self.recorder.warning(workspace, "StackInitializationFailure", problem)
+        await self._save(status)
+        return Result()
+
+    async def _select_stacks(self, workspace: ws_api.Workspace, conn: connect.Connection, status: _Status,
+                             translate: Callable[[str], str], *, environments: bool) -> Result | None:
+        """SelectStack, SetAllConfig and (at initialisation) AddEnvironments for each stack of the Workspace."""
+        spec = workspace.spec or ws_api.WorkspaceSpec()
         for stack in spec.stacks or ():
             try:
                 request = agent_pb2.SelectStackRequest(stack_name=stack.name)
@@ -194,7 +299,7 @@ class WorkspaceReconciler:
                 if stack.config:
                     items = initialize.config_items(stack.config, translate)
                     await conn.stub.SetAllConfig(agent_pb2.SetAllConfigRequest(config=items), metadata=conn.metadata)
-                if stack.environment:
+                if environments and stack.environment:
                     await conn.stub.AddEnvironments(
                         agent_pb2.AddEnvironmentsRequest(environment=stack.environment), metadata=conn.metadata)
             except grpc.aio.AioRpcError as err:
@@ -230,11 +335,24 @@ class WorkspaceReconciler:
             body["address"] = status.address
         if status.pulumi_version:
             body["pulumiVersion"] = status.pulumi_version
+        if status.applied is not None:
+            body["applied"] = status.applied.model_dump(by_alias=True, exclude_none=True, mode="json")
+        if status_unchanged(status.workspace, body):
+            return  # most reconciles of a settled Workspace change nothing: no request for them
         await self.client.apply_status(
             {"apiVersion": ws_api.API_VERSION, "kind": ws_api.KIND,
              "metadata": {"name": meta.name, "namespace": meta.namespace}, "status": body},
             field_manager=names.FIELD_MANAGER_WORKSPACE_STATUS,
         )
+
+
+def status_unchanged(workspace: ws_api.Workspace, body: dict[str, Any]) -> bool:
+    """The status this reconcile would write is the one the Workspace has (this controller is its only writer, so
+    an equal status means the apply would change nothing; a field left out of `body` would be removed, so the
+    whole status must match)."""
+    if workspace.status is None:
+        return False
+    return workspace.status.model_dump(by_alias=True, exclude_none=True, mode="json") == body
 
 
 def _pod_name(key: objects.ObjectKey) -> str:

@@ -4,8 +4,8 @@ Why: the reconciler's steps after the agent runs (connect, initialise once, repo
 it runs; only placing it differs. Two runtimes implement this today — ``pod`` (a StatefulSet and a headless
 Service, as the Go operator: :mod:`~pko.controllers.workspace.pod`) and ``local`` (child processes of the operator:
 :mod:`~pko.controllers.workspace.local`) — and the scale-to-zero and Job-per-operation runtimes to come fit the
-same three calls: :meth:`~WorkspaceRuntime.place`, :meth:`~WorkspaceRuntime.remove` and
-:meth:`~WorkspaceRuntime.watch`.
+same calls: :meth:`~WorkspaceRuntime.place`, :meth:`~WorkspaceRuntime.sleep` (pko's scale-to-zero),
+:meth:`~WorkspaceRuntime.remove` and :meth:`~WorkspaceRuntime.watch`.
 
 This module only declares; it must never do I/O.
 """
@@ -63,6 +63,11 @@ class WorkspaceRuntime(Protocol):
 
     async def place(self, workspace: ws_api.Workspace, statefulset: dict[str, Any]) -> Placement:
         """Make the agent of `workspace` run as `statefulset` describes it."""
+        ...
+
+    async def sleep(self, workspace: ws_api.Workspace, statefulset: dict[str, Any]) -> None:
+        """pko: run nothing for `workspace` until the next :meth:`place` (`statefulset` has no replicas): the
+        ``pod`` runtime scales the StatefulSet to zero, the ``local`` one stops the agent's processes."""
         ...
 
     async def remove(self, key: objects.ObjectKey) -> None:

@@ -2,23 +2,43 @@
 
 A Workspace is reconciled when its generation changes, and when what its runtime runs changes: the ``pod``
 runtime follows its StatefulSet's rollout (the reference: only when it becomes ready), the ``local`` runtime an
-agent's exit. The runtime is picked by ``--workspace-runtime``.
+agent's exit. The runtime is picked by ``--workspace-runtime``. pko: a Workspace with an idle timeout
+(docs/scale-to-zero.md) is also reconciled when one of its Updates is created, completes or goes away — to wake
+it, or to start its idle clock.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pko.api import names
+from pko.api import conditions, names
+from pko.api import update as up_api
+from pko.api import workspace as ws_api
 from pko.controllers import connect
 from pko.controllers.settings import Settings
-from pko.controllers.workspace import local, manifests, pod
+from pko.controllers.workspace import fleet, local, manifests, pod
 from pko.controllers.workspace import reconciler as workspace_reconciler
 from pko.controllers.workspace.runtime import WorkspaceRuntime
 from pko.kube import client as kclient
-from pko.kube import events, resources
+from pko.kube import events, objects, resources
 from pko.runtime import controller as ctl
-from pko.runtime import handlers, manager, metrics
+from pko.runtime import handlers, manager, metrics, store
+
+#: Updates by the Workspace they run in (`<namespace>/<workspaceName>`).
+WORKSPACE_UPDATES_INDEX = "workspace.updates"
+
+
+def _update_workspace(obj: objects.Object) -> list[str]:
+    name = (obj.get("spec") or {}).get("workspaceName")
+    return [f"{objects.namespace_of(obj)}/{name}"] if name else []
+
+
+def _created_completed_or_gone(event: store.Event) -> bool:
+    if event.type in ("ADDED", "DELETED") or event.old is None:
+        return True
+    return (objects.condition_true(event.object, conditions.COMPLETE)
+            != objects.condition_true(event.old, conditions.COMPLETE))
 
 
 @dataclass
@@ -50,9 +70,27 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings,
     reconciler = workspace_reconciler.WorkspaceReconciler(
         client, connector, recorder,
         manifests.AgentImage.from_settings(settings.agent_image, settings.agent_image_pull_policy, settings.version),
-        runtime, flux_max_untar=settings.flux_max_untar, pulumi_metrics=metrics.pulumi(mgr.registry),
+        runtime, flux_max_untar=settings.flux_max_untar, idle_timeout=settings.workspace_idle_timeout,
+        pulumi_metrics=metrics.pulumi(mgr.registry),
     )
     controller = mgr.controller(names.WORKSPACE_CONTROLLER, reconciler, workers=settings.workers)
-    controller.watch(mgr.informer(resources.WORKSPACE), predicate=handlers.generation_changed)
+    workspaces = mgr.informer(resources.WORKSPACE)
+    controller.watch(workspaces, predicate=handlers.generation_changed)
     runtime.watch(mgr, controller)
+
+    updates = mgr.informer(resources.UPDATE, indexers={WORKSPACE_UPDATES_INDEX: _update_workspace})
+
+    def updates_of(key: objects.ObjectKey) -> Sequence[up_api.Update]:
+        return [up_api.Update.model_validate(u) for u in updates.store.by_index(WORKSPACE_UPDATES_INDEX, str(key))]
+
+    def sleepy_workspace(obj: objects.Object) -> list[objects.ObjectKey]:
+        """The Update's Workspace, when it has an idle timeout (no extra reconciles for the others)."""
+        keys = [objects.ObjectKey(*k.split("/", 1)) for k in _update_workspace(obj)]
+        found = [workspaces.store.get(k) for k in keys]
+        return [k for k, ws in zip(keys, found, strict=True)
+                if ws is not None and fleet.idle_timeout(ws_api.Workspace.model_validate(ws),
+                                                         settings.workspace_idle_timeout) > 0]
+
+    reconciler.updates_of = updates_of
+    controller.watch(updates, handlers.for_mapping(sleepy_workspace), _created_completed_or_gone)
     return WorkspaceController(reconciler, controller, runtime)

@@ -504,11 +504,16 @@ class PreviewRequest(_message.Message):
     TARGET_DEPENDENTS_FIELD_NUMBER: _builtins.int
     POLICY_PACK_FIELD_NUMBER: _builtins.int
     REFRESH_FIELD_NUMBER: _builtins.int
+    SAVE_PLAN_FIELD_NUMBER: _builtins.int
     parallel: _builtins.int
     message: _builtins.str
     expect_no_changes: _builtins.bool
     target_dependents: _builtins.bool
     refresh: _builtins.bool
+    save_plan: _builtins.bool
+    """pko: save the preview's update plan in the workspace (`pulumi preview --save-plan`); the result names it by
+    its SHA-256 (plan_digest). An agent that does not know this field runs a plain preview and returns no digest.
+    """
     @_builtins.property
     def replace(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -526,10 +531,11 @@ class PreviewRequest(_message.Message):
         target_dependents: _builtins.bool | None = ...,
         policy_pack: _abc.Iterable[Global___PolicyPack] | None = ...,
         refresh: _builtins.bool | None = ...,
+        save_plan: _builtins.bool | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_expect_no_changes", b"_expect_no_changes", "_message", b"_message", "_parallel", b"_parallel", "_refresh", b"_refresh", "_target_dependents", b"_target_dependents", "expect_no_changes", b"expect_no_changes", "message", b"message", "parallel", b"parallel", "refresh", b"refresh", "target_dependents", b"target_dependents"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_expect_no_changes", b"_expect_no_changes", "_message", b"_message", "_parallel", b"_parallel", "_refresh", b"_refresh", "_save_plan", b"_save_plan", "_target_dependents", b"_target_dependents", "expect_no_changes", b"expect_no_changes", "message", b"message", "parallel", b"parallel", "refresh", b"refresh", "save_plan", b"save_plan", "target_dependents", b"target_dependents"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expect_no_changes", b"_expect_no_changes", "_message", b"_message", "_parallel", b"_parallel", "_refresh", b"_refresh", "_target_dependents", b"_target_dependents", "expect_no_changes", b"expect_no_changes", "message", b"message", "parallel", b"parallel", "policy_pack", b"policy_pack", "refresh", b"refresh", "replace", b"replace", "target", b"target", "target_dependents", b"target_dependents"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expect_no_changes", b"_expect_no_changes", "_message", b"_message", "_parallel", b"_parallel", "_refresh", b"_refresh", "_save_plan", b"_save_plan", "_target_dependents", b"_target_dependents", "expect_no_changes", b"expect_no_changes", "message", b"message", "parallel", b"parallel", "policy_pack", b"policy_pack", "refresh", b"refresh", "replace", b"replace", "save_plan", b"save_plan", "target", b"target", "target_dependents", b"target_dependents"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__expect_no_changes: _TypeAlias = _typing.Literal["expect_no_changes"]  # noqa: Y015
     _WhichOneofArgType__expect_no_changes: _TypeAlias = _typing.Literal["_expect_no_changes", b"_expect_no_changes"]  # noqa: Y015
@@ -539,6 +545,8 @@ class PreviewRequest(_message.Message):
     _WhichOneofArgType__parallel: _TypeAlias = _typing.Literal["_parallel", b"_parallel"]  # noqa: Y015
     _WhichOneofReturnType__refresh: _TypeAlias = _typing.Literal["refresh"]  # noqa: Y015
     _WhichOneofArgType__refresh: _TypeAlias = _typing.Literal["_refresh", b"_refresh"]  # noqa: Y015
+    _WhichOneofReturnType__save_plan: _TypeAlias = _typing.Literal["save_plan"]  # noqa: Y015
+    _WhichOneofArgType__save_plan: _TypeAlias = _typing.Literal["_save_plan", b"_save_plan"]  # noqa: Y015
     _WhichOneofReturnType__target_dependents: _TypeAlias = _typing.Literal["target_dependents"]  # noqa: Y015
     _WhichOneofArgType__target_dependents: _TypeAlias = _typing.Literal["_target_dependents", b"_target_dependents"]  # noqa: Y015
     @_typing.overload
@@ -549,6 +557,8 @@ class PreviewRequest(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__parallel) -> _WhichOneofReturnType__parallel | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__refresh) -> _WhichOneofReturnType__refresh | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__save_plan) -> _WhichOneofReturnType__save_plan | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__target_dependents) -> _WhichOneofReturnType__target_dependents | None: ...
 
@@ -605,18 +615,46 @@ Global___PreviewStream: _TypeAlias = PreviewStream  # noqa: Y015
 class PreviewResult(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class ChangeSummaryEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     STDOUT_FIELD_NUMBER: _builtins.int
     STDERR_FIELD_NUMBER: _builtins.int
     SUMMARY_FIELD_NUMBER: _builtins.int
     PERMALINK_FIELD_NUMBER: _builtins.int
     PROJECT_INFO_FIELD_NUMBER: _builtins.int
+    PLAN_DIGEST_FIELD_NUMBER: _builtins.int
+    CHANGE_SUMMARY_FIELD_NUMBER: _builtins.int
     stdout: _builtins.str
     stderr: _builtins.str
     permalink: _builtins.str
+    plan_digest: _builtins.str
+    """pko: the SHA-256 (hex) of the update plan saved for save_plan."""
     @_builtins.property
     def summary(self) -> Global___UpdateSummary: ...
     @_builtins.property
     def project_info(self) -> Global___ProjectInfo: ...
+    @_builtins.property
+    def change_summary(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """pko: the preview's resource changes by operation ("create": 2, "same": 1, ...), from its summary event."""
+
     def __init__(
         self,
         *,
@@ -625,17 +663,23 @@ class PreviewResult(_message.Message):
         summary: Global___UpdateSummary | None = ...,
         permalink: _builtins.str | None = ...,
         project_info: Global___ProjectInfo | None = ...,
+        plan_digest: _builtins.str | None = ...,
+        change_summary: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_permalink", b"_permalink", "_project_info", b"_project_info", "permalink", b"permalink", "project_info", b"project_info", "summary", b"summary"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_permalink", b"_permalink", "_plan_digest", b"_plan_digest", "_project_info", b"_project_info", "permalink", b"permalink", "plan_digest", b"plan_digest", "project_info", b"project_info", "summary", b"summary"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_permalink", b"_permalink", "_project_info", b"_project_info", "permalink", b"permalink", "project_info", b"project_info", "stderr", b"stderr", "stdout", b"stdout", "summary", b"summary"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_permalink", b"_permalink", "_plan_digest", b"_plan_digest", "_project_info", b"_project_info", "change_summary", b"change_summary", "permalink", b"permalink", "plan_digest", b"plan_digest", "project_info", b"project_info", "stderr", b"stderr", "stdout", b"stdout", "summary", b"summary"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__permalink: _TypeAlias = _typing.Literal["permalink"]  # noqa: Y015
     _WhichOneofArgType__permalink: _TypeAlias = _typing.Literal["_permalink", b"_permalink"]  # noqa: Y015
+    _WhichOneofReturnType__plan_digest: _TypeAlias = _typing.Literal["plan_digest"]  # noqa: Y015
+    _WhichOneofArgType__plan_digest: _TypeAlias = _typing.Literal["_plan_digest", b"_plan_digest"]  # noqa: Y015
     _WhichOneofReturnType__project_info: _TypeAlias = _typing.Literal["project_info"]  # noqa: Y015
     _WhichOneofArgType__project_info: _TypeAlias = _typing.Literal["_project_info", b"_project_info"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__permalink) -> _WhichOneofReturnType__permalink | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__plan_digest) -> _WhichOneofReturnType__plan_digest | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__project_info) -> _WhichOneofReturnType__project_info | None: ...
 
@@ -654,12 +698,18 @@ class UpRequest(_message.Message):
     POLICY_PACK_FIELD_NUMBER: _builtins.int
     REFRESH_FIELD_NUMBER: _builtins.int
     CONTINUE_ON_ERROR_FIELD_NUMBER: _builtins.int
+    PLAN_DIGEST_FIELD_NUMBER: _builtins.int
     parallel: _builtins.int
     message: _builtins.str
     expect_no_changes: _builtins.bool
     target_dependents: _builtins.bool
     refresh: _builtins.bool
     continue_on_error: _builtins.bool
+    plan_digest: _builtins.str
+    """pko: apply exactly the update plan a save_plan preview saved under this SHA-256 (`pulumi up --plan`);
+    FAILED_PRECONDITION when the workspace no longer holds it. Sent only to an agent that announced the
+    "update-plans" capability (initial metadata `pko-agent-capabilities` of SelectStack).
+    """
     @_builtins.property
     def replace(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -680,10 +730,11 @@ class UpRequest(_message.Message):
         policy_pack: _abc.Iterable[Global___PolicyPack] | None = ...,
         refresh: _builtins.bool | None = ...,
         continue_on_error: _builtins.bool | None = ...,
+        plan_digest: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_continue_on_error", b"_continue_on_error", "_expect_no_changes", b"_expect_no_changes", "_message", b"_message", "_parallel", b"_parallel", "_refresh", b"_refresh", "_target_dependents", b"_target_dependents", "continue_on_error", b"continue_on_error", "expect_no_changes", b"expect_no_changes", "message", b"message", "parallel", b"parallel", "refresh", b"refresh", "target_dependents", b"target_dependents"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_continue_on_error", b"_continue_on_error", "_expect_no_changes", b"_expect_no_changes", "_message", b"_message", "_parallel", b"_parallel", "_plan_digest", b"_plan_digest", "_refresh", b"_refresh", "_target_dependents", b"_target_dependents", "continue_on_error", b"continue_on_error", "expect_no_changes", b"expect_no_changes", "message", b"message", "parallel", b"parallel", "plan_digest", b"plan_digest", "refresh", b"refresh", "target_dependents", b"target_dependents"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_continue_on_error", b"_continue_on_error", "_expect_no_changes", b"_expect_no_changes", "_message", b"_message", "_parallel", b"_parallel", "_refresh", b"_refresh", "_target_dependents", b"_target_dependents", "continue_on_error", b"continue_on_error", "expect_no_changes", b"expect_no_changes", "message", b"message", "parallel", b"parallel", "policy_pack", b"policy_pack", "refresh", b"refresh", "replace", b"replace", "target", b"target", "target_dependents", b"target_dependents"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_continue_on_error", b"_continue_on_error", "_expect_no_changes", b"_expect_no_changes", "_message", b"_message", "_parallel", b"_parallel", "_plan_digest", b"_plan_digest", "_refresh", b"_refresh", "_target_dependents", b"_target_dependents", "continue_on_error", b"continue_on_error", "expect_no_changes", b"expect_no_changes", "message", b"message", "parallel", b"parallel", "plan_digest", b"plan_digest", "policy_pack", b"policy_pack", "refresh", b"refresh", "replace", b"replace", "target", b"target", "target_dependents", b"target_dependents"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__continue_on_error: _TypeAlias = _typing.Literal["continue_on_error"]  # noqa: Y015
     _WhichOneofArgType__continue_on_error: _TypeAlias = _typing.Literal["_continue_on_error", b"_continue_on_error"]  # noqa: Y015
@@ -693,6 +744,8 @@ class UpRequest(_message.Message):
     _WhichOneofArgType__message: _TypeAlias = _typing.Literal["_message", b"_message"]  # noqa: Y015
     _WhichOneofReturnType__parallel: _TypeAlias = _typing.Literal["parallel"]  # noqa: Y015
     _WhichOneofArgType__parallel: _TypeAlias = _typing.Literal["_parallel", b"_parallel"]  # noqa: Y015
+    _WhichOneofReturnType__plan_digest: _TypeAlias = _typing.Literal["plan_digest"]  # noqa: Y015
+    _WhichOneofArgType__plan_digest: _TypeAlias = _typing.Literal["_plan_digest", b"_plan_digest"]  # noqa: Y015
     _WhichOneofReturnType__refresh: _TypeAlias = _typing.Literal["refresh"]  # noqa: Y015
     _WhichOneofArgType__refresh: _TypeAlias = _typing.Literal["_refresh", b"_refresh"]  # noqa: Y015
     _WhichOneofReturnType__target_dependents: _TypeAlias = _typing.Literal["target_dependents"]  # noqa: Y015
@@ -705,6 +758,8 @@ class UpRequest(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__message) -> _WhichOneofReturnType__message | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__parallel) -> _WhichOneofReturnType__parallel | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__plan_digest) -> _WhichOneofReturnType__plan_digest | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__refresh) -> _WhichOneofReturnType__refresh | None: ...
     @_typing.overload
@@ -892,6 +947,7 @@ class DestroyRequest(_message.Message):
     CONTINUE_ON_ERROR_FIELD_NUMBER: _builtins.int
     REMOVE_FIELD_NUMBER: _builtins.int
     RUN_PROGRAM_FIELD_NUMBER: _builtins.int
+    PREVIEW_ONLY_FIELD_NUMBER: _builtins.int
     parallel: _builtins.int
     message: _builtins.str
     target_dependents: _builtins.bool
@@ -899,6 +955,10 @@ class DestroyRequest(_message.Message):
     continue_on_error: _builtins.bool
     remove: _builtins.bool
     run_program: _builtins.bool
+    preview_only: _builtins.bool
+    """pko: only preview the destroy (`pulumi destroy --preview-only`): nothing is deleted, `remove` is ignored, and
+    the result names what would be deleted. Sent only to an agent that announced the "destroy-preview" capability.
+    """
     @_builtins.property
     def target(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
@@ -912,10 +972,11 @@ class DestroyRequest(_message.Message):
         continue_on_error: _builtins.bool | None = ...,
         remove: _builtins.bool | None = ...,
         run_program: _builtins.bool | None = ...,
+        preview_only: _builtins.bool | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_continue_on_error", b"_continue_on_error", "_message", b"_message", "_parallel", b"_parallel", "_refresh", b"_refresh", "_remove", b"_remove", "_run_program", b"_run_program", "_target_dependents", b"_target_dependents", "continue_on_error", b"continue_on_error", "message", b"message", "parallel", b"parallel", "refresh", b"refresh", "remove", b"remove", "run_program", b"run_program", "target_dependents", b"target_dependents"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_continue_on_error", b"_continue_on_error", "_message", b"_message", "_parallel", b"_parallel", "_preview_only", b"_preview_only", "_refresh", b"_refresh", "_remove", b"_remove", "_run_program", b"_run_program", "_target_dependents", b"_target_dependents", "continue_on_error", b"continue_on_error", "message", b"message", "parallel", b"parallel", "preview_only", b"preview_only", "refresh", b"refresh", "remove", b"remove", "run_program", b"run_program", "target_dependents", b"target_dependents"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_continue_on_error", b"_continue_on_error", "_message", b"_message", "_parallel", b"_parallel", "_refresh", b"_refresh", "_remove", b"_remove", "_run_program", b"_run_program", "_target_dependents", b"_target_dependents", "continue_on_error", b"continue_on_error", "message", b"message", "parallel", b"parallel", "refresh", b"refresh", "remove", b"remove", "run_program", b"run_program", "target", b"target", "target_dependents", b"target_dependents"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_continue_on_error", b"_continue_on_error", "_message", b"_message", "_parallel", b"_parallel", "_preview_only", b"_preview_only", "_refresh", b"_refresh", "_remove", b"_remove", "_run_program", b"_run_program", "_target_dependents", b"_target_dependents", "continue_on_error", b"continue_on_error", "message", b"message", "parallel", b"parallel", "preview_only", b"preview_only", "refresh", b"refresh", "remove", b"remove", "run_program", b"run_program", "target", b"target", "target_dependents", b"target_dependents"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__continue_on_error: _TypeAlias = _typing.Literal["continue_on_error"]  # noqa: Y015
     _WhichOneofArgType__continue_on_error: _TypeAlias = _typing.Literal["_continue_on_error", b"_continue_on_error"]  # noqa: Y015
@@ -923,6 +984,8 @@ class DestroyRequest(_message.Message):
     _WhichOneofArgType__message: _TypeAlias = _typing.Literal["_message", b"_message"]  # noqa: Y015
     _WhichOneofReturnType__parallel: _TypeAlias = _typing.Literal["parallel"]  # noqa: Y015
     _WhichOneofArgType__parallel: _TypeAlias = _typing.Literal["_parallel", b"_parallel"]  # noqa: Y015
+    _WhichOneofReturnType__preview_only: _TypeAlias = _typing.Literal["preview_only"]  # noqa: Y015
+    _WhichOneofArgType__preview_only: _TypeAlias = _typing.Literal["_preview_only", b"_preview_only"]  # noqa: Y015
     _WhichOneofReturnType__refresh: _TypeAlias = _typing.Literal["refresh"]  # noqa: Y015
     _WhichOneofArgType__refresh: _TypeAlias = _typing.Literal["_refresh", b"_refresh"]  # noqa: Y015
     _WhichOneofReturnType__remove: _TypeAlias = _typing.Literal["remove"]  # noqa: Y015
@@ -937,6 +1000,8 @@ class DestroyRequest(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__message) -> _WhichOneofReturnType__message | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__parallel) -> _WhichOneofReturnType__parallel | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__preview_only) -> _WhichOneofReturnType__preview_only | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__refresh) -> _WhichOneofReturnType__refresh | None: ...
     @_typing.overload
@@ -980,18 +1045,51 @@ Global___DestroyStream: _TypeAlias = DestroyStream  # noqa: Y015
 class DestroyResult(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class ChangeSummaryEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     STDOUT_FIELD_NUMBER: _builtins.int
     STDERR_FIELD_NUMBER: _builtins.int
     SUMMARY_FIELD_NUMBER: _builtins.int
     PERMALINK_FIELD_NUMBER: _builtins.int
     PROJECT_INFO_FIELD_NUMBER: _builtins.int
+    PLAN_DIGEST_FIELD_NUMBER: _builtins.int
+    CHANGE_SUMMARY_FIELD_NUMBER: _builtins.int
+    RESOURCES_FIELD_NUMBER: _builtins.int
     stdout: _builtins.str
     stderr: _builtins.str
     permalink: _builtins.str
+    plan_digest: _builtins.str
+    """pko, preview_only: the SHA-256 (hex) of the sorted URNs that would be deleted, one per line."""
     @_builtins.property
     def summary(self) -> Global___UpdateSummary: ...
     @_builtins.property
     def project_info(self) -> Global___ProjectInfo: ...
+    @_builtins.property
+    def change_summary(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """pko, preview_only: the preview's resource changes by operation ("delete": 3), from its summary event."""
+
+    @_builtins.property
+    def resources(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """pko, preview_only: the URNs that would be deleted, sorted."""
+
     def __init__(
         self,
         *,
@@ -1000,17 +1098,24 @@ class DestroyResult(_message.Message):
         summary: Global___UpdateSummary | None = ...,
         permalink: _builtins.str | None = ...,
         project_info: Global___ProjectInfo | None = ...,
+        plan_digest: _builtins.str | None = ...,
+        change_summary: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        resources: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_permalink", b"_permalink", "_project_info", b"_project_info", "permalink", b"permalink", "project_info", b"project_info", "summary", b"summary"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_permalink", b"_permalink", "_plan_digest", b"_plan_digest", "_project_info", b"_project_info", "permalink", b"permalink", "plan_digest", b"plan_digest", "project_info", b"project_info", "summary", b"summary"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_permalink", b"_permalink", "_project_info", b"_project_info", "permalink", b"permalink", "project_info", b"project_info", "stderr", b"stderr", "stdout", b"stdout", "summary", b"summary"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_permalink", b"_permalink", "_plan_digest", b"_plan_digest", "_project_info", b"_project_info", "change_summary", b"change_summary", "permalink", b"permalink", "plan_digest", b"plan_digest", "project_info", b"project_info", "resources", b"resources", "stderr", b"stderr", "stdout", b"stdout", "summary", b"summary"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__permalink: _TypeAlias = _typing.Literal["permalink"]  # noqa: Y015
     _WhichOneofArgType__permalink: _TypeAlias = _typing.Literal["_permalink", b"_permalink"]  # noqa: Y015
+    _WhichOneofReturnType__plan_digest: _TypeAlias = _typing.Literal["plan_digest"]  # noqa: Y015
+    _WhichOneofArgType__plan_digest: _TypeAlias = _typing.Literal["_plan_digest", b"_plan_digest"]  # noqa: Y015
     _WhichOneofReturnType__project_info: _TypeAlias = _typing.Literal["project_info"]  # noqa: Y015
     _WhichOneofArgType__project_info: _TypeAlias = _typing.Literal["_project_info", b"_project_info"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__permalink) -> _WhichOneofReturnType__permalink | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__plan_digest) -> _WhichOneofReturnType__plan_digest | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__project_info) -> _WhichOneofReturnType__project_info | None: ...
 

@@ -1,0 +1,123 @@
+"""`python -m bench fleet --runtime local --operators pko`: the fleet scenario on pko's `local` workspace runtime,
+where every workspace agent is a process on the operator's machine instead of a pod. The Go operator has no such
+runtime, so this measures pko alone: how large a fleet one machine converges, and at what cost.
+
+It runs on a local control plane (etcd + kube-apiserver, no kubelet) with the operator in this process, as `pko dev`
+does; the CPU figure is therefore this whole process (the operator and the harness's polling), and the agents'
+memory is summed over their processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import resource
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from bench import bed as b
+from pko.kube import client as kclient
+from pko.kube import resources
+from pko.testing import controlplane, pulumi
+from pko.testing import operator as local_operator
+
+NAMESPACE = "fleet"
+
+
+def _children(pid: int) -> Iterator[int]:
+    """Every descendant process of `pid` (the agents and the CLIs they run)."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return
+    for child in map(int, children):
+        yield child
+        yield from _children(child)
+
+
+def _rss(pid: int) -> int:
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+@contextlib.contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    """The Pulumi environment the local agents inherit (as the e2e tests give it to them)."""
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+async def run(stacks: int, say: Callable[[str], None] = print) -> dict[str, float]:
+    """N Program Stacks applied at once to pko with the local runtime: time to all Ready, p50/p95, CPU, RSS."""
+    with tempfile.TemporaryDirectory(prefix="pko-bench-local-") as tmp:
+        root = Path(tmp)
+        plane = await asyncio.to_thread(controlplane.start, root / "control-plane")
+        try:
+            with _environment(pulumi.pulumi_env(root / "pulumi")):
+                return await _fleet(plane, root, stacks, say)
+        finally:
+            await asyncio.to_thread(plane.stop)
+
+
+async def _fleet(plane: controlplane.ControlPlane, root: Path, stacks: int, say: Callable[[str], None]
+                 ) -> dict[str, float]:
+    async with kclient.Client.from_kubeconfig(plane.kubeconfig) as kc:
+        await local_operator.install_crds(kc)
+        await local_operator.install_identity(kc)
+        await local_operator.ensure_namespace(kc, NAMESPACE)
+        names = [f"s{i:03d}" for i in range(stacks)]
+        peak_agents = [0]
+
+        def progress(done: int, total: int) -> None:
+            peak_agents[0] = max(peak_agents[0], sum(_rss(pid) for pid in _children(os.getpid())))
+            say(f"  [pko local] fleet: {done}/{total} Ready")
+
+        async with local_operator.running(plane.kubeconfig, root / "workspaces", namespace=NAMESPACE):
+            cpu = time.process_time()
+            start = time.monotonic()
+            await b.create_program_stacks(kc, NAMESPACE, names, local=True)
+            done = await _watch(kc, names, start, progress)
+            cpu = time.process_time() - cpu
+            agents = sum(_rss(pid) for pid in _children(os.getpid()))
+            for name in names:
+                await kc.delete(resources.STACK, name, NAMESPACE)
+        times = list(done.values())
+        return {"all Ready (s)": max(times), "Stack Ready p50 (s)": b.percentile(times, 0.5),
+                "Stack Ready p95 (s)": b.percentile(times, 0.95), "operator+harness CPU (s)": cpu,
+                "operator+harness peak RSS (MB)": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3,
+                "agents RSS at rest (MB)": agents / 1e6, "agents peak RSS (MB)": peak_agents[0] / 1e6}
+
+
+async def _watch(kc: kclient.Client, names: list[str], start: float, progress: Callable[[int, int], None]
+                 ) -> dict[str, float]:
+    waiting, done = set(names), {}
+    last = -1
+    deadline = start + 600 + 10 * len(names)
+    while waiting:
+        for stack in (await kc.list(resources.STACK, NAMESPACE)).items:
+            name = stack["metadata"]["name"]
+            if name in waiting and b.is_ready(stack):
+                done[name] = time.monotonic() - start
+                waiting.discard(name)
+        if len(done) != last:
+            last = len(done)
+            progress(len(done), len(names))
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(waiting)} Stacks of the local fleet not Ready (e.g. {sorted(waiting)[:3]})")
+        if waiting:
+            await asyncio.sleep(b.POLL)
+    return done

@@ -1,0 +1,134 @@
+"""pko's rules for a fleet of workspaces: new config values without a new pod, and sleeping when idle — pure.
+
+Why: the Go operator rolls the workspace pod on every Workspace generation (PKO#965), so a one-line config change
+re-clones the source and re-runs `pulumi install`; and every Stack keeps a pod running between updates, holding
+its requests (PKO#1318, PKO#694). Here:
+
+- *config without a new pod* (docs/config-without-restart.md): the pod's revision hash follows the generation at
+  which something other than `stacks[].config` values last changed (:func:`pod_revision`, recorded in
+  ``status.applied``); the running agent gets the new values by the protocol's own SelectStack + SetAllConfig
+  (RPCs the Go agent has too), and ``status.applied.configGeneration`` says which generation's values it has;
+- *scale to zero* (docs/scale-to-zero.md): with an idle timeout (the Workspace's ``spec.idleTimeout``, else the
+  operator's ``--workspace-idle-timeout``; off by default) a Workspace with no Update pending for that long
+  sleeps: no pod (or agent process), ``Ready=True`` with reason ``Sleeping`` so its Stack stays Ready and starts
+  the next Update as usual; that Update wakes it (``Ready=False/Waking``, then the usual start).
+
+Must never: read the clock (callers pass ``now``), or do I/O.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from pko.api import conditions, durations
+from pko.api import update as up_api
+from pko.api import workspace as ws_api
+from pko.api.meta import Condition
+
+# Workspace Ready reasons pko adds.
+SLEEPING = "Sleeping"  # Ready=True: no agent runs; the next Update wakes it
+WAKING = "Waking"  # Ready=False: an Update is pending and the agent is starting again
+
+
+@dataclass(frozen=True)
+class PodRevision:
+    """What the pod is for: `generation` goes into the revision hash, `digest` is :func:`manifests.pod_digest`."""
+
+    generation: int
+    digest: str
+
+
+def pod_revision(workspace: ws_api.Workspace, digest: str) -> PodRevision:
+    """The generation the pod keeps: the recorded one while the digest of everything but config values is the one
+    recorded with it (a config-only change), else the Workspace's own generation (as the Go operator: a new pod).
+    Without a record (a Workspace the operator has not placed yet, or placed before this rule), the generation —
+    so a pod the previous version started is not rolled by the upgrade."""
+    generation = workspace.metadata.generation or 0
+    applied = workspace.status.applied if workspace.status else None
+    if (applied is not None and applied.pod_digest == digest and applied.pod_generation is not None
+            and applied.pod_generation <= generation):
+        return PodRevision(applied.pod_generation, digest)
+    return PodRevision(generation, digest)
+
+
+def config_due(applied: ws_api.AppliedState | None, generation: int) -> bool:
+    """The initialised agent does not have the config values of `generation` yet."""
+    return applied is None or applied.config_generation != generation
+
+
+# --- scale to zero --------------------------------------------------------------------------------------------
+
+def idle_timeout(workspace: ws_api.Workspace, default: float) -> float:
+    """Seconds without an Update before the workspace sleeps; 0 never. The API server has checked the format
+    (:data:`pko.api.workspace.DURATION_RULE`); a value it let through that does not parse counts as unset."""
+    text = workspace.spec.idle_timeout if workspace.spec else None
+    if text is None:
+        return max(default, 0.0)
+    try:
+        return max(durations.parse(text), 0.0)
+    except ValueError:
+        return max(default, 0.0)
+
+
+def sleeping(items: Sequence[Condition] | None) -> bool:
+    ready = conditions.find(items, conditions.READY)
+    return ready is not None and ready.status == "True" and ready.reason == SLEEPING
+
+
+def pending(updates: Iterable[up_api.Update]) -> bool:
+    """An Update of this workspace has not completed: it needs the agent."""
+    return any(not conditions.is_true(u.status.conditions if u.status else None, conditions.COMPLETE)
+               for u in updates)
+
+
+@dataclass(frozen=True)
+class Idle:
+    """The decision: `sleep` now, or stay awake and look again after `requeue_after` seconds (None: an event
+    brings the Workspace back — an Update's completion, a change)."""
+
+    sleep: bool
+    requeue_after: float | None = None
+
+
+AWAKE = Idle(False)
+
+
+def _completed_at(update: up_api.Update) -> datetime.datetime | None:
+    complete = conditions.find(update.status.conditions if update.status else None, conditions.COMPLETE)
+    if complete is None or complete.status != "True":
+        return None
+    return conditions.parse_time(complete.last_transition_time)
+
+
+def decide(timeout: float, now: datetime.datetime, ready: Condition | None,
+           updates: Sequence[up_api.Update]) -> Idle:
+    """Whether the workspace sleeps. Awake while an Update is pending and while it is not ready for a reason of
+    its own (starting, failing: the kubelet or the user has something to say); a healthy agent sleeps once
+    `timeout` has passed since the later of becoming ready and its last Update completing; a sleeping one keeps
+    sleeping until an Update is pending (a spec change alone does not wake it)."""
+    if timeout <= 0 or pending(updates):
+        return AWAKE
+    if ready is not None and ready.status == "True" and ready.reason == SLEEPING:
+        return Idle(True)
+    if ready is None or ready.status != "True":
+        return AWAKE
+    moments = [m for m in (_completed_at(u) for u in updates) if m is not None]
+    became_ready = conditions.parse_time(ready.last_transition_time)
+    if became_ready is not None:
+        moments.append(became_ready)
+    if not moments:
+        return Idle(False, timeout)
+    idle_for = (now - max(moments)).total_seconds()
+    if idle_for >= timeout:
+        return Idle(True)
+    return Idle(False, timeout - idle_for)
+
+
+def sleeping_message(timeout: float) -> str:
+    return (f"Scaled to zero after {durations.format_seconds(timeout)} without an update; the next update wakes "
+            "the workspace")
+
+
+WAKING_MESSAGE = "Waking the workspace for a pending update"
