@@ -38,6 +38,7 @@ class Settings:
     # the manager
     kubeconfig: str | None = None  # also handed to local agents for their TokenReviews
     kube_api_timeout: float = 30.0
+    git_timeout: float = 60.0  # seconds a git server may stay silent while a Stack's branch is resolved
     metrics_address: str = "0"
     health_address: str = ":8081"
     leader_elect: bool = False
@@ -176,6 +177,9 @@ OPTIONS: tuple[Option, ...] = (
            "operator); a Stack's retryPolicy.stalledRetryIntervalSeconds overrides it",
            env="STALLED_RETRY_INTERVAL", default="0", parse=_at_least(0, durations.parse, "non-negative duration"),
            helm="controller.stalledRetryInterval"),
+    Option("--git-timeout", "git_timeout",
+           "how long a git server may stay silent while a Stack's branch is resolved before the Stack is "
+           "Stalled with SourceUnavailable", env="GIT_TIMEOUT", default="60s", parse=_POSITIVE_DURATION),
     Option("--max-concurrent-updates", "max_operations",
            "Pulumi operations in flight at once (they do not hold reconcile workers)", env="MAX_CONCURRENT_UPDATES",
            default=str(DEFAULT_MAX_OPERATIONS), parse=int, helm="controller.maxConcurrentUpdates"),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import re
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any, Literal, TypeVar
 
@@ -30,6 +31,18 @@ FIELD_MANAGER = "pulumi-kubernetes-operator"
 """The field manager of the Go operator; status writers append ``/<controller>-status`` to it."""
 
 PatchKind = Literal["merge", "json", "strategic"]
+_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._:@-]*[A-Za-z0-9])?$")
+
+
+def plausible_name(name: str) -> bool:
+    """Whether `name` could name an object (at most 253 letters, digits and ``-._:@``, alphanumeric at both ends).
+
+    Why: names come from users' references (a Stack's ``programRef``, a Secret ref); one with a control character,
+    a ``/`` or ``..`` would break or change the request URL. No object can have such a name, so a get of it is
+    simply not found, and the callers' not-found handling gives the user a precise condition."""
+    return len(name) <= 253 and bool(_NAME.match(name))
+
+
 _PATCH_TYPES = {"merge": PatchType.MERGE, "json": PatchType.JSON, "strategic": PatchType.STRATEGIC}
 _CASCADE = {"Background": CascadeType.BACKGROUND, "Foreground": CascadeType.FOREGROUND, "Orphan": CascadeType.ORPHAN}
 
@@ -125,8 +138,13 @@ class Client:
     # --- reading ---------------------------------------------------------------------------------------------
 
     async def get(self, kind: KindRef, name: str, namespace: str | None = None) -> objects.Object:
-        """The object, or :class:`pko.kube.errors.NotFound`."""
+        """The object, or :class:`pko.kube.errors.NotFound` (also for a name no object can have: see
+        :func:`plausible_name`)."""
         k = resources.resource(kind)
+        if not plausible_name(name) or (namespace and not plausible_name(namespace)):
+            raise errors.NotFound(404, "NotFound",
+                                  f"{k.plural} {name!r} not found: not a valid object name" if not plausible_name(name)
+                                  else f"namespace {namespace!r} not found: not a valid name")
         with _translated():
             obj = await self.api.get(resources.model(k), name, namespace=_namespace(k, namespace))
         return dict(obj)

@@ -7,6 +7,9 @@ cluster, a ``<algorithm>:<hex>`` digest (sha256, sha384 or sha512) that must mat
 anything is extracted, and a cap on the extracted size (``FLUX_MAX_UNTAR_SIZE_BYTES``, default 100 MiB, ``-1`` for
 none).
 
+The download itself is capped too (:func:`download_cap`: twice the extraction cap plus 1 MiB, room for tar headers
+and incompressible content), so a server streaming without end cannot fill the disk before the digest is checked.
+
 It must never extract an archive whose digest did not match, and never log the URL's query string (it may carry
 credentials).
 """
@@ -48,6 +51,11 @@ def max_untar_size(env: Mapping[str, str]) -> int:
     return untar.UNLIMITED if value < 0 else value
 
 
+def download_cap(max_size: int) -> int:
+    """The most bytes we download for an extraction cap of `max_size` (:data:`untar.UNLIMITED`: no cap)."""
+    return untar.UNLIMITED if max_size == untar.UNLIMITED else 2 * max_size + 1024 * 1024
+
+
 def parse_digest(digest: str) -> tuple[str, str]:
     """``(algorithm, hex)`` of an OCI-style digest such as ``sha256:ab12...``."""
     algorithm, sep, encoded = digest.partition(":")
@@ -73,8 +81,9 @@ def _display(url: str) -> str:
     return urllib.parse.urlunsplit(parts._replace(query="", fragment=""))
 
 
-def _download(client: httpx.Client, url: str, sink: tempfile._TemporaryFileWrapper[bytes], algorithm: str) -> str:
-    """Stream `url` into `sink`, returning the hex digest; retry transient failures."""
+def _download(client: httpx.Client, url: str, sink: tempfile._TemporaryFileWrapper[bytes], algorithm: str,
+              cap: int = untar.UNLIMITED) -> str:
+    """Stream `url` into `sink`, returning the hex digest; retry transient failures; refuse more than `cap` bytes."""
     last_error = ""
     for attempt in range(RETRIES + 1):
         if attempt:
@@ -90,7 +99,12 @@ def _download(client: httpx.Client, url: str, sink: tempfile._TemporaryFileWrapp
                 if response.status_code != 200:
                     raise FetchError(f"failed to download archive from {_display(url)}, "
                                      f"status: {response.status_code} {response.reason_phrase}")
+                received = 0
                 for chunk in response.iter_bytes(65536):
+                    received += len(chunk)
+                    if cap != untar.UNLIMITED and received > cap:
+                        raise FetchError(f"failed to download archive from {_display(url)}: it is bigger than "
+                                         f"{cap} bytes (twice FLUX_MAX_UNTAR_SIZE_BYTES plus 1 MiB)")
                     hasher.update(chunk)
                     sink.write(chunk)
             sink.flush()
@@ -107,7 +121,7 @@ def fetch(url: str, digest: str, target: Path, *, max_size: int = DEFAULT_MAX_UN
     url = override_host(url, host_override)
     with tempfile.NamedTemporaryFile(prefix="pko-artifact-", suffix=".tar.gz") as sink, \
             httpx.Client(timeout=timeout, follow_redirects=True) as client:
-        actual = _download(client, url, sink, algorithm)
+        actual = _download(client, url, sink, algorithm, download_cap(max_size))
         if actual != expected:
             raise FetchError(f"failed to verify artifact: computed digest doesn't match '{digest}'")
         sink.seek(0)

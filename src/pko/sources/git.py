@@ -9,6 +9,13 @@ arrives here as basic auth with user ``x-access-token``.
 
 Built on dulwich (no git binary); SSH goes through the system ``ssh`` client. It must never log a password, token
 or key, nor leave a key file behind.
+
+A repository URL is user input that reaches a network client and, for SSH, a command line, so :func:`check_url`
+accepts only remote transports (``http``, ``https``, ``ssh``, ``git`` and scp-like ``user@host:path``): no local
+path or ``file://`` (that would read the operator's or agent's own disk), no ``<transport>::`` remote helper such
+as ``ext::`` (a command), nothing starting with ``-`` (an option to whatever runs it), no control characters. And a
+server that accepts a connection and never answers must not hang the caller: every transport gets ``timeout``
+(HTTP's read timeout, the socket of ``git://``, SSH's connect and keep-alive timeouts).
 """
 
 from __future__ import annotations
@@ -17,14 +24,17 @@ import contextlib
 import logging
 import os
 import re
+import socket
 import subprocess
 import tempfile
+import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dulwich import client as git_client
+from dulwich.config import ConfigDict
 from dulwich.errors import GitProtocolError, HangupException
 from dulwich.objects import Commit, ObjectID, Tag
 from dulwich.repo import Repo
@@ -34,6 +44,9 @@ log = logging.getLogger("pko.sources.git")
 _SHA = re.compile(r"^[0-9a-fA-F]{40}$")
 SSH_OPTIONS = ("-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes",
                "-o", "IdentitiesOnly=yes", "-o", "LogLevel=ERROR")
+DEFAULT_TIMEOUT = 60.0  # seconds a remote may stay silent before we give up on it
+REMOTE_SCHEMES = ("http", "https", "ssh", "git", "git+ssh", "ssh+git")
+_SCP_LIKE = re.compile(r"^(?:[\w.+-]+@)?(?P<host>[\w.-]+|\[[0-9A-Fa-f:.]+\]):(?P<path>[^:].*)$")
 
 
 class GitError(Exception):
@@ -64,16 +77,50 @@ class GitAuth:
         return f"GitAuth({', '.join(kinds) or 'none'})"
 
 
+class UnsupportedURLError(GitError):
+    """The repository URL names a local path, a command or an option rather than a remote repository."""
+
+
+def check_url(url: str) -> None:
+    """Refuse (:class:`UnsupportedURLError`) a repository URL that is not a remote repository over a known transport.
+
+    Why: the URL comes from a Stack's spec; dulwich would treat a bare path or ``file://`` as a repository on this
+    machine's disk, ``ext::<command>`` as an scp-like host called ``ext``, and an SSH host starting with ``-`` is an
+    option to ``ssh`` (CVE-2017-1000117's shape)."""
+    what = f"unsupported git repository URL {redact(url)!r}"
+    if not url or url != url.strip() or any(ord(c) < 0x20 or ord(c) == 0x7F for c in url):
+        raise UnsupportedURLError(f"{what}: empty, or has whitespace or control characters")
+    if url.startswith("-"):
+        raise UnsupportedURLError(f"{what}: it starts with '-'")
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*::", url):
+        raise UnsupportedURLError(f"{what}: remote helpers ('<transport>::') are not supported")
+    scheme, sep, rest = url.partition("://")
+    if sep:
+        if scheme.lower() not in REMOTE_SCHEMES:
+            raise UnsupportedURLError(f"{what}: scheme {scheme!r} is not one of {', '.join(REMOTE_SCHEMES)}")
+        host = rest.split("/", 1)[0].rsplit("@", 1)[-1]
+        if not host or host.startswith("-"):
+            raise UnsupportedURLError(f"{what}: no host, or a host starting with '-'")
+        return
+    match = _SCP_LIKE.match(url)
+    if match is None or match.group("host").startswith("-"):
+        raise UnsupportedURLError(f"{what}: not a remote repository (local paths are not supported)")
+
+
 def _is_ssh(url: str) -> bool:
     return url.startswith(("ssh://", "git+ssh://", "ssh+git://")) or bool(re.match(r"^[\w.-]+@[\w.-]+:", url))
 
 
 @contextlib.contextmanager
-def _client(url: str, auth: GitAuth) -> Iterator[tuple[Any, str]]:
-    """A dulwich client and the remote path, with any SSH key in a private temporary file."""
+def _client(url: str, auth: GitAuth, timeout: float = DEFAULT_TIMEOUT) -> Iterator[tuple[Any, str]]:
+    """A dulwich client and the remote path, with any SSH key in a private temporary file; every transport gives up
+    on a remote silent for `timeout` seconds."""
+    check_url(url)
     if _is_ssh(url):
         with tempfile.TemporaryDirectory(prefix="pko-git-ssh-") as tmp:
-            ssh_command = " ".join(("ssh", *SSH_OPTIONS))
+            seconds = str(max(1, round(timeout)))
+            ssh_command = " ".join(("ssh", *SSH_OPTIONS, "-o", f"ConnectTimeout={seconds}",
+                                    "-o", f"ServerAliveInterval={seconds}", "-o", "ServerAliveCountMax=1"))
             key_file = None
             if auth.ssh_private_key:
                 key_file = _write_key(Path(tmp), auth.ssh_private_key, auth.password)
@@ -88,8 +135,37 @@ def _client(url: str, auth: GitAuth) -> Iterator[tuple[Any, str]]:
         username, password = "git", auth.token
     elif auth.username or auth.password:
         username, password = auth.username or "git", auth.password
-    client, path = git_client.get_transport_and_path(url, username=username, password=password)
+    config = ConfigDict()
+    config.set((b"http",), b"timeout", str(timeout).encode())
+    client, path = git_client.get_transport_and_path(url, config=config, username=username, password=password)
+    if isinstance(client, git_client.TCPGitClient):
+        client = _TimedTCPGitClient.from_client(client, timeout)
     yield client, path
+
+
+class _TimedTCPGitClient(git_client.TCPGitClient):
+    """``git://`` whose socket times out: dulwich's blocks forever on a server that accepts and never answers."""
+
+    timeout: float = DEFAULT_TIMEOUT
+
+    @classmethod
+    def from_client(cls, client: git_client.TCPGitClient, timeout: float) -> _TimedTCPGitClient:
+        timed = cls.__new__(cls)
+        timed.__dict__.update(client.__dict__)
+        timed.timeout = timeout
+        return timed
+
+    def _connect(self, cmd: bytes, path: str | bytes, protocol_version: int | None = None) -> Any:
+        previous = socket.getdefaulttimeout()
+        with _DEFAULT_TIMEOUT_LOCK:  # dulwich makes its socket inside; the default applies to sockets made now
+            socket.setdefaulttimeout(self.timeout)
+            try:
+                return super()._connect(cmd, path, protocol_version)
+            finally:
+                socket.setdefaulttimeout(previous)
+
+
+_DEFAULT_TIMEOUT_LOCK = threading.Lock()
 
 
 def _write_key(directory: Path, key: str, passphrase: str) -> str:
@@ -132,24 +208,26 @@ def _peel(repo: Repo, sha: bytes) -> Commit:
     return obj
 
 
-def checkout(url: str, revision: str, target: Path, auth: GitAuth = GitAuth(), shallow: bool = False) -> str:
+def checkout(url: str, revision: str, target: Path, auth: GitAuth = GitAuth(), shallow: bool = False,
+             timeout: float = DEFAULT_TIMEOUT) -> str:
     """Fetch `revision` of `url` into `target` (created if needed) and check it out; return the commit SHA."""
     if (target / ".git").exists():
         raise AlreadyCheckedOutError(f"repository already exists in {target}")
+    check_url(url)
     target.mkdir(parents=True, exist_ok=True)
-    with _client(url, auth) as (client, path):
+    with _client(url, auth, timeout) as (client, path):
         try:
             refs = dict(client.get_refs(path).refs)
         except Exception as err:  # dulwich raises many kinds: protocol, HTTP status, auth, OS errors
-            raise GitError(f"unable to list the refs of {_redact(url)}: {err}") from err
+            raise GitError(f"unable to list the refs of {redact(url)}: {err}") from err
         sha = resolve(refs, revision)
         if sha is None:
-            raise GitError(f"revision {revision!r} not found in {_redact(url)}")
+            raise GitError(f"revision {revision!r} not found in {redact(url)}")
         repo = Repo.init(str(target))
         try:
             _fetch(client, path, repo, sha, refs, shallow)
             commit = _peel(repo, sha)
-            repo.get_config().set((b"remote", b"origin"), b"url", _redact(url).encode())
+            repo.get_config().set((b"remote", b"origin"), b"url", redact(url).encode())
             repo.get_config().write_to_path()
             for name, ref_sha in refs.items():
                 if name.startswith(b"refs/heads/") and ref_sha and ObjectID(ref_sha) in repo.object_store:
@@ -158,7 +236,7 @@ def checkout(url: str, revision: str, target: Path, auth: GitAuth = GitAuth(), s
             repo.get_worktree().reset_index(commit.tree)
         finally:
             repo.close()
-    log.info("checked out %s at %s", _redact(url), commit.id.decode())
+    log.info("checked out %s at %s", redact(url), commit.id.decode())
     return commit.id.decode()
 
 
@@ -182,7 +260,7 @@ def _fetch(client: Any, path: str, repo: Repo, sha: bytes, refs: Mapping[bytes, 
         raise GitError(f"commit {sha.decode()} not found in the repository")
 
 
-def _redact(url: str) -> str:
+def redact(url: str) -> str:
     """The URL without a password (``https://user:pass@host`` → ``https://user@host``)."""
     return re.sub(r"(://[^/@:]*):[^/@]*@", r"\1@", url)
 

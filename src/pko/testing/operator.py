@@ -84,12 +84,14 @@ class Operator:
     never picks up objects earlier tests left behind (without kube-controller-manager a deleted namespace keeps
     its contents). `agent_kubeconfig` is what local agents use for their TokenReviews (default: `kubeconfig`);
     `workspace_agent` another agent executable for them (the Go reference's, in the interop tier);
-    `workspace_idle_timeout` the operator-wide scale-to-zero default (seconds; 0: never)."""
+    `workspace_idle_timeout` the operator-wide scale-to-zero default (seconds; 0: never); `git_timeout` how long a
+    git server may stay silent (``--git-timeout``)."""
 
     def __init__(self, kubeconfig: Path, workspace_root: Path, *, max_operations: int = 200, workers: int = 25,
                  agent_kubeconfig: Path | None = None, metrics_address: str = "0",
                  runtime: operator_settings.Runtime = "local", namespace: str | None = None,
-                 workspace_agent: str | None = None, workspace_idle_timeout: float = 0.0) -> None:
+                 workspace_agent: str | None = None, workspace_idle_timeout: float = 0.0,
+                 git_timeout: float | None = None) -> None:
         self.kubeconfig = kubeconfig
         self.metrics_address = metrics_address
         self.client = kclient.Client.from_kubeconfig(kubeconfig)
@@ -101,6 +103,8 @@ class Operator:
             program_fs_addr="127.0.0.1:0", workspace_agent=workspace_agent,
             workspace_idle_timeout=workspace_idle_timeout,
         )
+        if git_timeout is not None:
+            self.settings.git_timeout = git_timeout
         self.controllers = wiring.setup(self.manager, self.client, self.settings)
         self.all = self.controllers  # the name earlier callers used
         self._task: asyncio.Task[None] | None = None

@@ -118,3 +118,41 @@ async def test_agent_without_review_permissions(tmp_path: Path, start_agent: Age
 async def test_kube_mode_requires_its_flags(tmp_path: Path, start_agent: AgentFactory) -> None:
     with pytest.raises(pytest.fail.Exception, match="--kube-audience is required"):
         await start_agent(copy_program("config-yaml", tmp_path / "ws"), "--auth-mode", "kube")
+
+
+def _minted(control_plane: ControlPlane, issued: str, *, expires_in: int) -> str:
+    """A copy of the real token `issued` (same issuer, subject, audience, key id and service-account claims), signed
+    with the control plane's own service-account key, that expires `expires_in` seconds from now (negative: it
+    already has). Why not a TokenRequest: the API server will not issue a token shorter-lived than 10 minutes."""
+    import time
+
+    import jwt
+
+    header = jwt.get_unverified_header(issued)
+    claims = jwt.decode(issued, options={"verify_signature": False})
+    now = int(time.time())
+    claims.update(iat=now - 7200, nbf=now - 7200, exp=now + expires_in)
+    key = (control_plane.workdir / "pki" / "sa.key").read_text()
+    return jwt.encode(claims, key, algorithm=header.get("alg", "RS256"), headers={"kid": header.get("kid", "")})
+
+
+async def test_expired_token_is_refused(tmp_path: Path, start_agent: AgentFactory, kube: AsyncClient,
+                                        control_plane: ControlPlane, namespace: str) -> None:
+    """A token that would be allowed in every other respect is refused once expired; the same token re-signed
+    with a future expiry is accepted, so the refusal is about the expiry and nothing else."""
+    audience = f"{WORKSPACE}.{namespace}"
+    agent = await start_agent(
+        copy_program("config-yaml", tmp_path / "ws"), "--auth-mode", "kube", "--kube-audience", audience,
+        "--kube-workspace-namespace", namespace, "--kube-workspace-name", WORKSPACE,
+        "--kubeconfig", str(control_plane.kubeconfig))
+    issued = await token(kube, namespace, "operator", audience)
+    version = agent_pb2.PulumiVersionRequest()
+
+    still_valid = _minted(control_plane, issued, expires_in=3600)
+    assert (await agent.stub.PulumiVersion(version, metadata=bearer(still_valid))).version
+
+    expired = _minted(control_plane, issued, expires_in=-60)
+    with pytest.raises(grpc.aio.AioRpcError) as failure:
+        await agent.stub.PulumiVersion(version, metadata=bearer(expired))
+    assert failure.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert expired not in agent.log()

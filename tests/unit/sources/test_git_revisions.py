@@ -30,5 +30,5 @@ def test_auth_from_env_and_repr_hides_secrets() -> None:
 
 
 def test_redact() -> None:
-    assert git._redact("https://u:p@host/r.git") == "https://u@host/r.git"
-    assert git._redact("ssh://git@host/r.git") == "ssh://git@host/r.git"
+    assert git.redact("https://u:p@host/r.git") == "https://u@host/r.git"
+    assert git.redact("ssh://git@host/r.git") == "ssh://git@host/r.git"

@@ -71,6 +71,16 @@ class _Session:
         return bool(self.stack.metadata.deletion_timestamp)
 
 
+def _waiting_message(found: list[Condition]) -> str:
+    """The message to show while the Workspace is applied: the Workspace problem already shown, if any (so a
+    reconcile does not flip it back to plain waiting and forth again), else the reference's plain text."""
+    shown = conditions.find(found, conditions.RECONCILING)
+    if (shown is not None and shown.reason == conditions.RECONCILING_PROCESSING
+            and (shown.message or "").startswith(conditions.MESSAGE_WAITING_FOR_WORKSPACE + ": ")):
+        return shown.message or conditions.MESSAGE_WAITING_FOR_WORKSPACE
+    return conditions.MESSAGE_WAITING_FOR_WORKSPACE
+
+
 def _observed(meta: ObjectMeta, observed_generation: int | None) -> bool:
     return observed_generation == (meta.generation or 0)
 
@@ -207,7 +217,7 @@ class StackReconciler:
 
         if not check:  # a drift check leaves Ready/Reconciling alone: it changes nothing
             s.conditions = conditions.mark_reconciling(s.conditions, conditions.RECONCILING_PROCESSING,
-                                                       conditions.MESSAGE_WAITING_FOR_WORKSPACE, now=self.clock())
+                                                       _waiting_message(s.conditions), now=self.clock())
             await self._save(s)
         try:
             ws = ws_api.Workspace.model_validate(await self.client.apply(desired_ws))
@@ -234,6 +244,8 @@ class StackReconciler:
                           if stalled.reason == "IncompatibleConfiguration"
                           else conditions.STALLED_WORKSPACE_FAILED)
                 return await self._stall(s, reason, f"{stalled.reason}: {stalled.message}", False, None)
+            if not check:  # a drift check leaves Ready/Reconciling alone
+                await self._show_workspace_problem(s, ws)
             return None  # the Workspace watch brings us back when it is ready
 
         now = self.clock()
@@ -338,6 +350,20 @@ class StackReconciler:
         s.finalize_update = update.metadata.name
         s.status.current_update = None
         return True
+
+    async def _show_workspace_problem(self, s: _Session, ws: ws_api.Workspace) -> None:
+        """Carry a stuck Workspace's problem into the Stack's Reconciling message, with a Warning event each time
+        the problem changes (not on every reconcile: the Workspace is re-checked every few seconds)."""
+        ready = conditions.find(ws.status.conditions if ws.status else None, conditions.READY)
+        message = sync.waiting_for_workspace_message(ready)
+        shown = conditions.find(s.conditions, conditions.RECONCILING)
+        if shown is not None and shown.message == message:
+            return
+        s.conditions = conditions.mark_reconciling(s.conditions, conditions.RECONCILING_PROCESSING, message,
+                                                   now=self.clock())
+        await self._save(s)
+        if message != conditions.MESSAGE_WAITING_FOR_WORKSPACE:
+            await self.recorder.warning(s.stack, sync.WORKSPACE_NOT_READY_EVENT, message)
 
     # --- approvals (pko, docs/approvals.md) ----------------------------------------------------------------------
 

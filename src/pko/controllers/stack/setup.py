@@ -23,6 +23,7 @@ from pko.api import conditions, names
 from pko.api import stack as stack_api
 from pko.api import update as up_api
 from pko.api import workspace as ws_api
+from pko.api.meta import Condition
 from pko.controllers.settings import Settings
 from pko.controllers.stack import driftmetrics, sync
 from pko.controllers.stack import reconciler as stack_reconciler
@@ -262,7 +263,8 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings, *,
             flux_watches.ensure(kind)
 
     extra: dict[str, Any] = {"github_api_url": github_api_url} if github_api_url else {}
-    resolver = source_mod.Resolver(client, watch_flux_kind=watch_flux, **extra)
+    resolver = source_mod.Resolver(client, watch_flux_kind=watch_flux, git_timeout=settings.git_timeout,
+                                   **extra)
     approval_watch: ApprovalWatch | None = None
 
     def watch_approvals() -> None:
@@ -297,8 +299,20 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings, *,
     def update_complete(obj: objects.Object) -> bool:
         return stack_reconciler.update_complete(up_api.Update.model_validate(obj))
 
-    controller.watch(mgr.informer(resources.WORKSPACE), handlers.for_controller(resources.STACK),
-                     _transition(workspace_signal))
+    def workspace_problem(obj: objects.Object | None) -> str:
+        if obj is None:
+            return ""
+        found = ((obj.get("status") or {}).get("conditions") or [])
+        ready = next((c for c in found if isinstance(c, dict) and c.get("type") == conditions.READY), None)
+        return sync.waiting_for_workspace_message(Condition.model_validate(ready) if ready else None)
+
+    def workspace_changed(event: store.Event) -> bool:
+        """The Workspace became ready or stalled, or what it says is stuck changed (shown on the Stack)."""
+        if _transition(workspace_signal)(event):
+            return True
+        return event.type != "DELETED" and workspace_problem(event.object) != workspace_problem(event.old)
+
+    controller.watch(mgr.informer(resources.WORKSPACE), handlers.for_controller(resources.STACK), workspace_changed)
     controller.watch(mgr.informer(resources.UPDATE), handlers.for_mapping(_stack_owners),
                      _transition(update_complete))
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import re
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +28,8 @@ from pko.sources import githubapp
 
 SOURCE_UNAVAILABLE_RETRY = 30.0
 _SHA = re.compile(r"^[0-9a-f]{40}$")
+_API_VERSION = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[a-z0-9]+$")  # group/version, as a URL path takes it
+_KIND = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
 
 
 class RefNotFound(Exception):
@@ -51,6 +54,10 @@ def flux_kind(ref: stack_api.FluxSourceReference) -> resources.Kind:
     """The kind a Flux `sourceRef` names (registered on first use)."""
     if "/" not in ref.api_version or not ref.kind:
         raise ValueError(f'invalid sourceRef apiVersion/kind "{ref.api_version}"/"{ref.kind}"')
+    # pko: what would not fit in a request URL (a control character, a `/` in the kind) is refused here too
+    if not _API_VERSION.match(ref.api_version) or not _KIND.match(ref.kind) or not kclient.plausible_name(ref.name):
+        raise ValueError(f"invalid sourceRef apiVersion/kind/name {ref.api_version!r}/{ref.kind!r}/{ref.name!r}: "
+                         "not a Kubernetes group/version, kind and object name")
     key = f"{ref.api_version}/{ref.kind}"
     try:
         return resources.resource(key)
@@ -75,10 +82,11 @@ def _plural(kind: str) -> str:
 
 class Resolver:
     def __init__(self, client: kclient.Client, *, watch_flux_kind: Callable[[resources.Kind], None] | None = None,
-                 github_api_url: str = githubapp.API_URL) -> None:
+                 github_api_url: str = githubapp.API_URL, git_timeout: float = git_source.DEFAULT_TIMEOUT) -> None:
         self.client = client
         self.watch_flux_kind = watch_flux_kind
         self.github_api_url = github_api_url
+        self.git_timeout = git_timeout
 
     async def resolve(self, stack: stack_api.Stack) -> Resolved | Unavailable:
         spec = stack_api.spec_of(stack)
@@ -97,16 +105,24 @@ class Resolver:
         try:
             auth = await self._git_auth(stack)
             ws_build.validate_git(spec)
-        except ws_build.StallError as err:
+            git_source.check_url(spec.project_repo or "")
+        except (ws_build.StallError, git_source.UnsupportedURLError) as err:
             return Unavailable(conditions.STALLED_SPEC_INVALID, str(err), event=True)
         ref = spec.commit or spec.branch or ""
         if _SHA.match(ref):
             commit = ref
         else:
+            # The transports time out on their own; wait_for is the backstop that frees this worker regardless.
             try:
-                commit = await asyncio.to_thread(_ls_remote_commit, spec.project_repo or "", ref, auth)
+                commit = await asyncio.wait_for(
+                    asyncio.to_thread(_ls_remote_commit, spec.project_repo or "", ref, auth, self.git_timeout),
+                    self.git_timeout + 5)
+            except TimeoutError:
+                return Unavailable(conditions.STALLED_SOURCE_UNAVAILABLE,
+                                   f"listing the refs of {git_source.redact(spec.project_repo or '')} timed out "
+                                   f"after {self.git_timeout:g}s", requeue_after=SOURCE_UNAVAILABLE_RETRY)
             except Exception as err:  # network, auth, protocol: the source is unavailable for now
-                return Unavailable(conditions.STALLED_SOURCE_UNAVAILABLE, _safe(str(err), auth),
+                return Unavailable(conditions.STALLED_SOURCE_UNAVAILABLE, _safe(_describe(err), auth),
                                    requeue_after=SOURCE_UNAVAILABLE_RETRY)
         return Resolved(ws_build.Source(git=ws_build.git_source(spec, commit)), commit)
 
@@ -224,9 +240,9 @@ def _flux_source(artifact: dict[str, Any], directory: str | None) -> dict[str, A
     return source
 
 
-def _ls_remote_commit(url: str, ref: str, auth: git_source.GitAuth) -> str:
+def _ls_remote_commit(url: str, ref: str, auth: git_source.GitAuth, timeout: float) -> str:
     """The commit `ref` (a full ref like refs/heads/main, or a short one like main) points at on the remote."""
-    with git_source._client(url, auth) as (client, path):
+    with git_source._client(url, auth, timeout) as (client, path):
         refs = client.get_refs(path)
     table = getattr(refs, "refs", refs)
     for name, sha in table.items():
@@ -241,6 +257,14 @@ def _short(ref: str) -> str:
         if ref.startswith(prefix):
             return ref[len(prefix):]
     return ref
+
+
+def _describe(err: Exception) -> str:
+    """A message for `err` that says what happened even when the exception has no text (a bare socket timeout)."""
+    text = str(err)
+    if isinstance(err, (TimeoutError, socket.timeout)) or "timed out" in text.lower():
+        return f"the git server did not answer in time: {text or type(err).__name__}"
+    return text or type(err).__name__
 
 
 def _safe(message: str, auth: git_source.GitAuth) -> str:

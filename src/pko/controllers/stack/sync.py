@@ -294,6 +294,24 @@ def processing_message(stack: stack_api.Stack) -> str:
     return conditions.MESSAGE_STACK_PROCESSING
 
 
+WORKSPACE_PROBLEM_REASON = "WaitingForReplicas"  # the Workspace Ready reason its runtimes report a stuck agent with
+WORKSPACE_NOT_READY_EVENT = "WorkspaceNotReady"
+
+
+def waiting_for_workspace_message(ready: Condition | None) -> str:
+    """The Stack's Reconciling message while its Workspace is not ready: the Go operator's "waiting for workspace
+    readiness", followed by what the Workspace says is stuck when it says so.
+
+    Why: a refused source (an unsafe or tampered artifact, a failing fetch) or a pod that cannot start is reported
+    on the Workspace only (``WaitingForReplicas`` with ``<what it waits for>: <problem>``); a user looking at the
+    Stack would otherwise see nothing but "waiting". Plain waiting (no problem named) keeps the reference's text."""
+    message = conditions.MESSAGE_WAITING_FOR_WORKSPACE
+    if (ready is None or ready.status != "False" or ready.reason != WORKSPACE_PROBLEM_REASON
+            or ": " not in (ready.message or "")):
+        return message
+    return f"{message}: {ready.message}"
+
+
 @dataclass(frozen=True)
 class Unsatisfied:
     message: str

@@ -233,12 +233,21 @@ def outputs_secret(update: up_api.Update, outputs: Mapping[str, tuple[bytes, boo
     )
 
 
+DEBUG_DIAGNOSTIC_OMITTED = "(a debug diagnostic, not logged: the SDK's debug traces can hold secret values)"
+
+
 def engine_log_fields(update: up_api.Update, event: Mapping[str, Any]) -> dict[str, Any]:
-    """Structured log fields for one engine event of `update` (keys safe for `logging`'s `extra`)."""
+    """Structured log fields for one engine event of `update` (keys safe for `logging`'s `extra`).
+
+    A ``debug`` diagnostic's text is left out: the language SDKs trace resource properties there as they serialise
+    them, secrets unmasked (the Python SDK's "register resource outputs prepared: … props=…" holds a
+    ``pulumi.Output.secret`` value in clear), and the operator's log must never hold a secret."""
     spec = update.spec or up_api.UpdateSpec()
     kind = next((k for k in event if k.endswith("Event")), "event")
     detail = event.get(kind)
     text = detail.get("message") if isinstance(detail, Mapping) else None
+    if kind == "diagnosticEvent" and isinstance(detail, Mapping) and detail.get("severity") == "debug":
+        text = DEBUG_DIAGNOSTIC_OMITTED
     return {
         "namespace": update.metadata.namespace, "stack_name": spec.stack_name, "update_name": update.metadata.name,
         "engine_event": kind, "text": str(text or "").rstrip()[:2000],

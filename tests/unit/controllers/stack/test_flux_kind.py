@@ -42,3 +42,17 @@ def test_flux_index_key_ignores_the_version() -> None:
     kind = source.flux_kind(ref("source.toolkit.fluxcd.io/v1", "GitRepository"))
     assert setup._flux(stack) == [setup.flux_key(kind.api_version, kind.kind, "app")]
     assert setup._flux({"spec": {"programRef": {"name": "p"}}}) == []
+
+
+@pytest.mark.parametrize(("api_version", "kind", "name"), [
+    ("source.toolkit.fluxcd.io/v1", "Git\x1fRepository", "app"),
+    ("source.toolkit.fluxcd.io/v1", "GitRepository/../../secrets", "app"),
+    ("source.toolkit.fluxcd.io\x05/v1", "GitRepository", "app"),
+    ("source.toolkit.fluxcd.io/v1", "GitRepository", "a\x10b"),
+    ("source.toolkit.fluxcd.io/v1", "GitRepository", "../secrets"),
+])
+def test_flux_kind_rejects_what_would_not_fit_a_request_url(api_version: str, kind: str, name: str) -> None:
+    """Found by the fuzzed-spec test: these made every reconcile of the Stack fail on building the URL."""
+    with pytest.raises(ValueError, match="not a Kubernetes group/version, kind and object name"):
+        source.flux_kind(stack_api.FluxSourceReference.model_validate(
+            {"apiVersion": api_version, "kind": kind, "name": name}))

@@ -31,3 +31,16 @@ def test_events_without_a_message() -> None:
     assert fields["engine_event"] == "summaryEvent"
     assert fields["text"] == ""
     assert fields["stack_name"] is None
+
+
+def test_debug_diagnostics_are_not_logged() -> None:
+    """The Python SDK's debug trace of a stack's outputs holds a secret output in clear: never log its text."""
+    update = up_api.Update.model_validate({"metadata": {"name": "s-1", "namespace": "team"}})
+    trace = ('register resource outputs prepared: urn=urn:pulumi:dev::p::pulumi:pulumi:Stack::p-dev, props=fields {'
+             '\n  key: "token"\n  value { string_value: "s3cr3t-in-clear" } }')
+    fields = plan.engine_log_fields(update, {"sequence": 7, "diagnosticEvent": {"message": trace,
+                                                                                 "severity": "debug"}})
+    assert "s3cr3t-in-clear" not in str(fields)
+    assert fields["text"] == plan.DEBUG_DIAGNOSTIC_OMITTED
+    warning = plan.engine_log_fields(update, {"diagnosticEvent": {"message": "careful", "severity": "warning"}})
+    assert warning["text"] == "careful"
