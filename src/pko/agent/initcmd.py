@@ -109,7 +109,10 @@ def run(options: InitOptions, env: Mapping[str, str]) -> None:
         shallow = env.get("GIT_SHALLOW") == "true"
         log.info("about to clone into %s (shallow: %s)", target, shallow)
         try:
-            commit = git.checkout(options.git_url, options.git_revision, target, git_auth(env), shallow=shallow)
+            # a local repository is the pod's own disk: accepted, as the Go agent accepts it (the operator refuses
+            # local URLs in a Stack before any pod exists)
+            commit = git.checkout(options.git_url, options.git_revision, target, git_auth(env), shallow=shallow,
+                                  allow_local=True)
         except git.AlreadyCheckedOutError:
             log.info("repository was previously checked out in %s", target)
             return

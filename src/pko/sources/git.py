@@ -81,8 +81,10 @@ class UnsupportedURLError(GitError):
     """The repository URL names a local path, a command or an option rather than a remote repository."""
 
 
-def check_url(url: str) -> None:
+def check_url(url: str, *, allow_local: bool = False) -> None:
     """Refuse (:class:`UnsupportedURLError`) a repository URL that is not a remote repository over a known transport.
+    `allow_local`: a ``file://`` URL or a path is accepted too (the agent's ``init`` inside a workspace pod, as the Go
+    agent accepts them: that disk is the pod's own), the other rules still apply.
 
     Why: the URL comes from a Stack's spec; dulwich would treat a bare path or ``file://`` as a repository on this
     machine's disk, ``ext::<command>`` as an scp-like host called ``ext``, and an SSH host starting with ``-`` is an
@@ -95,6 +97,8 @@ def check_url(url: str) -> None:
     if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*::", url):
         raise UnsupportedURLError(f"{what}: remote helpers ('<transport>::') are not supported")
     scheme, sep, rest = url.partition("://")
+    if allow_local and ((sep and scheme.lower() == "file") or (not sep and url.startswith(("/", "./", "../")))):
+        return
     if sep:
         if scheme.lower() not in REMOTE_SCHEMES:
             raise UnsupportedURLError(f"{what}: scheme {scheme!r} is not one of {', '.join(REMOTE_SCHEMES)}")
@@ -112,10 +116,11 @@ def _is_ssh(url: str) -> bool:
 
 
 @contextlib.contextmanager
-def _client(url: str, auth: GitAuth, timeout: float = DEFAULT_TIMEOUT) -> Iterator[tuple[Any, str]]:
+def _client(url: str, auth: GitAuth, timeout: float = DEFAULT_TIMEOUT, *, allow_local: bool = False
+            ) -> Iterator[tuple[Any, str]]:
     """A dulwich client and the remote path, with any SSH key in a private temporary file; every transport gives up
     on a remote silent for `timeout` seconds."""
-    check_url(url)
+    check_url(url, allow_local=allow_local)
     if _is_ssh(url):
         with tempfile.TemporaryDirectory(prefix="pko-git-ssh-") as tmp:
             seconds = str(max(1, round(timeout)))
@@ -209,13 +214,13 @@ def _peel(repo: Repo, sha: bytes) -> Commit:
 
 
 def checkout(url: str, revision: str, target: Path, auth: GitAuth = GitAuth(), shallow: bool = False,
-             timeout: float = DEFAULT_TIMEOUT) -> str:
+             timeout: float = DEFAULT_TIMEOUT, *, allow_local: bool = False) -> str:
     """Fetch `revision` of `url` into `target` (created if needed) and check it out; return the commit SHA."""
     if (target / ".git").exists():
         raise AlreadyCheckedOutError(f"repository already exists in {target}")
-    check_url(url)
+    check_url(url, allow_local=allow_local)
     target.mkdir(parents=True, exist_ok=True)
-    with _client(url, auth, timeout) as (client, path):
+    with _client(url, auth, timeout, allow_local=allow_local) as (client, path):
         try:
             refs = dict(client.get_refs(path).refs)
         except Exception as err:  # dulwich raises many kinds: protocol, HTTP status, auth, OS errors

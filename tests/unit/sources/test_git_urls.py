@@ -59,3 +59,14 @@ def test_checkout_refuses_before_touching_anything(tmp_path: object) -> None:
     with pytest.raises(git.UnsupportedURLError):
         git.checkout("ext::sh -c 'touch pwned'", "main", target)
     assert not target.exists()
+
+
+@pytest.mark.parametrize("url", ["file:///srv/repo", "/srv/repo.git", "../repo"])
+def test_the_agent_may_clone_a_repository_on_its_pods_disk(url: str) -> None:
+    git.check_url(url, allow_local=True)  # accepted, as the Go agent accepts it
+
+
+@pytest.mark.parametrize("url", ["ext::sh -c touch% /tmp/pwned", "--upload-pack=touch /tmp/pwned", "ssh://-oProxyCommand=x/r"])
+def test_allowing_local_repositories_still_refuses_helpers_and_options(url: str) -> None:
+    with pytest.raises(git.UnsupportedURLError):
+        git.check_url(url, allow_local=True)
