@@ -176,6 +176,12 @@ def orphans(run: str, operators: list[int]) -> list[int]:
     return found
 
 
+def descendants(run: str, pid: int) -> list[int]:
+    """This run's processes below `pid` (its agents, their CLIs and plugins)."""
+    outside = set(orphans(run, [pid]))
+    return [p for p in marked(run) if p != pid and p not in outside]
+
+
 async def wait_no_orphans(run: str, operators: list[int], timeout: float = 60.0) -> list[int]:
     """Wait until this run has no orphan process (the agents of a killed operator get SIGTERM and wind their CLI
     down, which takes a moment); what is still orphaned after `timeout`, which is then SIGKILLed so one failure

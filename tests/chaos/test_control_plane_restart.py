@@ -70,6 +70,7 @@ async def test_api_server_and_etcd_restart_mid_reconcile(
     assert "Traceback" not in op.tail(10_000_000), "an outage is expected: one line per failure, no traceback"
     tally = chaos.Tally(rounds=2)
     chaos.count_backends(fleet, tally)
-    assert tally.duplicated == 0 and tally.locked == 0, "\n".join(tally.details)
+    assert tally.duplicated == 0, "\n".join(tally.details)
+    assert tally.locked == 0, "\n".join(tally.details)
     assert await op.terminate() == 0, op.tail()
     assert await chaos.wait_no_orphans(operators.run, []) == []  # type: ignore[attr-defined]

@@ -22,7 +22,7 @@ from pko.testing.waiting import eventually
 from . import chaos
 
 STACKS = 200 if os.environ.get("PKO_SOAK") else 40
-QPS, BURST = 10.0, 10
+QPS, BURST = 25.0, 25
 
 
 def _metrics(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -62,5 +62,6 @@ async def test_a_fleet_converges_under_a_low_qps(ckc: kclient.Client, cns: str, 
     assert requests <= QPS * elapsed + BURST, f"{requests} requests in {elapsed:.0f}s exceed {QPS}/s + {BURST}"
     assert waited > 0, "the limit never paced a request: the test did not exercise it"
     log = op.tail(10_000_000)
-    assert " 429 " not in log and "TooManyRequests" not in log and "Too Many Requests" not in log
+    for sign in (" 429 ", "TooManyRequests", "Too Many Requests"):
+        assert sign not in log
     assert await op.terminate() == 0, op.tail()
