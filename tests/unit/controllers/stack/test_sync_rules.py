@@ -382,3 +382,14 @@ def test_an_empty_reconcile_request_is_left_out_of_last_update() -> None:
     for last in (sync.record_success(_current(request=""), _update(), NOW),
                  sync.record_failure(_current(request=""), _update(), None, NOW)):
         assert "reconcileRequest" not in last.model_dump(by_alias=True, exclude_none=True)
+
+
+def test_a_waiting_updates_workspace_is_refreshed_only_before_it_starts() -> None:
+    """A current Update whose Workspace an earlier operator wrote (and cannot get ready) gets its Workspace
+    re-applied, but never under a running operation, for a newer generation, a Ready Workspace, or a deletion."""
+    base = {"started": False, "stack_generation": 2, "update_generation": 2, "deleting": False,
+            "workspace_ready": False}
+    assert sync.refresh_stuck_workspace(**base)  # type: ignore[arg-type]
+    for change in ({"started": True}, {"stack_generation": 3}, {"workspace_ready": True}, {"deleting": True},
+                   {"stack_generation": None}):
+        assert not sync.refresh_stuck_workspace(**{**base, **change})  # type: ignore[arg-type]
