@@ -102,3 +102,24 @@ def test_a_meaningless_idle_timeout_flag_is_refused(args: list[str], message: st
         settings.parser({}).parse_args(args)
     assert exited.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_kube_api_rate_limit_flags_and_chart_values(render: Render) -> None:
+    """`--kube-api-qps`/`--kube-api-burst` (pko additions): off by default, as the reference; the chart's
+    `kubeAPI.{qps,burst}` become their variables, and those the settings."""
+    made = settings.from_args(settings.parser({}).parse_args([]), "v1", {})
+    assert (made.kube_api_qps, made.kube_api_burst) == (0.0, 0)
+    args = settings.parser({}).parse_args(["--kube-api-qps", "7.5", "--kube-api-burst", "12"])
+    assert (settings.from_args(args, "v1", {}).kube_api_qps, settings.from_args(args, "v1", {}).kube_api_burst) == (
+        7.5, 12)
+    with pytest.raises(SystemExit):
+        settings.parser({}).parse_args(["--kube-api-qps", "-1"])
+    deployment = next(o for o in render({"kubeAPI": {"qps": 20, "burst": 30}}) if o["kind"] == "Deployment")
+    container = next(c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "manager")
+    environ = {e["name"]: e["value"] for e in container["env"] if "value" in e}
+    assert (environ["KUBE_API_QPS"], environ["KUBE_API_BURST"]) == ("20", "30")
+    made = settings.from_args(settings.parser(environ).parse_args([]), "v1", environ)
+    assert (made.kube_api_qps, made.kube_api_burst) == (20.0, 30)
+    default = next(o for o in render() if o["kind"] == "Deployment")
+    names = {e["name"] for e in default["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert not names & {"KUBE_API_QPS", "KUBE_API_BURST"}

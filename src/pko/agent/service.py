@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 import grpc
 from google.protobuf import json_format, struct_pb2
 
-from pko.agent import cliargs, errors, eventlog, plans, results
+from pko.agent import cliargs, errors, eventlog, plans, results, stalelocks
 from pko.agent.config import plan_config
 from pko.agent.errors import AgentError
 from pko.agent.pulumicmd import CommandError, CommandResult
@@ -170,6 +170,9 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
                        ) -> AsyncIterator[StreamMessage | CommandResult]:
         """Run one CLI operation: a stream message per engine event, then the CLI's :class:`CommandResult`."""
         stack = await self.ensure_stack()
+        # A lock left by a CLI that died (a SIGKILLed agent, an OOM-killed container) would fail this operation
+        # until someone ran `pulumi cancel`; a provably dead holder's lock goes first (pko.agent.stalelocks).
+        await asyncio.to_thread(stalelocks.release, self.ws.cli.env, self.ws.project(), stack)
         with tempfile.TemporaryDirectory(prefix=f"pko-agent-{op}-") as tmp:
             event_log = Path(tmp) / "eventlog.txt"
             run = asyncio.ensure_future(self.ws.cli.run(args(stack, str(event_log)), description=description,

@@ -12,14 +12,18 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import math
 import signal
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+
+from prometheus_client.core import CounterMetricFamily, Metric
 
 import pko
 from pko.cli import logs
 from pko.controllers import settings as operator_settings
 from pko.controllers import wiring
 from pko.kube import client as kclient
+from pko.kube import ratelimit
 from pko.runtime import leaderelection, manager
 
 log = logging.getLogger("pko.operator")
@@ -36,13 +40,16 @@ def _log_level(text: str) -> int:
 
 
 async def run(settings: operator_settings.Settings) -> int:
-    client = kclient.Client.from_kubeconfig(settings.kubeconfig, timeout=settings.kube_api_timeout)
+    limiter = ratelimit.TokenBucket(settings.kube_api_qps, settings.kube_api_burst or math.ceil(settings.kube_api_qps))
+    client = kclient.Client.from_kubeconfig(settings.kubeconfig, timeout=settings.kube_api_timeout, limiter=limiter)
     election = None
     if settings.leader_elect:
         election = manager.LeaderElection(namespace=settings.operator_namespace, timing=leaderelection.Timing(
             settings.lease_duration, settings.renew_deadline, settings.retry_period))
     mgr = manager.Manager(client, leader_election=election, health_address=settings.health_address,
                           metrics_address=settings.metrics_address)
+    if limiter.limited:
+        mgr.registry.register(_LimiterMetrics(limiter))
     controllers = wiring.setup(mgr, client, settings)
     task = asyncio.create_task(controllers.run(), name="operator")
     loop = asyncio.get_running_loop()
@@ -56,6 +63,20 @@ async def run(settings: operator_settings.Settings) -> int:
         await client.close()
     log.info("pko operator stopped")
     return 0
+
+
+class _LimiterMetrics:
+    """`--kube-api-qps` at work on /metrics: the requests the token bucket let through and the seconds they waited
+    (a steadily growing wait says the limit, not the API server, paces the operator)."""
+
+    def __init__(self, limiter: ratelimit.TokenBucket) -> None:
+        self.limiter = limiter
+
+    def collect(self) -> Iterator[Metric]:
+        yield CounterMetricFamily("pko_kube_api_rate_limited_requests", "API requests through the client-side "
+                                  "rate limiter", value=self.limiter.granted)
+        yield CounterMetricFamily("pko_kube_api_rate_limit_wait_seconds", "seconds API requests waited for the "
+                                  "client-side rate limiter", value=self.limiter.waited)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

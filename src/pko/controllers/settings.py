@@ -39,6 +39,8 @@ class Settings:
     kubeconfig: str | None = None  # also handed to local agents for their TokenReviews
     kube_api_timeout: float = 30.0
     git_timeout: float = 60.0  # seconds a git server may stay silent while a Stack's branch is resolved
+    kube_api_qps: float = 0.0  # requests a second to the API server (0: no limit, the reference's behaviour)
+    kube_api_burst: int = 0  # requests allowed at once above that rate (0: as many as one second's qps)
     metrics_address: str = "0"
     health_address: str = ":8081"
     leader_elect: bool = False
@@ -137,6 +139,11 @@ OPTIONS: tuple[Option, ...] = (
            default="10s", parse=durations.parse, helm="leaderElection.retryPeriod"),
     Option("--kube-api-timeout", "kube_api_timeout", "", env="KUBE_API_TIMEOUT", default="30s",
            parse=durations.parse, helm="kubeAPI.timeout"),
+    Option("--kube-api-qps", "kube_api_qps", "requests a second to the API server (0: no limit)",
+           env="KUBE_API_QPS", default="0", parse=_at_least(0, float, "non-negative number"), helm="kubeAPI.qps"),
+    Option("--kube-api-burst", "kube_api_burst", "requests above --kube-api-qps allowed at once (0: one second's)",
+           env="KUBE_API_BURST", default="0", parse=_at_least(0, int, "non-negative integer"),
+           helm="kubeAPI.burst"),
     Option("--zap-log-level", "log_level", "debug, info, error (or a number)", default="info",
            helm="controller.logLevel"),
     Option("--zap-encoder", "log_encoder", "", default="console", choices=("console", "json"),

@@ -25,7 +25,7 @@ from lightkube.core import generic_client
 from lightkube.types import CascadeType, PatchType, on_error_raise
 
 from pko.api import meta
-from pko.kube import errors, objects, resources
+from pko.kube import errors, objects, ratelimit, resources
 
 FIELD_MANAGER = "pulumi-kubernetes-operator"
 """The field manager of the Go operator; status writers append ``/<controller>-status`` to it."""
@@ -95,6 +95,7 @@ class Client:
         self.api = api
         self.field_manager = field_manager
         self._owned = False
+        self.limiter: ratelimit.TokenBucket | None = None
 
     @classmethod
     def connect(
@@ -103,11 +104,21 @@ class Client:
         *,
         timeout: float = 30.0,
         field_manager: str = FIELD_MANAGER,
+        limiter: ratelimit.TokenBucket | None = None,
     ) -> Client:
         """A client that owns its connection pool. ``config`` is a lightkube ``KubeConfig`` or ``SingleConfig``;
-        ``None`` means in-cluster or ``$KUBECONFIG`` (lightkube's rules). ``timeout`` is ``--kube-api-timeout``."""
+        ``None`` means in-cluster or ``$KUBECONFIG`` (lightkube's rules). ``timeout`` is ``--kube-api-timeout``;
+        `limiter` (``--kube-api-qps``/``--kube-api-burst``) bounds the request rate: every HTTP request this client
+        sends (each page of a list, each watch (re)connection) waits for a token first."""
         client = cls(lightkube.AsyncClient(config=config, timeout=httpx2.Timeout(timeout)), field_manager=field_manager)
         client._owned = True
+        if limiter is not None and limiter.limited:
+            client.limiter = limiter
+
+            async def admit(_request: Any) -> None:
+                await limiter.acquire()
+
+            client.api._client._client.event_hooks["request"].append(admit)
         return client
 
     @classmethod
@@ -118,12 +129,13 @@ class Client:
         context: str | None = None,
         timeout: float = 30.0,
         field_manager: str = FIELD_MANAGER,
+        limiter: ratelimit.TokenBucket | None = None,
     ) -> Client:
         """A client for the cluster of a kubeconfig file (its current context, or `context`); without a file, the
         in-cluster config, else ``$KUBECONFIG`` (lightkube's rules)."""
         config = lightkube.KubeConfig.from_file(kubeconfig) if kubeconfig else lightkube.KubeConfig.from_env()
         return cls.connect(config.get(context_name=context) if context else config, timeout=timeout,
-                           field_manager=field_manager)
+                           field_manager=field_manager, limiter=limiter)
 
     async def close(self) -> None:
         if self._owned:

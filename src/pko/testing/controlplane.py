@@ -16,6 +16,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -36,6 +37,7 @@ class Process:
     popen: subprocess.Popen[bytes]
     log_path: Path
     log_file: IO[bytes]
+    argv: list[str] = field(default_factory=list)
 
     def tail(self, lines: int = 30) -> str:
         self.log_file.flush()
@@ -43,6 +45,11 @@ class Process:
         return "\n".join(text[-lines:])
 
     def stop(self, timeout: float = 15.0) -> None:
+        self.halt(timeout)
+        self.log_file.close()
+
+    def halt(self, timeout: float = 15.0) -> None:
+        """Stop the process (SIGTERM, then SIGKILL after `timeout`), keeping its log open for a restart."""
         if self.popen.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.popen.pid, signal.SIGTERM)
@@ -52,7 +59,13 @@ class Process:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(self.popen.pid, signal.SIGKILL)
                 self.popen.wait()
-        self.log_file.close()
+
+    def relaunch(self) -> None:
+        """Start the same command again (same flags, ports and data directory), appending to the same log."""
+        if self.popen.poll() is None:
+            raise ControlPlaneError(f"{self.name} is still running")
+        self.popen = subprocess.Popen(self.argv, stdout=self.log_file, stderr=subprocess.STDOUT,
+                                      stdin=subprocess.DEVNULL, start_new_session=True)
 
 
 @dataclass
@@ -79,6 +92,31 @@ class ControlPlane:
         for process in reversed(self._processes):
             process.stop()
         self._processes.clear()
+
+    def process(self, name: str) -> Process:
+        """The running process `name` (``etcd``, ``kube-apiserver``, ``kube-controller-manager``)."""
+        for process in self._processes:
+            if process.name == name:
+                return process
+        raise KeyError(name)
+
+    def restart(self, *names: str, down: Callable[[], None] | None = None, timeout: float = 120.0) -> None:
+        """Stop the processes `names` (SIGTERM, as a node reboot or a rolling upgrade would), call `down` while
+        they are stopped, then start them again with the same flags, ports and data directory, and wait until
+        each answers. The chaos tier uses it to show what clients see across an API server or etcd restart:
+        dropped connections and watches, then a store that kept every object (and, for etcd, its revisions)."""
+        stopped = [self.process(name) for name in names]
+        for process in reversed(stopped):
+            process.halt()
+        if down is not None:
+            down()
+        for process in stopped:
+            process.relaunch()
+            if process.name == "etcd":
+                _wait_http_ok(process, f"{self.etcd_url}/health", timeout)
+            elif process.name == "kube-apiserver":
+                context = ssl.create_default_context(cafile=str(self.ca_file))
+                _wait_http_ok(process, f"{self.server}/readyz", timeout, self.admin_token, context)
 
     def __enter__(self) -> ControlPlane:
         return self
@@ -122,7 +160,7 @@ def launch(name: str, argv: list[str], log_dir: Path) -> Process:
     log_file = log_path.open("ab")
     popen = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                              start_new_session=True)
-    return Process(name, popen, log_path, log_file)
+    return Process(name, popen, log_path, log_file, list(argv))
 
 
 def _wait_http_ok(process: Process, url: str, timeout: float, token: str | None = None,

@@ -8,6 +8,8 @@ import io
 import json
 import logging
 
+import httpx2
+
 from pko.kube import errors, objects
 from pko.runtime import controller, logcontext, workqueue
 
@@ -72,6 +74,18 @@ async def test_expected_failures_log_one_line_without_a_traceback(printed_logs: 
     assert line["level"] == "error"
     assert line["event"].startswith("reconcile failed: reading the credentials")  # type: ignore[union-attr]
     assert line["name"] == "app"
+    assert "exception" not in line
+    assert "Traceback" not in printed_logs["console"].getvalue()
+
+
+async def test_an_unreachable_api_server_logs_one_line(printed_logs: dict[str, io.StringIO]) -> None:
+    """While the API server restarts every reconcile fails to connect: one line each, no traceback (chaos tier)."""
+    async def reconcile(key: objects.ObjectKey) -> controller.Result | None:
+        raise httpx2.ConnectError("All connection attempts failed")
+
+    await _process(reconcile)
+    (line,) = _json(printed_logs)
+    assert line["event"] == "reconcile failed: All connection attempts failed"
     assert "exception" not in line
     assert "Traceback" not in printed_logs["console"].getvalue()
 

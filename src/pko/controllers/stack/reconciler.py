@@ -61,6 +61,7 @@ class _Session:
     status: stack_api.StackStatus
     conditions: list[Condition] = field(default_factory=list)
     finalize_update: str | None = None  # an absorbed Update whose finalizer goes after the next status save
+    waiting: up_api.Update | None = None  # the current Update, while it has not completed
 
     @property
     def key(self) -> objects.ObjectKey:
@@ -137,6 +138,7 @@ class StackReconciler:
 
         absorbed = status.current_update is not None
         if absorbed and not await self._absorb(s):
+            await self._refresh_stuck_workspace(s)
             return None  # the Update is still running; its completion brings us back
         if drift.in_flight(status) and not await self._absorb_check(s):
             return None  # a drift check holds the stack; nothing starts until it ends
@@ -311,6 +313,7 @@ class StackReconciler:
         update = await self.client.get_typed_or_none(resources.UPDATE, up_api.Update, current.name or "",
                                                      s.key.namespace)
         if update is None or not update_complete(update):
+            s.waiting = update
             s.conditions = conditions.mark_reconciling(s.conditions, conditions.RECONCILING_PROCESSING,
                                                        sync.processing_message(s.stack), now=self.clock())
             await self._save(s)
@@ -437,6 +440,33 @@ class StackReconciler:
         if s.status.approval.state == gate.AWAITING:
             await self.recorder.normal(s.stack, "StackAwaitingApproval",
                                        gate.awaiting_message(s.status.approval, s.key.name))
+
+    async def _refresh_stuck_workspace(self, s: _Session) -> None:
+        """Re-apply the Workspace of an Update that has not started while its Workspace cannot get ready: the
+        Workspace was written by an operator that has since gone (a killed leader, a restarted process) and may
+        name a source only that operator served (its Program file server's address), so the Update would wait
+        for it forever (found by tests/chaos/test_leader_handover.py). Only for the generation the Update was
+        made for, so it still runs the spec it was created for."""
+        update, current = s.waiting, s.status.current_update
+        if update is None or current is None or update.spec is None:
+            return
+        ws = await self.client.get_typed_or_none(resources.WORKSPACE, ws_api.Workspace,
+                                                 update.spec.workspace_name or "", s.key.namespace)
+        started = update.status is not None and update.status.start_time is not None
+        if not sync.refresh_stuck_workspace(started=started, stack_generation=s.stack.metadata.generation,
+                                            update_generation=current.generation, deleting=s.deleting,
+                                            workspace_ready=ws is not None and workspace_ready(ws)):
+            return
+        if not isinstance(stack_api.spec_of(s.stack).config, dict | None):
+            return
+        resolved = await self.resolver.resolve(s.stack)
+        if isinstance(resolved, source_mod.Unavailable):
+            return
+        try:
+            desired = ws_build.desired(s.stack, resolved.source)
+        except ws_build.StallError:
+            return
+        await self.client.apply(desired)
 
     async def _synced(self, s: _Session, workspace_name: str, check: drift.Plan) -> Result | None:
         last = s.status.last_update

@@ -333,3 +333,13 @@ def prerequisite_problem(requirement: stack_api.RequirementSpec | None, other: s
         if elapsed > window:
             return Unsatisfied("prerequisite is out of date", last.name)
     return None
+
+
+def refresh_stuck_workspace(*, started: bool, stack_generation: int | None, update_generation: int | None,
+                            deleting: bool, workspace_ready: bool) -> bool:
+    """Whether to re-apply the Workspace of a current Update that is still waiting: only before the Update has
+    started (never under a running operation), only while its Workspace is not ready (a Ready one needs
+    nothing), only for the generation the Update was made for (so it runs the spec it was created for), and not
+    while deleting (the destroy's Workspace is built from the recorded project, not the source)."""
+    return (not started and not workspace_ready and not deleting and stack_generation is not None
+            and stack_generation == update_generation)

@@ -25,6 +25,7 @@ import signal
 import socket
 import sys
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +43,7 @@ log = logging.getLogger(__name__)
 
 START_TIMEOUT = 60.0
 LIFELINE_ENV = "PKO_AGENT_PARENT_PID"  # read by `pko agent` (see pko.cli.lifeline)
+INSTANCE_ENV = "PKO_AGENT_INSTANCE"  # inherited by everything an agent starts: finds what a dead agent left
 STOP_GRACE = 30.0
 
 
@@ -65,6 +67,7 @@ class Agent:
     initialized: bool = False  # the pod's `auto.pulumi.com/initialized` annotation
     watcher: asyncio.Task[None] | None = None
     fetch_seconds: float | None = None  # how long `agent init` took (the fetch phase metric)
+    instance: str = ""  # the agent's $PKO_AGENT_INSTANCE
 
     @property
     def address(self) -> str:
@@ -300,6 +303,7 @@ class LocalRuntime:
             mounts[mount["mountPath"]] = local
         env = self._base_env() | await resolver.env(pulumi, pod)
         env["PULUMI_ENV"] = str(env_file)
+        instance = env[INSTANCE_ENV] = uuid.uuid4().hex
 
         port = _free_port()
         spec = workspace.spec or ws_api.WorkspaceSpec()
@@ -320,7 +324,7 @@ class LocalRuntime:
             )
         finally:
             log_file.close()
-        agent = Agent(revision, directory, port, process, mounts, fetch_seconds=fetched)
+        agent = Agent(revision, directory, port, process, mounts, fetch_seconds=fetched, instance=instance)
         try:
             await self._wait_listening(agent)
         except BaseException:
@@ -382,6 +386,7 @@ class LocalRuntime:
 
     async def _watch(self, key: objects.ObjectKey, agent: Agent) -> None:
         await agent.process.wait()
+        await asyncio.to_thread(kill_leftovers, agent.instance)
         if self.agents.get(key) is agent and self.on_exit is not None:
             log.warning("workspace %s: agent exited with %s", key, agent.process.returncode)
             self.on_exit(key)
@@ -407,6 +412,33 @@ class LocalRuntime:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(agent.process.pid, signal.SIGKILL)
                 await agent.process.wait()
+        await asyncio.to_thread(kill_leftovers, agent.instance)
+
+
+def kill_leftovers(instance: str) -> list[int]:
+    """SIGKILL what an agent that is gone left running: processes carrying its `$PKO_AGENT_INSTANCE` (Linux).
+
+    Why: a SIGKILLed agent's Pulumi CLI dies of SIGPIPE on its stdout, and the CLI's language host then waits
+    forever for an engine that is gone (found by tests/chaos/test_agent_kill.py). Nothing of a dead agent can do
+    useful work any more; the stack lock a dead CLI left is released by the next agent (pko.agent.stalelocks)."""
+    if not instance:
+        return []
+    needle = f"{INSTANCE_ENV}={instance}".encode()
+    killed = []
+    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else []:
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            found = needle in (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if found:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(entry.name), signal.SIGKILL)
+                killed.append(int(entry.name))
+    if killed:
+        log.warning("killed %d process(es) a stopped agent left behind", len(killed))
+    return killed
 
 
 def _inside(root: Path, sub: str) -> Path:

@@ -398,3 +398,14 @@ def test_an_update_without_changes_leaves_resource_changes_out_of_last_update(ch
         assert "resourceChanges" not in recorded.model_dump(by_alias=True, exclude_none=True, mode="json")
     update.status.resource_changes = {"delete": 1}  # type: ignore[union-attr]
     assert sync.record_failure(current, update, None, now).resource_changes == {"delete": 1}
+
+
+def test_a_waiting_updates_workspace_is_refreshed_only_before_it_starts() -> None:
+    """A current Update whose Workspace an earlier operator wrote (and cannot get ready) gets its Workspace
+    re-applied, but never under a running operation, for a newer generation, a Ready Workspace, or a deletion."""
+    base = {"started": False, "stack_generation": 2, "update_generation": 2, "deleting": False,
+            "workspace_ready": False}
+    assert sync.refresh_stuck_workspace(**base)  # type: ignore[arg-type]
+    for change in ({"started": True}, {"stack_generation": 3}, {"workspace_ready": True}, {"deleting": True},
+                   {"stack_generation": None}):
+        assert not sync.refresh_stuck_workspace(**{**base, **change})  # type: ignore[arg-type]

@@ -1,0 +1,91 @@
+"""Release a stack lock left behind by a Pulumi CLI that died without cleaning up — the `pulumi cancel` a person
+would run, done only when it is provably safe.
+
+Why: a CLI SIGKILLed in the middle of an `up` (its agent was SIGKILLed, its container OOM-killed, its pod evicted
+without grace) leaves its lock file in a ``file://`` backend, and every later operation on the stack fails with
+``Another update is currently in progress`` until someone runs ``pulumi cancel``. The lock file says who holds
+it (``{"pid", "username", "hostname", "timestamp"}``); a lock taken on this host by a process that is no longer
+a running Pulumi CLI can never be released by its owner, so the agent removes it before its next operation. A
+lock held on another host, or by a live ``pulumi`` process, is never touched: that may be a real concurrent
+update, and failing with the conflict is then the right answer.
+
+Only ``file://`` backends are read (other DIY backends — S3, GCS, Azure — and Pulumi Cloud keep their locks
+elsewhere; Pulumi Cloud expires an abandoned update's lease itself). :func:`stale` is pure; :func:`release` does
+the file I/O, and logs lock paths only, never their environment.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import socket
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+log = logging.getLogger("pko.agent.locks")
+
+
+def stale(lock: Mapping[str, Any], hostname: str, running_pulumi: Callable[[int], bool]) -> bool:
+    """Whether the lock `lock` (a lock file's content) was taken on `hostname` by a process that is gone."""
+    pid = lock.get("pid")
+    if lock.get("hostname") != hostname or not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    return not running_pulumi(pid)
+
+
+def backend_root(env: Mapping[str, str], project: Mapping[str, Any]) -> Path | None:
+    """The directory of a ``file://`` backend (``$PULUMI_BACKEND_URL``, else the project's ``backend.url``)."""
+    url = env.get("PULUMI_BACKEND_URL") or str((project.get("backend") or {}).get("url") or "")
+    if not url.startswith("file://"):
+        return None
+    path = unquote(urlparse(url).path) if url.startswith("file:///") else url[len("file://"):]
+    return Path(os.path.expanduser(path or "~"))
+
+
+def lock_dirs(root: Path, project: str, stack: str) -> list[Path]:
+    """Where the CLI keeps `stack`'s locks: per project (the default layout), or the legacy layout."""
+    name = stack.rsplit("/", 1)[-1]
+    return [root / ".pulumi" / "locks" / "organization" / project / name, root / ".pulumi" / "locks" / name]
+
+
+def running_pulumi(pid: int) -> bool:
+    """Whether `pid` is a live (not zombie) Pulumi CLI process on this host."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0", 1)[0].decode(errors="replace")
+    except OSError:
+        return False
+    if stat.rsplit(")", 1)[-1].split()[:1] == ["Z"]:
+        return False
+    return Path(argv0).name == "pulumi"
+
+
+def release(env: Mapping[str, str], project: Mapping[str, Any], stack: str,
+            hostname: str | None = None, alive: Callable[[int], bool] = running_pulumi) -> list[Path]:
+    """Remove `stack`'s stale lock files; the paths removed."""
+    root = backend_root(env, project)
+    if root is None:
+        return []
+    host = hostname if hostname is not None else socket.gethostname()
+    removed = []
+    for directory in lock_dirs(root, str(project.get("name") or ""), stack):
+        if not directory.is_dir():
+            continue
+        for path in sorted(directory.glob("*.json")):
+            try:
+                lock = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            if isinstance(lock, dict) and stale(lock, host, alive):
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+                    removed.append(path)
+                with contextlib.suppress(FileNotFoundError):  # the file blob store's metadata beside it
+                    path.with_name(path.name + ".attrs").unlink()
+                    log.warning("released the stack lock %s: its holder (pid %s on this host) is gone", path.name,
+                                lock.get("pid"))
+    return removed

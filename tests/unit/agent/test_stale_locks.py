@@ -1,0 +1,79 @@
+"""Stale stack locks (pko.agent.stalelocks): only a lock taken on this host by a process that is no longer a
+running Pulumi CLI is released; a live holder's, another host's, or a malformed lock is left alone; only
+``file://`` backends are read."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from pko.agent import stalelocks
+
+PROJECT = {"name": "slow"}
+
+
+def _lock(root: Path, name: str, **content: object) -> Path:
+    directory = root / ".pulumi" / "locks" / "organization" / "slow" / "dev"
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.json"
+    path.write_text(json.dumps(content))
+    return path
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_stale_needs_this_host_and_a_dead_holder() -> None:
+    assert stalelocks.stale({"pid": 7, "hostname": "vm"}, "vm", lambda pid: False)
+    assert not stalelocks.stale({"pid": 7, "hostname": "vm"}, "vm", lambda pid: True)
+    assert not stalelocks.stale({"pid": 7, "hostname": "other"}, "vm", lambda pid: False)
+    for pid in (None, "7", 0, -1, True):
+        assert not stalelocks.stale({"pid": pid, "hostname": "vm"}, "vm", lambda p: False)
+
+
+def test_release_removes_only_the_dead_holders_lock(tmp_path: Path) -> None:
+    dead = _lock(tmp_path, "dead", pid=1001, hostname="vm")
+    live = _lock(tmp_path, "live", pid=1002, hostname="vm")
+    foreign = _lock(tmp_path, "foreign", pid=1001, hostname="elsewhere")
+    broken = _lock(tmp_path, "broken")
+    broken.write_text("{not json")
+    attrs = dead.with_name(dead.name + ".attrs")
+    attrs.write_text("{}")
+    env = {"PULUMI_BACKEND_URL": f"file://{tmp_path}"}
+    removed = stalelocks.release(env, PROJECT, "dev", hostname="vm", alive=lambda pid: pid == 1002)
+    assert removed == [dead]
+    assert not dead.exists()
+    assert not attrs.exists()
+    assert live.exists()
+    assert foreign.exists()
+    assert broken.exists()
+
+
+def test_the_project_backend_url_and_a_qualified_stack_name(tmp_path: Path) -> None:
+    dead = _lock(tmp_path, "dead", pid=1001, hostname="vm")
+    project = {**PROJECT, "backend": {"url": f"file://{tmp_path}"}}
+    assert stalelocks.release({}, project, "organization/slow/dev", hostname="vm", alive=lambda pid: False) == [dead]
+
+
+def test_other_backends_are_never_read(tmp_path: Path) -> None:
+    lock = _lock(tmp_path, "dead", pid=1001, hostname="vm")
+    for url in ("s3://bucket", "https://api.pulumi.com", ""):
+        assert stalelocks.release({"PULUMI_BACKEND_URL": url}, PROJECT, "dev", hostname="vm",
+                                  alive=lambda pid: False) == []
+    assert lock.exists()
+
+
+def test_running_pulumi_is_a_live_pulumi_process() -> None:
+    assert not stalelocks.running_pulumi(_dead_pid())
+    assert not stalelocks.running_pulumi(1 << 22)
+    this = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert not stalelocks.running_pulumi(this.pid)  # alive, but not a Pulumi CLI: a reused pid
+    finally:
+        this.kill()
+        this.wait()
