@@ -18,6 +18,9 @@ from pko.api.meta import Wire
 # (CRD, model, body field). The pod template is skipped: it is the API server's own PodSpec schema, covered by
 # the example manifests; drawing it would dominate the run time. Stack `outputs` (pko) is skipped: its names,
 # keys and CEL rules are beyond these strategies; test_outputs_fields.py stores and refuses it on the API server.
+# The same holds for the other pko additions with CEL rules, each with its own field test: `workspaceIdleTimeout`
+# (tests/e2e/test_workspace_fleet.py), `driftDetection` (test_drift_detection_fields.py), `approval` and
+# `destroyProtection` (tests/e2e/test_stack_approvals.py, test_stack_destroy_protection.py).
 KINDS: dict[str, tuple[crds.Manifest, type[Wire], str]] = {
     "Stack": (crds.stacks(), stack.Stack, "spec"),
     "Program": (crds.programs(), program.Program, "program"),
@@ -25,7 +28,9 @@ KINDS: dict[str, tuple[crds.Manifest, type[Wire], str]] = {
     "Update": (crds.updates(), update.Update, "spec"),
 }
 SKIP = frozenset({"podTemplate"})
-SKIP_IN: dict[str, frozenset[str]] = {"Stack": frozenset({"outputs"})}  # top-level body fields of one kind only
+SKIP_IN: dict[str, frozenset[str]] = {"Stack": frozenset({"outputs", "workspaceIdleTimeout", "driftDetection",
+                                                          "approval", "destroyProtection"}),
+                                      "Workspace": frozenset({"idleTimeout"})}  # top-level body fields of one kind only
 
 
 def _body_strategy(kind: str) -> st.SearchStrategy[Any]:
