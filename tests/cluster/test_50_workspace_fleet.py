@@ -95,8 +95,9 @@ async def test_a_config_change_keeps_the_pod_and_an_idle_workspace_sleeps(
         raise AssertionError(f"{err}\n{diagnose(real_cluster, ns)}") from None
     assert condition(workspace, "Ready")["status"] == "True"
     assert "address" not in workspace["status"]
-    sts = await ckc.get(resources.STATEFUL_SET, "fleet-workspace", ns)
-    assert sts["spec"]["replicas"] == 0
+    # the Workspace says Sleeping first, then scales its StatefulSet down (an Update created meanwhile wakes it)
+    sts = await wait_for(ckc, resources.STATEFUL_SET, "fleet-workspace", ns,
+                         lambda o: o["spec"]["replicas"] == 0, timeout=60)
     assert sts["status"]["updateRevision"] == before[3], "sleeping changed the pod template"
     await wait_gone(ckc, resources.POD, "fleet-workspace-0", ns, 700)  # the agent's grace period is 600s
     stack = await ckc.get(resources.STACK, "fleet", ns)
