@@ -16,9 +16,8 @@ import json
 import statistics
 import threading
 import time
-import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -34,7 +33,6 @@ from pko.testing.clusterbed import (
     diagnose,
     helm,
     install_pko,
-    new_namespace,
     passphrase_env,
     workspace_template,
 )
@@ -242,10 +240,11 @@ async def create_program_stacks(kc: kclient.Client, namespace: str, names: Itera
     await asyncio.gather(*(one(name) for name in names))
 
 
-async def watch_ready(kc: kclient.Client, bed: cluster.Cluster, namespace: str, names: Iterable[str], start: float,
-                      timeout: float, ready: Callable[[Object], bool] = is_ready,
+async def watch_ready(kc: kclient.Client, bed: cluster.Cluster | None, namespace: str, names: Iterable[str],
+                      start: float, timeout: float, ready: Callable[[Object], bool] = is_ready,
                       progress: Callable[[int, int], None] | None = None) -> dict[str, float]:
-    """Seconds from `start` (monotonic) until each named Stack is first seen `ready` (polled every :data:`POLL`)."""
+    """Seconds from `start` (monotonic) until each named Stack is first seen `ready` (polled every :data:`POLL`);
+    `bed`: the cluster whose pods a timeout describes (None: a control plane without pods)."""
     waiting = set(names)
     done: dict[str, float] = {}
     deadline = time.monotonic() + timeout
@@ -260,8 +259,9 @@ async def watch_ready(kc: kclient.Client, bed: cluster.Cluster, namespace: str, 
         if not waiting:
             break
         if time.monotonic() > deadline:
+            pods = diagnose(bed, namespace)[-6000:] if bed is not None else ""
             raise TimeoutError(f"{len(waiting)} Stacks not Ready after {timeout:.0f}s (e.g. {sorted(waiting)[:3]})\n"
-                               f"{diagnose(bed, namespace)[-6000:]}")
+                               f"{pods}")
         await asyncio.sleep(POLL)
     return done
 
@@ -290,10 +290,6 @@ async def empty_namespace(kc: kclient.Client, bed: cluster.Cluster, namespace: s
     bed.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
 
 
-async def fresh_namespace(kc: kclient.Client, bed: cluster.Cluster, prefix: str) -> str:
-    return await new_namespace(kc, bed, prefix)
-
-
 def percentile(values: list[float], fraction: float) -> float:
     """The nearest-rank percentile (p50, p95) of a small sample."""
     ordered = sorted(values)
@@ -302,9 +298,6 @@ def percentile(values: list[float], fraction: float) -> float:
     rank = max(1, min(len(ordered), round(fraction * len(ordered) + 0.5)))
     return ordered[rank - 1]
 
-
-def short_id() -> str:
-    return uuid.uuid4().hex[:6]
 
 
 @contextlib.contextmanager
@@ -316,11 +309,3 @@ def wall_window() -> Iterator[list[float]]:
     finally:
         window.append(time.time())
 
-
-async def gather_limited(coros: Iterable[Awaitable[Any]], limit: int = 16) -> list[Any]:
-    semaphore = asyncio.Semaphore(limit)
-
-    async def one(coro: Awaitable[Any]) -> Any:
-        async with semaphore:
-            return await coro
-    return list(await asyncio.gather(*(one(c) for c in coros)))

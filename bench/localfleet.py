@@ -82,15 +82,20 @@ async def _fleet(plane: controlplane.ControlPlane, root: Path, stacks: int, say:
         names = [f"s{i:03d}" for i in range(stacks)]
         peak_agents = [0]
 
+        last = [-1]
+
         def progress(done: int, total: int) -> None:
             peak_agents[0] = max(peak_agents[0], sum(_rss(pid) for pid in _children(os.getpid())))
-            say(f"  [pko local] fleet: {done}/{total} Ready")
+            if done != last[0]:
+                last[0] = done
+                say(f"  [pko local] fleet: {done}/{total} Ready")
 
         async with local_operator.running(plane.kubeconfig, root / "workspaces", namespace=NAMESPACE):
             cpu = time.process_time()
             start = time.monotonic()
             await b.create_program_stacks(kc, NAMESPACE, names, local=True)
-            done = await _watch(kc, names, start, progress)
+            done = await b.watch_ready(kc, None, NAMESPACE, names, start, timeout=600 + 10 * len(names),
+                                       progress=progress)
             cpu = time.process_time() - cpu
             agents = sum(_rss(pid) for pid in _children(os.getpid()))
             for name in names:
@@ -101,23 +106,3 @@ async def _fleet(plane: controlplane.ControlPlane, root: Path, stacks: int, say:
                 "operator+harness peak RSS (MB)": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3,
                 "agents RSS at rest (MB)": agents / 1e6, "agents peak RSS (MB)": peak_agents[0] / 1e6}
 
-
-async def _watch(kc: kclient.Client, names: list[str], start: float, progress: Callable[[int, int], None]
-                 ) -> dict[str, float]:
-    waiting, done = set(names), {}
-    last = -1
-    deadline = start + 600 + 10 * len(names)
-    while waiting:
-        for stack in (await kc.list(resources.STACK, NAMESPACE)).items:
-            name = stack["metadata"]["name"]
-            if name in waiting and b.is_ready(stack):
-                done[name] = time.monotonic() - start
-                waiting.discard(name)
-        if len(done) != last:
-            last = len(done)
-            progress(len(done), len(names))
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{len(waiting)} Stacks of the local fleet not Ready (e.g. {sorted(waiting)[:3]})")
-        if waiting:
-            await asyncio.sleep(b.POLL)
-    return done

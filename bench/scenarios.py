@@ -23,7 +23,7 @@ from bench import bed as b
 from pko.kube import client as kclient
 from pko.kube import resources
 from pko.testing import binaries, cluster, crossrun, gitserver, pulumi
-from pko.testing.clusterbed import ROOT, diagnose, passphrase_env
+from pko.testing.clusterbed import ROOT, diagnose, new_namespace, passphrase_env
 
 Figures = dict[str, float]
 
@@ -116,7 +116,7 @@ async def phases(ctx: Context, namespace: str) -> Figures:
 async def fleet(ctx: Context, operator: b.Operator) -> Figures:
     """N Program Stacks applied at once: time to all Ready, per-Stack p50/p95, the operator's CPU, peak RSS and
     API requests while it converged, the peak number of pods."""
-    namespace = await b.fresh_namespace(ctx.kc, ctx.bed, "fleet")
+    namespace = await new_namespace(ctx.kc, ctx.bed, "fleet")
     user = operator.username(ctx.bed)
     peak_pods = [0]
     progress = _progress(ctx, operator, "fleet")
@@ -133,13 +133,13 @@ async def fleet(ctx: Context, operator: b.Operator) -> Figures:
             done = await b.watch_ready(ctx.kc, ctx.bed, namespace, names, start, timeout=300 + 20 * ctx.stacks,
                                        progress=watch)
         times = list(done.values())
-        kinds = b.api_breakdown(ctx.bed, user, window[0], window[1])
+        kinds = b.api_breakdown(ctx.bed, user, window[0], window[1])  # read once: the count is its sum
         ctx.say(f"  [{operator.name}] API requests by kind: "
                 + ", ".join(f"{what} {count}" for what, count in kinds.most_common(10)))
         return {"all Ready (s)": max(times), "Stack Ready p50 (s)": b.percentile(times, 0.5),
                 "Stack Ready p95 (s)": b.percentile(times, 0.95), "operator CPU (s)": cost.cpu_seconds,
                 "operator peak RSS (MB)": cost.peak_rss / 1e6,
-                "API requests": float(b.api_requests(ctx.bed, user, window[0], window[1])),
+                "API requests": float(sum(kinds.values())),
                 "peak pods": float(peak_pods[0]), **await phases(ctx, namespace)}
     finally:
         await b.empty_namespace(ctx.kc, ctx.bed, namespace)
@@ -185,12 +185,12 @@ async def _slow_stacks(ctx: Context, operator: b.Operator, namespace: str, count
 async def concurrency(ctx: Context, operator: b.Operator) -> Figures:
     """One Stack whose program sleeps, alone; then N of them at once: how much longer N take than one. A cap on
     concurrent operations (the Go operator's 25 workers) shows as steps."""
-    alone_ns = await b.fresh_namespace(ctx.kc, ctx.bed, "alone")
+    alone_ns = await new_namespace(ctx.kc, ctx.bed, "alone")
     try:
         alone = max(await _slow_stacks(ctx, operator, alone_ns, 1, "one alone"))
     finally:
         await b.empty_namespace(ctx.kc, ctx.bed, alone_ns)
-    many_ns = await b.fresh_namespace(ctx.kc, ctx.bed, "many")
+    many_ns = await new_namespace(ctx.kc, ctx.bed, "many")
     try:
         times = await _slow_stacks(ctx, operator, many_ns, ctx.stacks, "all at once")
     finally:
@@ -203,7 +203,7 @@ async def concurrency(ctx: Context, operator: b.Operator) -> Figures:
 
 async def latency(ctx: Context, operator: b.Operator) -> Figures:
     """A warm, Ready Stack, changed `changes` times: from the change to its Update existing, and to Ready again."""
-    namespace = await b.fresh_namespace(ctx.kc, ctx.bed, "latency")
+    namespace = await new_namespace(ctx.kc, ctx.bed, "latency")
     try:
         await _fleet_ready(ctx, operator, namespace, 1, "warm-up")
         to_start: list[float] = []
@@ -249,7 +249,7 @@ def _operator_ready(ctx: Context, operator: b.Operator) -> bool:
 async def restart(ctx: Context, operator: b.Operator) -> Figures:
     """N Ready Stacks, then the operator's pod deleted: until the new one has reconciled every Stack (all still
     Ready), how many updates ran again (should be none) and what the API server was asked meanwhile."""
-    namespace = await b.fresh_namespace(ctx.kc, ctx.bed, "restart")
+    namespace = await new_namespace(ctx.kc, ctx.bed, "restart")
     try:
         await _fleet_ready(ctx, operator, namespace, ctx.stacks, "before the restart")
         updates_before = len(await b.updates_in(ctx.kc, namespace))
@@ -324,7 +324,7 @@ async def startup(ctx: Context, operator: b.Operator) -> Figures:
     stack_ready: list[float] = []
     failed_dials = 0
     for round_ in range(ctx.changes):
-        namespace = await b.fresh_namespace(ctx.kc, ctx.bed, "startup")
+        namespace = await new_namespace(ctx.kc, ctx.bed, "startup")
         try:
             await b.create_program_stacks(ctx.kc, namespace, ["s000"])
             start = time.monotonic()
@@ -366,7 +366,7 @@ def _workspace_rss(ctx: Context, namespace: str) -> list[int]:
 async def idle(ctx: Context, operator: b.Operator) -> Figures:
     """N Ready Stacks left alone: the operator's CPU and RSS over `idle_seconds`, the workspace pods' RSS (each
     agent at rest), and the API requests the operator made while nothing changed."""
-    namespace = await b.fresh_namespace(ctx.kc, ctx.bed, "idle")
+    namespace = await new_namespace(ctx.kc, ctx.bed, "idle")
     try:
         await _fleet_ready(ctx, operator, namespace, ctx.stacks, "settling")
         await asyncio.sleep(min(10.0, ctx.idle_seconds))
