@@ -22,7 +22,8 @@ import grpc
 
 from pko.agent.errors import AgentError
 
-CAPABILITY = "update-plans,destroy-preview"
+# what this agent adds to the protocol, announced on SelectStack (resume-update: pko.agent.resume)
+CAPABILITY = "update-plans,destroy-preview,resume-update"
 CAPABILITIES_HEADER = "pko-agent-capabilities"
 PLAN_DIR = ".pko-plans"
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")

@@ -12,6 +12,7 @@ It must never log config values, outputs or event contents, and never block the 
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 import os
 import tempfile
@@ -22,7 +23,7 @@ from typing import Any, TypeVar
 import grpc
 from google.protobuf import json_format, struct_pb2
 
-from pko.agent import cliargs, errors, eventlog, plans, results, stalelocks
+from pko.agent import cliargs, errors, eventlog, plans, results, resume, stalelocks
 from pko.agent.config import plan_config
 from pko.agent.errors import AgentError
 from pko.agent.pulumicmd import CommandError, CommandResult
@@ -223,26 +224,58 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
             log.exception("unexpected error")
             await _abort(context, AgentError(grpc.StatusCode.UNKNOWN, str(err)))
 
-    async def _summarize(self, result: agent_pb2.UpResult | agent_pb2.RefreshResult | agent_pb2.DestroyResult,
-                         stack: str, outcome: CommandResult) -> None:
+    def _summarize(self, result: agent_pb2.UpResult | agent_pb2.RefreshResult | agent_pb2.DestroyResult,
+                   outcome: CommandResult, summary: agent_pb2.UpdateSummary | None) -> None:
         result.stdout, result.stderr = outcome.stdout, outcome.stderr
         result.project_info.CopyFrom(self.ws.project_info())
-        summary = await self.ws.latest_summary(stack)
         if summary is not None:
             result.summary.CopyFrom(summary)
         link = results.permalink(outcome.stdout)
         if link:
             result.permalink = link
 
+    async def _resumed(self, after: datetime.datetime) -> agent_pb2.UpResult | None:
+        """The result of the stack's latest update when it is the one a restarted operator lost (it began at or
+        after `after` and is over); None when `up` must run (pko.agent.resume)."""
+        stack = await self.ensure_stack()
+        history = await self.ws.latest_history(stack)
+        if not resume.finished_since(history, after):
+            log.info("up: no finished update since %s in the stack's history: running up", after.isoformat())
+            return None
+        log.info("up: the stack's latest update began after %s and is over: returning its result, not running up "
+                 "again", after.isoformat())
+        result = agent_pb2.UpResult()
+        for key, value in (await self.ws.outputs(stack)).items():
+            result.outputs[key].CopyFrom(value)
+        self._summarize(result, CommandResult("", "", 0), results.update_summary(history))
+        return result
+
     async def Up(self, request: agent_pb2.UpRequest,
                  context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[agent_pb2.UpStream]:
         async def finish(stack: str, outcome: CommandResult) -> agent_pb2.UpStream:
             result = agent_pb2.UpResult()
-            for key, value in (await self.ws.outputs(stack)).items():
+            # read-only CLI calls, at once: the `up` is over, and until its result reaches the operator a
+            # restart would make it run again (pko.controllers.update.reconciler), so this window stays short
+            outputs, summary = await asyncio.gather(self.ws.outputs(stack), self.ws.latest_summary(stack))
+            for key, value in outputs.items():
                 result.outputs[key].CopyFrom(value)
-            await self._summarize(result, stack, outcome)
+            self._summarize(result, outcome, summary)
             return agent_pb2.UpStream(result=result)
 
+        if request.HasField("resume_after"):
+            try:
+                resumed = await self._resumed(request.resume_after.ToDatetime(tzinfo=datetime.UTC))
+            except AgentError as err:
+                await _abort(context, err)
+                return
+            except CommandError as err:
+                await _abort(context, AgentError(grpc.StatusCode.UNKNOWN, str(err)))
+                return
+            if resumed is not None:
+                if request.HasField("plan_digest"):
+                    self.plans.discard(request.plan_digest)  # the `up` that finished applied it
+                yield agent_pb2.UpStream(result=resumed)
+                return
         extra: list[str] = []
         if request.HasField("plan_digest"):
             try:
@@ -298,7 +331,7 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
                       context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[agent_pb2.RefreshStream]:
         async def finish(stack: str, outcome: CommandResult) -> agent_pb2.RefreshStream:
             result = agent_pb2.RefreshResult()
-            await self._summarize(result, stack, outcome)
+            self._summarize(result, outcome, await self.ws.latest_summary(stack))
             return agent_pb2.RefreshStream(result=result)
 
         async for message in self._stream(
@@ -322,7 +355,7 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
                 for kind, count in changes.items():
                     result.change_summary[kind] = count
                 return agent_pb2.DestroyStream(result=result)
-            await self._summarize(result, stack, outcome)
+            self._summarize(result, outcome, await self.ws.latest_summary(stack))
             if request.remove:
                 # Removed after the summary is read, as the Automation API does.
                 await self.ws.remove_stack(stack)

@@ -13,6 +13,7 @@ It must never log config values, outputs or history (commands that may print sec
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -143,19 +144,24 @@ class Workspace:
 
     async def outputs(self, stack: str) -> dict[str, agent_pb2.OutputValue]:
         from pko.agent import results
-        masked = await self.cli.run(["stack", "output", "--json", "--stack", stack],
-                                    description="could not get outputs", log_output=False)
-        plain = await self.cli.run(["stack", "output", "--json", "--show-secrets", "--stack", stack],
-                                   description="could not get secret outputs", log_output=False)
+        masked, plain = await asyncio.gather(  # both only read the stack
+            self.cli.run(["stack", "output", "--json", "--stack", stack],
+                         description="could not get outputs", log_output=False),
+            self.cli.run(["stack", "output", "--json", "--show-secrets", "--stack", stack],
+                         description="could not get secret outputs", log_output=False))
         return results.outputs(masked.stdout, plain.stdout)
 
-    async def latest_summary(self, stack: str) -> agent_pb2.UpdateSummary | None:
-        from pko.agent import results
+    async def latest_history(self, stack: str) -> str:
+        """``pulumi stack history --json`` of the latest operation only (a JSON list of at most one entry)."""
         history = await self.cli.run(
             ["stack", "history", "--json", "--show-secrets", "--page-size", "1", "--page", "1", "--stack", stack],
             description="failed to get stack history", log_output=False,
         )
-        return results.update_summary(history.stdout)
+        return history.stdout
+
+    async def latest_summary(self, stack: str) -> agent_pb2.UpdateSummary | None:
+        from pko.agent import results
+        return results.update_summary(await self.latest_history(stack))
 
     async def remove_stack(self, stack: str) -> None:
         await self.cli.run(["stack", "rm", "--yes", stack], description="failed to remove stack")

@@ -30,7 +30,8 @@ async def test_plans_are_saved_applied_once_and_a_destroy_preview_deletes_nothin
 
     select = stub.SelectStack(agent_pb2.SelectStackRequest(stack_name="dev", create=True))
     await select
-    assert ("pko-agent-capabilities", "update-plans,destroy-preview") in tuple(await select.initial_metadata())
+    announced = ("pko-agent-capabilities", "update-plans,destroy-preview,resume-update")
+    assert announced in tuple(await select.initial_metadata())
 
     preview = await drive(stub.Preview(agent_pb2.PreviewRequest(save_plan=True)))
     assert preview.error is None, preview.error

@@ -88,12 +88,12 @@ CONTRACT: dict[str, dict[str, tuple[int, int, bool, bool]]] = {
 }
 
 
-# pko's additive fields (docs/approvals.md): numbered from 100 so they never meet a field the reference adds; the Go
-# agent and operator ignore them as unknown fields.
+# pko's additive fields (docs/approvals.md, docs/reliability.md): numbered from 100 so they never meet a field the
+# reference adds; the Go agent and operator ignore them as unknown fields.
 PKO_ADDED: dict[str, dict[str, tuple[int, int, bool, bool]]] = {
     "PreviewRequest": {"save_plan": (100, B, False, True)},
     "PreviewResult": {"plan_digest": (100, S, False, True), "change_summary": (101, M, True, False)},
-    "UpRequest": {"plan_digest": (100, S, False, True)},
+    "UpRequest": {"plan_digest": (100, S, False, True), "resume_after": (101, M, False, True)},
     "DestroyRequest": {"preview_only": (100, B, False, True)},
     "DestroyResult": {"plan_digest": (100, S, False, True), "change_summary": (101, M, True, False),
                       "resources": (102, S, True, False)},

@@ -43,6 +43,7 @@ DESTROY_PREVIEW_UNSUPPORTED_MESSAGE = ("the workspace agent cannot preview a des
 CAPABILITIES_HEADER = "pko-agent-capabilities"
 CAPABILITY_PLANS = "update-plans"
 CAPABILITY_DESTROY_PREVIEW = "destroy-preview"
+CAPABILITY_RESUME = "resume-update"
 MAX_PLANNED_RESOURCES = 100  # URNs kept on the Update (and the Stack's status) for a destroy preview
 UNKNOWN_ERROR = "An unknown error occurred"
 
@@ -52,6 +53,7 @@ class Action(enum.Enum):
     WAIT_TTL = "wait-ttl"  # completed, requeue when the TTL runs out
     EXPIRE = "expire"  # completed and past its TTL: delete it
     ABORT = "abort"  # found Progressing with no operation of ours running: it was interrupted
+    RESUME = "resume"  # an interrupted `up`: ask a pko agent for its result before aborting (pko.agent.resume)
     CANCEL = "cancel"  # being deleted, or no longer owned by a workspace: never start it
     START = "start"
 
@@ -60,6 +62,7 @@ class Action(enum.Enum):
 class Decision:
     action: Action
     requeue_after: float | None = None
+    resume_after: datetime.datetime | None = None  # RESUME: when the interrupted `up` was started
 
 
 def decide(update: up_api.Update, *, running: bool, deleting: bool, has_controller: bool,
@@ -80,7 +83,12 @@ def decide(update: up_api.Update, *, running: bool, deleting: bool, has_controll
         return Decision(Action.EXPIRE) if remaining <= 0 else Decision(Action.WAIT_TTL, remaining)
     if running:
         return Decision(Action.IGNORE)
-    if conditions.is_true(found, conditions.PROGRESSING):
+    progressing = conditions.find(found, conditions.PROGRESSING)
+    if progressing is not None and progressing.status == "True":
+        started = conditions.parse_time(progressing.last_transition_time)
+        kind = update.spec.type if update.spec else None
+        if kind == up_api.UP and started is not None and not deleting and has_controller:
+            return Decision(Action.RESUME, resume_after=started)
         return Decision(Action.ABORT)
     if deleting or not has_controller:
         return Decision(Action.CANCEL)
@@ -102,6 +110,7 @@ class Outcome:
     project_info: dict[str, str] | None = None
     resource_changes: dict[str, int] | None = None  # pko: from the engine's summary event, when one came
     drift: dict[str, Any] | None = None  # pko: a drift check's result (controllers/update/drift.py)
+    secret: dict[str, Any] | None = None  # the outputs Secret to create before the status names it (not status)
 
     def conditions(self, previous: Sequence[Condition] | None, generation: int | None,
                    now: datetime.datetime) -> list[Condition]:

@@ -5,7 +5,10 @@ stacks a cluster can update at once, and one long `up` blocks a worker for its d
 decides (see :mod:`pko.controllers.update.plan`), marks the Update Progressing and starts an asyncio task; a
 semaphore bounds how many operations run at once (default 200). When the task ends it writes the result and
 re-queues the Update (for its TTL). An Update found Progressing with no task of ours (the operator restarted
-mid-operation) is marked Failed/Aborted, as the reference does.
+mid-operation) is marked Failed/Aborted, as the reference does, and its Stack runs the same `up` again — unless
+it is an `up` and its workspace runs pko's agent: then the agent is asked to resume it (pko.agent.resume), which
+returns the backend's record of that `up` when it finished after all. For the same reason a finished operation's
+result is written until the API server takes it (an outage is waited out).
 
 Must never: re-enter an Update whose operation is in flight, log secret outputs, or lose an operation's result
 because its worker moved on.
@@ -35,13 +38,15 @@ from pko.kube import errors, events, objects, owners, resources
 from pko.protocol import client as agent_client
 from pko.protocol.proto import agent_pb2
 from pko.runtime import logcontext, metrics
-from pko.runtime.controller import Result
+from pko.runtime.controller import Result, expected
 
 log = logging.getLogger(__name__)
 events_log = logging.getLogger("pko.pulumi")
 
 CONNECT_TIMEOUT = 10.0
 RETRY_AFTER = 5.0
+RECORD_BACKOFF = (0.5, 1.0, 2.0, 5.0)  # between attempts to write an operation's result (the last one repeats)
+RESUME_WINDOW = 300.0  # after this long since our start, an interrupted `up` whose workspace is not back is aborted
 DEFAULT_MAX_OPERATIONS = 200
 
 
@@ -74,6 +79,7 @@ class UpdateReconciler:
         self.enqueue = enqueue
         self.clock = clock
         self.active: dict[objects.ObjectKey, asyncio.Task[None]] = {}
+        self.started = time.monotonic()
 
     @property
     def running(self) -> int:
@@ -103,6 +109,9 @@ class UpdateReconciler:
                 await self.client.delete(resources.UPDATE, key.name, key.namespace, missing_ok=True)
                 await self.recorder.normal(update, "UpdateExpired", "Update has expired")
                 return None
+            case plan.Action.RESUME if time.monotonic() - self.started > RESUME_WINDOW:
+                await self._save(update, plan.failed(plan.REASON_ABORTED))
+                return None
             case plan.Action.ABORT:
                 await self._save(update, plan.failed(plan.REASON_ABORTED))
                 return None
@@ -111,15 +120,21 @@ class UpdateReconciler:
                 return None
         if self.running >= self.max_operations:
             return Result(requeue_after=RETRY_AFTER)
+        resume_after = decision.resume_after if decision.action == plan.Action.RESUME else None
 
         spec = update.spec or up_api.UpdateSpec()
         workspace = await self.client.get_typed_or_none(resources.WORKSPACE, ws_api.Workspace,
                                                         spec.workspace_name or "", key.namespace)
         if workspace is None:
+            if resume_after is not None:  # nothing left to ask: the reference's answer
+                await self._save(update, plan.failed(plan.REASON_ABORTED))
+                return None
             await self._save(update, plan.waiting(plan.REASON_WORKSPACE_NOT_FOUND, "the workspace does not exist"))
             return Result(requeue_after=RETRY_AFTER)
         ready = conditions.find((workspace.status.conditions if workspace.status else None), conditions.READY)
         if ready is None or ready.status != "True" or not (workspace.status and workspace.status.address):
+            if resume_after is not None:  # still Progressing: wait for the agent (a restarted operator restarts it)
+                return Result(requeue_after=RETRY_AFTER)
             await self._save(update, plan.waiting(plan.REASON_WORKSPACE_NOT_READY, "the workspace is not ready"))
             return None  # the workspace's transition to Ready re-queues this Update
         try:
@@ -127,23 +142,29 @@ class UpdateReconciler:
                                                 workspace.status.address, CONNECT_TIMEOUT)
         except connect.ConnectionFailed as err:
             await self.workspace_recorder.warning(workspace, "ConnectionFailure", str(err))
-            await self._save(update, plan.waiting(plan.REASON_TRANSIENT, str(err)))
+            if resume_after is None:
+                await self._save(update, plan.waiting(plan.REASON_TRANSIENT, str(err)))
             return Result(requeue_after=RETRY_AFTER)
 
         update = await self._save(update, plan.started())
         logcontext.bind(update=key.name)  # the operation's task inherits it
-        self.active[key] = asyncio.create_task(self._operate(key, update, conn), name=f"update-{key}")
+        if resume_after is not None:
+            log.info("the operator restarted while this up ran: asking the agent to resume it")
+        self.active[key] = asyncio.create_task(self._operate(key, update, conn, resume_after),
+                                               name=f"update-{key}")
         return None
 
     # --- the operation -----------------------------------------------------------------------------------------
 
-    async def _operate(self, key: objects.ObjectKey, update: up_api.Update, conn: connect.Connection) -> None:
+    async def _operate(self, key: objects.ObjectKey, update: up_api.Update, conn: connect.Connection,
+                       resume_after: datetime.datetime | None = None) -> None:
         try:
             started = time.monotonic()
             async with conn:
-                outcome = await self._run(update, conn)
+                outcome = await self._run(update, conn, resume_after)
             operated = time.monotonic() - started
-            await self._save(update, outcome)
+            if not await self.record(update, outcome):
+                return
             self._measure(update, outcome, operated)
             kind = update.spec.type if update.spec else None
             if outcome.failed[0] == "True":
@@ -160,17 +181,18 @@ class UpdateReconciler:
             if self.enqueue is not None:
                 self.enqueue(key)
 
-    async def _run(self, update: up_api.Update, conn: connect.Connection) -> plan.Outcome:
+    async def _run(self, update: up_api.Update, conn: connect.Connection,
+                   resume_after: datetime.datetime | None = None) -> plan.Outcome:
         """The operation's outcome, with the resource changes of the engine's summary event when one came (a
         failed operation ends with an error status, after its events)."""
         changes: list[dict[str, int]] = []
-        outcome = await self._stream(update, conn, changes)
+        outcome = await self._stream(update, conn, changes, resume_after)
         if changes and outcome.resource_changes is None:
             outcome.resource_changes = changes[-1]
         return outcome
 
-    async def _stream(self, update: up_api.Update, conn: connect.Connection,
-                      changes: list[dict[str, int]]) -> plan.Outcome:
+    async def _stream(self, update: up_api.Update, conn: connect.Connection, changes: list[dict[str, int]],
+                      resume_after: datetime.datetime | None = None) -> plan.Outcome:
         spec = update.spec or up_api.UpdateSpec()
         kind = spec.type or ""
         gate = plan.plan_gate(update.metadata.annotations or {}, kind)
@@ -186,7 +208,10 @@ class UpdateReconciler:
                                                           plan.CAPABILITY_DESTROY_PREVIEW):
                 # never a real destroy: an agent that does not know preview_only would delete everything
                 return plan.failed(plan.REASON_PLANS_UNSUPPORTED, plan.DESTROY_PREVIEW_UNSUPPORTED_MESSAGE)
-            stream = self._call(kind, spec, conn, gate)
+            if resume_after is not None and not plan.supports(await select.initial_metadata(),
+                                                              plan.CAPABILITY_RESUME):
+                return plan.failed(plan.REASON_ABORTED)  # a Go agent: the reference's answer
+            stream = self._call(kind, spec, conn, gate, resume_after)
             async for response in stream:
                 which = response.WhichOneof("response")
                 if which == "event":
@@ -212,6 +237,28 @@ class UpdateReconciler:
         except ValueError as err:
             return plan.failed("InvalidSpec", str(err))
         return plan.from_error(f"didn't receive a{'n' if kind == 'up' else ''} {kind} result", None)
+
+    async def record(self, update: up_api.Update, outcome: plan.Outcome) -> bool:
+        """Write the outputs Secret and the status `outcome` gives, retrying through API server outages (the
+        result exists nowhere else); False when the Update is gone meanwhile."""
+        attempt = 0
+        while True:
+            try:
+                if outcome.secret is not None:
+                    # AlreadyExists: written by an earlier attempt at this very Update; immutable and identical.
+                    with contextlib.suppress(errors.AlreadyExists):
+                        await self.client.create(outcome.secret)
+                await self._save(update, outcome)
+                return True
+            except errors.NotFound:
+                log.info("the Update is gone: its result is not recorded")
+                return False
+            except Exception as err:  # an outage, a 5xx, a 429: wait and write again
+                delay = RECORD_BACKOFF[min(attempt, len(RECORD_BACKOFF) - 1)]
+                attempt += 1
+                log.warning("could not record the operation's result (attempt %d, again in %.1fs): %s",
+                            attempt, delay, err, exc_info=None if expected(err) else err)
+                await asyncio.sleep(delay)
 
     async def _record_plan(self, update: up_api.Update, result: Any) -> plan.Outcome | None:
         """Put the saved plan's digest and change summary on the Update (the Stack shows them for review); a
@@ -244,7 +291,8 @@ class UpdateReconciler:
         )
 
     def _call(self, kind: str, spec: up_api.UpdateSpec, conn: connect.Connection,
-              gate: plan.PlanGate | None = None) -> agent_client.StreamCall:
+              gate: plan.PlanGate | None = None,
+              resume_after: datetime.datetime | None = None) -> agent_client.StreamCall:
         common: dict[str, Any] = {}
         if spec.parallel is not None:
             common["parallel"] = spec.parallel
@@ -257,6 +305,8 @@ class UpdateReconciler:
             _set(request, expect_no_changes=spec.expect_no_changes, target_dependents=spec.target_dependents,
                  refresh=spec.refresh, continue_on_error=spec.continue_on_error,
                  plan_digest=gate.plan_digest if gate else None)
+            if resume_after is not None:
+                request.resume_after.FromDatetime(resume_after)
             stream = conn.stub.Up(request, wait_for_ready=True, metadata=conn.metadata)
         elif kind == up_api.PREVIEW:
             request_p = agent_pb2.PreviewRequest(target=target, replace=list(spec.replace or []), **common)
@@ -279,13 +329,11 @@ class UpdateReconciler:
 
     async def _absorb(self, update: up_api.Update, kind: str, result: Any) -> plan.Outcome:
         secret_name = None
+        secret: dict[str, Any] | None = None
         if kind == up_api.UP and len(result.outputs):
             outputs = {key: (value.value, value.secret) for key, value in result.outputs.items()}
             # owned (garbage-collected with the Update) but not controlled, as the Go operator writes it
             secret = owners.set_owner_reference(plan.outputs_secret(update, outputs), update)
-            # AlreadyExists: written by an earlier attempt at this very Update; it is immutable and identical.
-            with contextlib.suppress(errors.AlreadyExists):
-                await self.client.create(secret)
             secret_name = secret["metadata"]["name"]
         summary = result.summary
         project = ({"name": result.project_info.name, "runtime": result.project_info.runtime}
@@ -296,8 +344,10 @@ class UpdateReconciler:
             now = conditions.format_time(self.clock())
             return plan.from_result("succeeded", "", start or now, end or now,
                                     result.permalink if result.HasField("permalink") else None, project, None)
-        return plan.from_result(summary.result, summary.message, start, end,
-                                result.permalink if result.HasField("permalink") else None, project, secret_name)
+        outcome = plan.from_result(summary.result, summary.message, start, end,
+                                   result.permalink if result.HasField("permalink") else None, project, secret_name)
+        outcome.secret = secret  # written with the status by record
+        return outcome
 
     def _log_event(self, update: up_api.Update, event: dict[str, Any]) -> None:
         events_log.info("engine event", extra=plan.engine_log_fields(update, event))

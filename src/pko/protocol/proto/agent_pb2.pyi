@@ -699,6 +699,7 @@ class UpRequest(_message.Message):
     REFRESH_FIELD_NUMBER: _builtins.int
     CONTINUE_ON_ERROR_FIELD_NUMBER: _builtins.int
     PLAN_DIGEST_FIELD_NUMBER: _builtins.int
+    RESUME_AFTER_FIELD_NUMBER: _builtins.int
     parallel: _builtins.int
     message: _builtins.str
     expect_no_changes: _builtins.bool
@@ -718,6 +719,14 @@ class UpRequest(_message.Message):
     def policy_pack(self) -> _containers.RepeatedCompositeFieldContainer[Global___PolicyPack]:
         """Field 7 is unused (reserved by the reference for an update plan)."""
 
+    @_builtins.property
+    def resume_after(self) -> _timestamp_pb2.Timestamp:
+        """pko: the operator lost this `up`'s result (it restarted while the `up` ran, which began no earlier than this
+        time). When the stack's latest update in the backend began at or after it and is over, the agent returns that
+        update's result (outputs, summary; no output text) instead of running `up` again; otherwise it runs `up`. Sent
+        only to an agent that announced the "resume-update" capability.
+        """
+
     def __init__(
         self,
         *,
@@ -731,10 +740,11 @@ class UpRequest(_message.Message):
         refresh: _builtins.bool | None = ...,
         continue_on_error: _builtins.bool | None = ...,
         plan_digest: _builtins.str | None = ...,
+        resume_after: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_continue_on_error", b"_continue_on_error", "_expect_no_changes", b"_expect_no_changes", "_message", b"_message", "_parallel", b"_parallel", "_plan_digest", b"_plan_digest", "_refresh", b"_refresh", "_target_dependents", b"_target_dependents", "continue_on_error", b"continue_on_error", "expect_no_changes", b"expect_no_changes", "message", b"message", "parallel", b"parallel", "plan_digest", b"plan_digest", "refresh", b"refresh", "target_dependents", b"target_dependents"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_continue_on_error", b"_continue_on_error", "_expect_no_changes", b"_expect_no_changes", "_message", b"_message", "_parallel", b"_parallel", "_plan_digest", b"_plan_digest", "_refresh", b"_refresh", "_resume_after", b"_resume_after", "_target_dependents", b"_target_dependents", "continue_on_error", b"continue_on_error", "expect_no_changes", b"expect_no_changes", "message", b"message", "parallel", b"parallel", "plan_digest", b"plan_digest", "refresh", b"refresh", "resume_after", b"resume_after", "target_dependents", b"target_dependents"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_continue_on_error", b"_continue_on_error", "_expect_no_changes", b"_expect_no_changes", "_message", b"_message", "_parallel", b"_parallel", "_plan_digest", b"_plan_digest", "_refresh", b"_refresh", "_target_dependents", b"_target_dependents", "continue_on_error", b"continue_on_error", "expect_no_changes", b"expect_no_changes", "message", b"message", "parallel", b"parallel", "plan_digest", b"plan_digest", "policy_pack", b"policy_pack", "refresh", b"refresh", "replace", b"replace", "target", b"target", "target_dependents", b"target_dependents"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_continue_on_error", b"_continue_on_error", "_expect_no_changes", b"_expect_no_changes", "_message", b"_message", "_parallel", b"_parallel", "_plan_digest", b"_plan_digest", "_refresh", b"_refresh", "_resume_after", b"_resume_after", "_target_dependents", b"_target_dependents", "continue_on_error", b"continue_on_error", "expect_no_changes", b"expect_no_changes", "message", b"message", "parallel", b"parallel", "plan_digest", b"plan_digest", "policy_pack", b"policy_pack", "refresh", b"refresh", "replace", b"replace", "resume_after", b"resume_after", "target", b"target", "target_dependents", b"target_dependents"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__continue_on_error: _TypeAlias = _typing.Literal["continue_on_error"]  # noqa: Y015
     _WhichOneofArgType__continue_on_error: _TypeAlias = _typing.Literal["_continue_on_error", b"_continue_on_error"]  # noqa: Y015
@@ -748,6 +758,8 @@ class UpRequest(_message.Message):
     _WhichOneofArgType__plan_digest: _TypeAlias = _typing.Literal["_plan_digest", b"_plan_digest"]  # noqa: Y015
     _WhichOneofReturnType__refresh: _TypeAlias = _typing.Literal["refresh"]  # noqa: Y015
     _WhichOneofArgType__refresh: _TypeAlias = _typing.Literal["_refresh", b"_refresh"]  # noqa: Y015
+    _WhichOneofReturnType__resume_after: _TypeAlias = _typing.Literal["resume_after"]  # noqa: Y015
+    _WhichOneofArgType__resume_after: _TypeAlias = _typing.Literal["_resume_after", b"_resume_after"]  # noqa: Y015
     _WhichOneofReturnType__target_dependents: _TypeAlias = _typing.Literal["target_dependents"]  # noqa: Y015
     _WhichOneofArgType__target_dependents: _TypeAlias = _typing.Literal["_target_dependents", b"_target_dependents"]  # noqa: Y015
     @_typing.overload
@@ -762,6 +774,8 @@ class UpRequest(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__plan_digest) -> _WhichOneofReturnType__plan_digest | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__refresh) -> _WhichOneofReturnType__refresh | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__resume_after) -> _WhichOneofReturnType__resume_after | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__target_dependents) -> _WhichOneofReturnType__target_dependents | None: ...
 

@@ -18,8 +18,9 @@ def _condition(type_: str, status: str, at: datetime.datetime = NOW, reason: str
             "lastTransitionTime": at.strftime("%Y-%m-%dT%H:%M:%SZ")}
 
 
-def _update(conditions: list[dict[str, Any]] | None = None, ttl: str | None = None) -> up_api.Update:
-    spec: dict[str, Any] = {"workspaceName": "ws", "stackName": "dev", "type": "up"}
+def _update(conditions: list[dict[str, Any]] | None = None, ttl: str | None = None,
+            kind: str = "up") -> up_api.Update:
+    spec: dict[str, Any] = {"workspaceName": "ws", "stackName": "dev", "type": kind}
     if ttl is not None:
         spec["ttlAfterCompleted"] = ttl
     body: dict[str, Any] = {"metadata": {"name": "u", "namespace": "ns", "generation": 1}, "spec": spec}
@@ -85,11 +86,25 @@ def test_running_update_is_not_re_entered() -> None:
     assert _decide(_update(progressing), running=True, deleting=True).action is plan.Action.IGNORE
 
 
-def test_progressing_with_no_operation_of_ours_was_aborted() -> None:
-    progressing = [_condition("Progressing", "True"), _condition("Failed", "False"), _condition("Complete", "False")]
-    assert _decide(_update(progressing)) == plan.Decision(plan.Action.ABORT)
+STARTED = NOW - datetime.timedelta(minutes=3)
+INTERRUPTED = [_condition("Progressing", "True", at=STARTED), _condition("Failed", "False"),
+               _condition("Complete", "False")]
+
+
+@pytest.mark.parametrize("kind", ["preview", "refresh", "destroy"])
+def test_progressing_with_no_operation_of_ours_was_aborted(kind: str) -> None:
+    assert _decide(_update(INTERRUPTED, kind=kind)) == plan.Decision(plan.Action.ABORT)
     # Aborted wins over Canceled, as in the reference (it checks Progressing first).
-    assert _decide(_update(progressing), deleting=True, has_controller=False).action is plan.Action.ABORT
+    assert _decide(_update(INTERRUPTED, kind=kind), deleting=True, has_controller=False).action is plan.Action.ABORT
+
+
+def test_an_interrupted_up_is_resumed_from_when_it_started() -> None:
+    assert _decide(_update(INTERRUPTED)) == plan.Decision(plan.Action.RESUME, resume_after=STARTED)
+
+
+@pytest.mark.parametrize("flags", [{"deleting": True}, {"has_controller": False}])
+def test_an_interrupted_up_being_deleted_or_orphaned_is_aborted(flags: dict[str, bool]) -> None:
+    assert _decide(_update(INTERRUPTED), **flags).action is plan.Action.ABORT
 
 
 def test_being_deleted_cancels() -> None:

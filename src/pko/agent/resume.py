@@ -1,0 +1,47 @@
+"""Resuming an `up` whose result the operator lost (pko addition to the protocol: `UpRequest.resume_after`).
+
+Why: an operator that restarts while an `up` runs finds its Update still Progressing with nobody streaming it. The
+Go operator marks it Aborted and the Stack runs the same `up` again — a second `up` for one generation. Often the
+first one had finished in the backend and only its result was lost on the way. The operator then asks the agent
+to resume instead: if the stack's latest history entry is an update that began no earlier than the lost
+Update was started and is over, that entry *is* the Update's result, and the agent returns it (with the stack's
+current outputs) without running anything.
+
+Must never: take an entry that began before `after` (an earlier generation's update), an entry still in progress,
+or one of another kind (a refresh or destroy) for the lost `up`'s result. When in doubt, `up` runs again: that is
+what the Go operator would have done.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from typing import Any
+
+FINISHED = ("succeeded", "failed")
+
+
+def _time(text: Any) -> datetime.datetime | None:
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else None
+
+
+def finished_since(history_json: str, after: datetime.datetime) -> bool:
+    """Whether the latest entry of ``pulumi stack history --json --page-size 1`` is an update that began at or
+    after `after` (whole seconds: both clocks are read to the second) and has ended."""
+    try:
+        entries = json.loads(history_json or "[]") or []
+    except ValueError:
+        return False
+    if not isinstance(entries, list) or not entries or not isinstance(entries[0], dict):
+        return False
+    entry = entries[0]
+    began = _time(entry.get("startTime"))
+    if entry.get("kind") != "update" or entry.get("result") not in FINISHED or began is None:
+        return False
+    return began.replace(microsecond=0) >= after.replace(microsecond=0)
