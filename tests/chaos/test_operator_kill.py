@@ -19,8 +19,6 @@ import random
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
-
 from pko.kube import client as kclient
 from pko.kube import resources
 from pko.testing.waiting import condition, eventually
@@ -63,10 +61,6 @@ async def _any_in_flight(kc: kclient.Client, namespace: str) -> bool:
     return bool(await chaos.in_flight(kc, namespace))
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "known bug found when the fleet features were merged: a SIGKILL right after an Update completed, before the "
-    "Stack absorbed it, can make the same generation's `up` succeed twice (seed 405507849, round 2: 3 of 4 "
-    "Stacks); the test stays in the suite and reports the counts until the cause is fixed"))
 async def test_operator_sigkill_rounds(ckc: kclient.Client, cns: str, tmp_path: Path,
                                        operators: Callable[..., chaos.OperatorProcess]) -> None:
     seed = int(os.environ.get("PKO_CHAOS_SEED") or random.SystemRandom().randrange(1 << 30))
