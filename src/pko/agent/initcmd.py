@@ -1,9 +1,10 @@
 """``agent init``: put the project's sources into the workspace directory before ``serve`` starts.
 
 Three mutually exclusive sources, as in the reference: a git repository revision (``--git-url --git-revision``, auth
-and shallowness from the ``GIT_*`` variables, including a GitHub App installation token), a Flux-style artifact
-(``--flux-url --flux-digest``, verified and safely extracted, host override ``SOURCE_CONTROLLER_LOCALHOST``, cap
-``FLUX_MAX_UNTAR_SIZE_BYTES``), or just a project file (``--project-name --project-runtime`` writes ``Pulumi.yaml``).
+and shallowness from the ``GIT_*`` variables, including a GitHub App installation token; pko adds a size cap,
+``GIT_MAX_FETCH_SIZE_BYTES``), a Flux-style artifact (``--flux-url --flux-digest``, verified and safely extracted,
+host override ``SOURCE_CONTROLLER_LOCALHOST``, cap ``FLUX_MAX_UNTAR_SIZE_BYTES``), or just a project file
+(``--project-name --project-runtime`` writes ``Pulumi.yaml``).
 A directory already holding a checkout is left as it is (a restarted init container must not fail).
 
 It must never log credentials from the environment. The Flux fetcher (httpx) and the GitHub App exchange (httpx,
@@ -111,8 +112,9 @@ def run(options: InitOptions, env: Mapping[str, str]) -> None:
         try:
             # a local repository is the pod's own disk: accepted, as the Go agent accepts it (the operator refuses
             # local URLs in a Stack before any pod exists)
+            max_size = git.max_fetch_size(env)  # first: a bad setting is refused before any connection
             commit = git.checkout(options.git_url, options.git_revision, target, git_auth(env), shallow=shallow,
-                                  allow_local=True)
+                                  allow_local=True, max_size=max_size)
         except git.AlreadyCheckedOutError:
             log.info("repository was previously checked out in %s", target)
             return
