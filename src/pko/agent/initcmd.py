@@ -1,10 +1,15 @@
 """``agent init``: put the project's sources into the workspace directory before ``serve`` starts.
 
 Three mutually exclusive sources, as in the reference: a git repository revision (``--git-url --git-revision``, auth
-and shallowness from the ``GIT_*`` variables, including a GitHub App installation token), a Flux-style artifact
-(``--flux-url --flux-digest``, verified and safely extracted, host override ``SOURCE_CONTROLLER_LOCALHOST``, cap
-``FLUX_MAX_UNTAR_SIZE_BYTES``), or just a project file (``--project-name --project-runtime`` writes ``Pulumi.yaml``).
+and shallowness from the ``GIT_*`` variables, including a GitHub App installation token; pko adds a size cap,
+``GIT_MAX_FETCH_SIZE_BYTES``), a Flux-style artifact (``--flux-url --flux-digest``, verified and safely extracted,
+host override ``SOURCE_CONTROLLER_LOCALHOST``, cap ``FLUX_MAX_UNTAR_SIZE_BYTES``), or just a project file
+(``--project-name --project-runtime`` writes ``Pulumi.yaml``).
 A directory already holding a checkout is left as it is (a restarted init container must not fail).
+
+A refusal is logged and, in a pod, also written to the container's termination log (:func:`report_failure`): the
+kubelet shows it in the container's last state, where the Workspace's `Ready` message picks it up, rather than
+only "back-off restarting failed container".
 
 It must never log credentials from the environment. The Flux fetcher (httpx) and the GitHub App exchange (httpx,
 PyJWT, cryptography) are imported only when their source is used: they were most of the import time of a plain git
@@ -13,6 +18,7 @@ checkout, which every workspace pod's init container pays.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -23,6 +29,9 @@ import yaml
 from pko.sources import git
 
 log = logging.getLogger("pko.agent.init")
+
+TERMINATION_LOG = Path("/dev/termination-log")  # the kubelet's default terminationMessagePath
+TERMINATION_MESSAGE_LIMIT = 4096  # bytes the kubelet keeps of it
 
 
 class InitError(Exception):
@@ -80,6 +89,17 @@ def git_auth(env: Mapping[str, str]) -> git.GitAuth:
     return git.GitAuth.from_env(env)
 
 
+def report_failure(message: str, path: Path = TERMINATION_LOG) -> None:
+    """Write `message` to the termination log when there is one: the kubelet creates (and mounts) it in a pod;
+    elsewhere (the local runtime, a laptop) it does not exist and nothing is written. Best effort: failing to
+    report must not hide the failure itself."""
+    if not path.is_file():
+        return
+    data = message.encode()[:TERMINATION_MESSAGE_LIMIT]
+    with contextlib.suppress(OSError):
+        path.write_bytes(data)
+
+
 def write_project(target: Path, name: str, runtime: str) -> Path:
     target.mkdir(parents=True, exist_ok=True)
     path = target / "Pulumi.yaml"
@@ -111,8 +131,9 @@ def run(options: InitOptions, env: Mapping[str, str]) -> None:
         try:
             # a local repository is the pod's own disk: accepted, as the Go agent accepts it (the operator refuses
             # local URLs in a Stack before any pod exists)
+            max_size = git.max_fetch_size(env)  # first: a bad setting is refused before any connection
             commit = git.checkout(options.git_url, options.git_revision, target, git_auth(env), shallow=shallow,
-                                  allow_local=True)
+                                  allow_local=True, max_size=max_size)
         except git.AlreadyCheckedOutError:
             log.info("repository was previously checked out in %s", target)
             return

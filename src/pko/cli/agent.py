@@ -103,6 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             initcmd.run(options, os.environ)
         except initcmd.InitError as err:
             log.error("%s", err)
+            initcmd.report_failure(str(err))
             return 1
         return 0
     import asyncio

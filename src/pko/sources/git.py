@@ -16,6 +16,12 @@ path or ``file://`` (that would read the operator's or agent's own disk), no ``<
 as ``ext::`` (a command), nothing starting with ``-`` (an option to whatever runs it), no control characters. And a
 server that accepts a connection and never answers must not hang the caller: every transport gets ``timeout``
 (HTTP's read timeout, the socket of ``git://``, SSH's connect and keep-alive timeouts).
+
+Nor may a huge repository, or a server streaming a pack without end, fill the disk it is fetched to: a checkout has
+one size cap (:func:`max_fetch_size`, ``GIT_MAX_FETCH_SIZE_BYTES``, default 1 GiB, ``-1`` for none) on both the pack
+bytes received (counted as they arrive; the fetch is aborted as soon as they pass the cap) and the files of the
+checked-out tree (their sizes are added up before anything is written). A failed checkout removes what it created,
+so that a restarted init never takes a half-fetched ``.git`` for a checkout.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import contextlib
 import logging
 import os
 import re
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -36,7 +43,7 @@ from typing import Any
 from dulwich import client as git_client
 from dulwich.config import ConfigDict
 from dulwich.errors import GitProtocolError, HangupException
-from dulwich.objects import Commit, ObjectID, Tag
+from dulwich.objects import S_ISGITLINK, Commit, ObjectID, Tag
 from dulwich.repo import Repo
 
 log = logging.getLogger("pko.sources.git")
@@ -46,6 +53,9 @@ SSH_OPTIONS = ("-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/
                "-o", "IdentitiesOnly=yes", "-o", "LogLevel=ERROR")
 DEFAULT_TIMEOUT = 60.0  # seconds a remote may stay silent before we give up on it
 REMOTE_SCHEMES = ("http", "https", "ssh", "git", "git+ssh", "ssh+git")
+MAX_FETCH_SIZE_ENV = "GIT_MAX_FETCH_SIZE_BYTES"
+DEFAULT_MAX_FETCH_SIZE = 1024 * 1024 * 1024
+UNLIMITED = -1  # a size cap of -1: none
 _SCP_LIKE = re.compile(r"^(?:[\w.+-]+@)?(?P<host>[\w.-]+|\[[0-9A-Fa-f:.]+\]):(?P<path>[^:].*)$")
 
 
@@ -75,6 +85,87 @@ class GitAuth:
     def __repr__(self) -> str:
         kinds = [k for k in ("username", "password", "token", "ssh_private_key") if getattr(self, k)]
         return f"GitAuth({', '.join(kinds) or 'none'})"
+
+
+class TooLargeError(GitError):
+    """The repository's pack or checked-out tree is larger than the size cap."""
+
+
+def max_fetch_size(env: Mapping[str, str]) -> int:
+    """The size cap of a checkout from ``GIT_MAX_FETCH_SIZE_BYTES``: a number of bytes (default 1 GiB), or ``-1``
+    (:data:`UNLIMITED`) for none. Anything else is refused (:class:`GitError`) rather than read as no cap: a typo
+    must not silently remove the protection."""
+    raw = env.get(MAX_FETCH_SIZE_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MAX_FETCH_SIZE
+    try:
+        value = int(raw, 10)
+    except ValueError:
+        value = None
+    if value is None or value < UNLIMITED:
+        raise GitError(f"invalid {MAX_FETCH_SIZE_ENV} {raw[:40]!r}: expected a number of bytes, or -1 for no cap")
+    return value
+
+
+class _Budget:
+    """The bytes a checkout may still take; :meth:`take` refuses (:class:`TooLargeError`) once the total passes
+    the cap, so a fetch stops at the first chunk over it rather than after downloading everything."""
+
+    def __init__(self, cap: int, url: str) -> None:
+        self.cap, self.url, self.received = cap, url, 0
+
+    def take(self, size: int) -> None:
+        self.received += size
+        if self.cap != UNLIMITED and self.received > self.cap:
+            raise TooLargeError(f"{redact(self.url)} sent more than {self.cap} bytes of pack data, the size cap "
+                                f"({MAX_FETCH_SIZE_ENV}); the fetch was aborted")
+
+
+def _capped(client: Any, budget: _Budget) -> Any:
+    """`client` with every pack byte it receives counted against `budget`. Why wrap ``fetch_pack``: dulwich's
+    ``fetch`` writes the pack through the ``pack_data`` callback it gives ``fetch_pack`` (to a spool or pack file
+    it aborts on an exception), for every network transport; wrapping that callback sees each chunk before it is
+    written and leaves dulwich's own clean-up in place."""
+    fetch_pack = client.fetch_pack
+
+    def capped_fetch_pack(path: Any, determine_wants: Any, graph_walker: Any, pack_data: Any, *args: Any,
+                          **kwargs: Any) -> Any:
+        def write(data: bytes) -> None:
+            budget.take(len(data))
+            pack_data(data)
+
+        return fetch_pack(path, determine_wants, graph_walker, write, *args, **kwargs)
+
+    client.fetch_pack = capped_fetch_pack
+    return client
+
+
+def _check_tree_size(repo: Repo, commit: Commit, cap: int, url: str) -> None:
+    """Refuse (:class:`TooLargeError`) a commit whose files add up to more than `cap` bytes, before any is written:
+    the pack is compressed, so a small pack can still unpack to a tree larger than the disk."""
+    if cap == UNLIMITED:
+        return
+    total = 0
+    for entry in repo.object_store.iter_tree_contents(commit.tree):
+        if entry.mode is None or entry.sha is None or S_ISGITLINK(entry.mode):
+            continue  # a submodule: not checked out
+        total += len(repo.object_store.get_raw(entry.sha)[1])
+        if total > cap:
+            raise TooLargeError(f"the files of {redact(url)} at {commit.id.decode()[:12]} add up to more than {cap} "
+                                f"bytes, the size cap ({MAX_FETCH_SIZE_ENV}); nothing was checked out")
+
+
+def _discard(target: Path, was_empty: bool) -> None:
+    """Remove what a failed checkout wrote into `target` (everything, when it was empty before; else its
+    ``.git``), so that a later run does not take it for a finished checkout."""
+    if was_empty:
+        for child in target.iterdir():
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                child.unlink(missing_ok=True)
+    else:
+        shutil.rmtree(target / ".git", ignore_errors=True)
 
 
 class UnsupportedURLError(GitError):
@@ -214,12 +305,16 @@ def _peel(repo: Repo, sha: bytes) -> Commit:
 
 
 def checkout(url: str, revision: str, target: Path, auth: GitAuth = GitAuth(), shallow: bool = False,
-             timeout: float = DEFAULT_TIMEOUT, *, allow_local: bool = False) -> str:
-    """Fetch `revision` of `url` into `target` (created if needed) and check it out; return the commit SHA."""
+             timeout: float = DEFAULT_TIMEOUT, *, allow_local: bool = False,
+             max_size: int = DEFAULT_MAX_FETCH_SIZE) -> str:
+    """Fetch `revision` of `url` into `target` (created if needed) and check it out; return the commit SHA.
+    `max_size` caps both the pack bytes received and the checked-out files (:data:`UNLIMITED`: no cap); on any
+    failure, what was written into `target` is removed."""
     if (target / ".git").exists():
         raise AlreadyCheckedOutError(f"repository already exists in {target}")
     check_url(url, allow_local=allow_local)
     target.mkdir(parents=True, exist_ok=True)
+    was_empty = not any(target.iterdir())
     with _client(url, auth, timeout, allow_local=allow_local) as (client, path):
         try:
             refs = dict(client.get_refs(path).refs)
@@ -230,8 +325,9 @@ def checkout(url: str, revision: str, target: Path, auth: GitAuth = GitAuth(), s
             raise GitError(f"revision {revision!r} not found in {redact(url)}")
         repo = Repo.init(str(target))
         try:
-            _fetch(client, path, repo, sha, refs, shallow)
+            _fetch(_capped(client, _Budget(max_size, url)), path, repo, sha, refs, shallow)
             commit = _peel(repo, sha)
+            _check_tree_size(repo, commit, max_size, url)
             repo.get_config().set((b"remote", b"origin"), b"url", redact(url).encode())
             repo.get_config().write_to_path()
             for name, ref_sha in refs.items():
@@ -239,8 +335,11 @@ def checkout(url: str, revision: str, target: Path, auth: GitAuth = GitAuth(), s
                     repo.refs[b"refs/remotes/origin/" + name[len(b"refs/heads/"):]] = ref_sha
             (target / ".git" / "HEAD").write_text(commit.id.decode() + "\n")  # a detached HEAD, as git writes it
             repo.get_worktree().reset_index(commit.tree)
-        finally:
+        except BaseException:
             repo.close()
+            _discard(target, was_empty)
+            raise
+        repo.close()
     log.info("checked out %s at %s", redact(url), commit.id.decode())
     return commit.id.decode()
 

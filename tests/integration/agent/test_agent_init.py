@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import io
+import os
 import subprocess
 import tarfile
 import threading
@@ -136,6 +137,37 @@ async def test_git_ssh_key(tmp_path: Path, git_server: gitserver.GitServer, repo
 
 
 # --- Flux-style artifacts ----------------------------------------------------------------------------------------
+
+
+async def test_git_size_cap(tmp_path: Path, git_server: gitserver.GitServer, pulumi_env: dict[str, str]) -> None:
+    """``GIT_MAX_FETCH_SIZE_BYTES``: a repository past it is refused with a message naming the cap and the
+    variable (and no password), leaving no checkout behind; an invalid value is refused before any connection."""
+    name = f"big-{uuid.uuid4().hex[:6]}"
+    commit = git_server.create_repo(name, {"Pulumi.yaml": PROJECT, "blob.bin": os.urandom(1024 * 1024)})
+    git_server.protect(name, "robot", "hunter2")
+    url = git_server.http_url(name)
+    auth = {**pulumi_env, "GIT_USERNAME": "robot", "GIT_PASSWORD": "hunter2"}
+
+    refused = await init("-t", str(tmp_path / "x"), "--git-url", url, "--git-revision", commit,
+                         env={**auth, "GIT_MAX_FETCH_SIZE_BYTES": "65536"})
+    assert refused.code == 1, refused.output
+    assert (f"unable to fetch git source: {url} sent more than 65536 bytes of pack data, the size cap "
+            "(GIT_MAX_FETCH_SIZE_BYTES); the fetch was aborted") in refused.output
+    assert "hunter2" not in refused.output
+    assert list((tmp_path / "x").iterdir()) == []
+
+    invalid = await init("-t", str(tmp_path / "y"), "--git-url", url, "--git-revision", commit,
+                         env={**auth, "GIT_MAX_FETCH_SIZE_BYTES": "1Gi"})
+    assert invalid.code == 1, invalid.output
+    assert ("unable to fetch git source: invalid GIT_MAX_FETCH_SIZE_BYTES '1Gi': expected a number of bytes, "
+            "or -1 for no cap") in invalid.output
+    assert not (tmp_path / "y").exists()
+
+    allowed = await init("-t", str(tmp_path / "x"), "--git-url", url, "--git-revision", commit,
+                         env={**auth, "GIT_MAX_FETCH_SIZE_BYTES": str(4 * 1024 * 1024)})
+    assert allowed.code == 0, allowed.output
+    assert head(tmp_path / "x") == commit
+    assert (tmp_path / "x" / "blob.bin").stat().st_size == 1024 * 1024
 
 
 def tarball(entries: dict[str, bytes], links: dict[str, str] | None = None, names: Sequence[str] = ()) -> bytes:

@@ -4,6 +4,10 @@ The reference reports `WaitingForReplicas` and nothing more while a pod cannot s
 cannot run under the `restricted` profile, or cannot be pulled, looks the same as one that is merely slow. The
 kubelet already says what is wrong in the pod's container statuses; this module picks the first such statement
 (init containers first, in order, as they run). Pure: a pod object in, a sentence or None out.
+
+A container restarting after failures (``CrashLoopBackOff``) says only "back-off … restarting failed container";
+why it failed is in its last termination message (pko's agent ``init`` writes its refusal there, as
+``/dev/termination-log``), which is added, so a refused source reads the same as in the local runtime.
 """
 
 from __future__ import annotations
@@ -26,7 +30,12 @@ def problem(pod: dict[str, Any] | None) -> str | None:
             reason = waiting.get("reason")
             if reason in STUCK_REASONS:
                 message = (waiting.get("message") or "").strip()
-                return f'container "{container.get("name")}": {reason}' + (f": {message}" if message else "")
+                text = f'container "{container.get("name")}": {reason}' + (f": {message}" if message else "")
+                terminated = (container.get("lastState") or {}).get("terminated") or {}
+                last = (terminated.get("message") or "").strip()
+                if last:
+                    text += f"; it exited with {terminated.get('exitCode')}: {' '.join(last.split())}"
+                return text
     for condition in status.get("conditions") or []:
         if condition.get("type") == "PodScheduled" and condition.get("status") == "False" and condition.get("message"):
             return f"pod not scheduled: {condition['message']}"

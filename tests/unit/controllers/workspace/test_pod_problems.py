@@ -30,6 +30,18 @@ def test_init_containers_come_first() -> None:
     assert podproblems.problem(pod) == 'container "fetch": CrashLoopBackOff: back-off 10s restarting failed container'
 
 
+def test_a_crash_looping_container_adds_its_last_termination_message() -> None:
+    """The fetch container's refusal (written to its termination log by the agent's init) reaches the Workspace."""
+    fetch = _waiting("fetch", "CrashLoopBackOff", "back-off 20s restarting failed container")
+    fetch["lastState"] = {"terminated": {"exitCode": 1, "reason": "Error", "message": (
+        "unable to fetch git source: https://git.example/big.git sent more than 65536 bytes of pack data,\n"
+        "the size cap (GIT_MAX_FETCH_SIZE_BYTES); the fetch was aborted\n")}}
+    assert podproblems.problem(_pod(init=[fetch])) == (
+        'container "fetch": CrashLoopBackOff: back-off 20s restarting failed container; it exited with 1: '
+        "unable to fetch git source: https://git.example/big.git sent more than 65536 bytes of pack data, the size "
+        "cap (GIT_MAX_FETCH_SIZE_BYTES); the fetch was aborted")
+
+
 def test_a_pod_that_is_merely_starting_has_no_problem() -> None:
     assert podproblems.problem(None) is None
     assert podproblems.problem({}) is None

@@ -1,0 +1,31 @@
+"""The agent's `init` writes its refusal to the container's termination log when the kubelet provided one (so the
+pod's last state, and from there the Workspace, says why the fetch failed), and writes nothing anywhere else."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pko.agent import initcmd
+
+
+def test_the_refusal_is_written_to_an_existing_termination_log(tmp_path: Path) -> None:
+    log = tmp_path / "termination-log"
+    log.write_bytes(b"")
+    initcmd.report_failure("unable to fetch git source: too large", log)
+    assert log.read_text() == "unable to fetch git source: too large"
+
+
+def test_nothing_is_written_without_a_termination_log(tmp_path: Path) -> None:
+    initcmd.report_failure("unable to fetch git source: too large", tmp_path / "termination-log")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_message_is_cut_to_what_the_kubelet_keeps(tmp_path: Path) -> None:
+    log = tmp_path / "termination-log"
+    log.write_bytes(b"")
+    initcmd.report_failure("x" * 10_000, log)
+    assert log.read_bytes() == b"x" * initcmd.TERMINATION_MESSAGE_LIMIT
+
+
+def test_the_default_is_the_kubelets_path() -> None:
+    assert str(initcmd.TERMINATION_LOG) == "/dev/termination-log"
