@@ -363,9 +363,59 @@ def _workspace_rss(ctx: Context, namespace: str) -> list[int]:
     return [rss for rss in found if rss is not None]
 
 
+REQUEST_ANNOTATION = "pulumi.com/reconciliation-request"
+SLEEP_AFTER = "5s"  # pko's scale-to-zero timeout in the idle scenario's second half
+
+
+async def _request_to_ready(ctx: Context, namespace: str, name: str, token: str) -> float:
+    """Seconds from a reconciliation request on Stack `name` to it being Ready with an update for that request."""
+    start = time.monotonic()
+    await ctx.kc.patch(resources.STACK, name, {"metadata": {"annotations": {REQUEST_ANNOTATION: token}}}, namespace)
+    while time.monotonic() < start + 300:
+        stack = await ctx.kc.get(resources.STACK, name, namespace)
+        last = (stack.get("status") or {}).get("lastUpdate") or {}
+        if last.get("reconcileRequest") == token and b.is_ready(stack):
+            return time.monotonic() - start
+        await asyncio.sleep(0.1)
+    raise TimeoutError(f"request {token} on {name} was not deployed in 300s\n{diagnose(ctx.bed, namespace)}")
+
+
+async def _all_sleeping(ctx: Context, namespace: str, count: int) -> None:
+    deadline = time.monotonic() + 300 + 10 * count
+    while time.monotonic() < deadline:
+        workspaces = (await ctx.kc.list(resources.WORKSPACE, namespace)).items
+        sleeping = sum(1 for w in workspaces if any(
+            c.get("type") == "Ready" and c.get("status") == "True" and c.get("reason") == "Sleeping"
+            for c in (w.get("status") or {}).get("conditions") or []))
+        if sleeping == count and b.count_pods(ctx.bed, namespace) == 0:
+            return
+        await asyncio.sleep(1)
+    raise TimeoutError(f"the workspaces did not all sleep\n{diagnose(ctx.bed, namespace)}")
+
+
+async def _scale_to_zero(ctx: Context, operator: b.Operator, namespace: str) -> Figures:
+    """pko only (the Go operator has no scale-to-zero): the cost of a sleeping fleet and of waking one Stack.
+    A warm Stack's reconciliation request → Ready first; then every Stack gets `workspaceIdleTimeout` (a spec
+    change: one update each), the fleet falls asleep (no pods), and one Stack is asked again, cold."""
+    names = [f"s{i:03d}" for i in range(ctx.stacks)]
+    warm = await _request_to_ready(ctx, namespace, names[0], "warm")
+    for name in names:
+        await ctx.kc.patch(resources.STACK, name, {"spec": {"workspaceIdleTimeout": SLEEP_AFTER}}, namespace)
+    ctx.say(f"  [{operator.name}] waiting for {len(names)} workspaces to sleep")
+    await _all_sleeping(ctx, namespace, len(names))
+    with b.CostMeter(ctx.bed, operator) as cost:
+        await asyncio.sleep(min(10.0, ctx.idle_seconds))
+        asleep = sum(_workspace_rss(ctx, namespace))  # no pods: 0
+    cold = await _request_to_ready(ctx, namespace, names[0], "cold")
+    ctx.say(f"  [{operator.name}] request→Ready: warm {warm:.1f}s, cold (waking its workspace) {cold:.1f}s")
+    return {"asleep: workspace pods RSS total (MB)": asleep / 1e6, "asleep: operator RSS (MB)": cost.mean_rss / 1e6,
+            "warm request→Ready (s)": warm, "cold request→Ready (s)": cold}
+
+
 async def idle(ctx: Context, operator: b.Operator) -> Figures:
     """N Ready Stacks left alone: the operator's CPU and RSS over `idle_seconds`, the workspace pods' RSS (each
-    agent at rest), and the API requests the operator made while nothing changed."""
+    agent at rest), and the API requests the operator made while nothing changed. Then, for pko, the same fleet
+    asleep (scale-to-zero) and the cost of waking one of its Stacks (:func:`_scale_to_zero`)."""
     namespace = await new_namespace(ctx.kc, ctx.bed, "idle")
     try:
         await _fleet_ready(ctx, operator, namespace, ctx.stacks, "settling")
@@ -380,10 +430,13 @@ async def idle(ctx: Context, operator: b.Operator) -> Figures:
                 await asyncio.sleep(min(5.0, ctx.idle_seconds / 3))
         per_pod = [rss for sample in samples for rss in sample]
         totals = [sum(sample) for sample in samples if sample]
-        return {"operator CPU (s)": cost.cpu_seconds, "operator RSS (MB)": cost.mean_rss / 1e6,
-                "workspace pods RSS total (MB)": statistics.fmean(totals) / 1e6 if totals else float("nan"),
-                "workspace pod RSS (MB)": statistics.fmean(per_pod) / 1e6 if per_pod else float("nan"),
-                "API requests": float(b.api_requests(ctx.bed, user, window[0], window[1]))}
+        figures = {"operator CPU (s)": cost.cpu_seconds, "operator RSS (MB)": cost.mean_rss / 1e6,
+                   "workspace pods RSS total (MB)": statistics.fmean(totals) / 1e6 if totals else float("nan"),
+                   "workspace pod RSS (MB)": statistics.fmean(per_pod) / 1e6 if per_pod else float("nan"),
+                   "API requests": float(b.api_requests(ctx.bed, user, window[0], window[1]))}
+        if operator.name == "pko":
+            figures |= await _scale_to_zero(ctx, operator, namespace)
+        return figures
     finally:
         await b.empty_namespace(ctx.kc, ctx.bed, namespace)
 

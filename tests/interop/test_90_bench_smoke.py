@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import math
 import re
+import time
+
+import pytest
 
 from bench import harness, localfleet, report
 from bench.scenarios import SCENARIOS
@@ -15,12 +18,15 @@ from pko.testing import cluster, gitserver
 HEADLINE = re.compile(r"^(\w+): pko/go = (\d+\.\d\d)$")
 
 
+@pytest.mark.timeout(1200)  # six scenarios, each run under both operators
 async def test_every_scenario_yields_figures_for_both_operators(
     ckc: kclient.Client, real_cluster: cluster.Cluster, pod_git: gitserver.GitServer,
 ) -> None:
-    lines: list[str] = []
+    def say(line: str) -> None:
+        print(f"{time.strftime('%H:%M:%S')} {line}", flush=True)  # shown when the test fails (-rA), or with -s
+
     results = await harness.run(real_cluster, ckc, list(SCENARIOS), ["pko", "go"], stacks=2, changes=2,
-                                idle_seconds=10, sleep_seconds=3, git=pod_git, say=lines.append)
+                                idle_seconds=10, sleep_seconds=3, git=pod_git, say=say)
     for name, scenario in SCENARIOS.items():
         assert set(results[name]) == {"pko", "go"}, (name, results[name])
         for operator, figures in results[name].items():
@@ -33,6 +39,10 @@ async def test_every_scenario_yields_figures_for_both_operators(
         assert results["fleet"][operator]["operator CPU (s)"] > 0, results["fleet"]
         assert results["fleet"][operator]["API requests"] > 0, results["fleet"]
     assert results["idle"]["pko"]["workspace pod RSS (MB)"] > 1
+    # pko's fleet asleep (scale-to-zero): no workspace pod left, and one Stack woken on request
+    assert results["idle"]["pko"]["asleep: workspace pods RSS total (MB)"] == 0, results["idle"]
+    assert results["idle"]["pko"]["cold request→Ready (s)"] > 0, results["idle"]
+    assert "cold request→Ready (s)" not in results["idle"]["go"], results["idle"]
     assert results["restart"]["pko"]["updates re-run"] == 0, results["restart"]
     printed: list[str] = []
     harness.show(results, list(SCENARIOS), printed.append)
