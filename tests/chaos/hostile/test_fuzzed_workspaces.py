@@ -10,9 +10,10 @@ The specs are drawn from the CRD's own schema (tests/integration/api/schema_stra
 PodSpec, env, resources...) with hostile values laid over them: odd images, quantities the schema may or may not
 take, env names the kernel refuses, values with NUL bytes, references to missing ConfigMaps and Secrets, a Secret
 holding a NUL byte, idle timeouts at the edges of the duration grammar, git/flux/local sources that are commands,
-options, other files or unreachable, and pod templates that rewrite the revision annotation or mount paths with
-`..`. The examples are derandomized (the same ones every run) and their number is fixed: `make test` runs a few
-dozen, ``PKO_SOAK=1`` many more.
+options, other files or unreachable, stacks with odd names, secrets providers, environments and config (on a real
+Pulumi YAML project, so the agent starts and initialises them), and pod templates that rewrite the revision
+annotation or mount paths with `..`. The examples are derandomized (the same ones every run) and their number is
+fixed: `make test` runs a few dozen, ``PKO_SOAK=1`` many more; the worst cases found so far are pinned.
 """
 
 from __future__ import annotations
@@ -149,13 +150,28 @@ HOSTILE = st.fixed_dictionaries({}, optional={
     "pulumiLogLevel": st.sampled_from([-1, 0, 11, 2**31 - 1, -(2**31)]),
     "podTemplate": POD_TEMPLATE, "serviceTemplate": SERVICE_TEMPLATE,
 })
+PROJECT_DIR = "@project"  # replaced by a real Pulumi YAML project: the agent starts and the stacks get initialised
+CONFIG = st.lists(st.fixed_dictionaries(
+    {"key": st.one_of(st.sampled_from(["fuzz:a", "a", "x:y:z", "", "fuzz:n.p[0]", "fuzz:\u00e9"]), TEXT)},
+    optional={"value": schema_strategies.JSON, "secret": st.booleans(), "path": st.booleans(),
+              "valueFrom": st.fixed_dictionaries({}, optional={"env": ENV_NAMES, "path": DIRS,
+                                                              "json": st.booleans()})}),
+    max_size=3, unique_by=lambda item: item["key"])
+STACKS = st.lists(st.fixed_dictionaries(
+    {"name": st.one_of(st.sampled_from(["dev", "organization/fuzz/dev", "a/b", "", "-x", "x" * 200]), TEXT)},
+    optional={"create": st.booleans(), "config": CONFIG, "environment": st.lists(TEXT, max_size=2),
+              "secretsProvider": st.one_of(st.sampled_from(["passphrase", "awskms://nope", "", "default"]), TEXT)}),
+    max_size=2, unique_by=lambda stack: stack["name"])
 SOURCE = st.one_of(st.just({}), st.fixed_dictionaries({"git": GIT}), st.fixed_dictionaries({"flux": FLUX}),
-                   st.fixed_dictionaries({"local": LOCAL}), st.fixed_dictionaries({"projectInfo": PROJECT}))
+                   st.fixed_dictionaries({"local": LOCAL}), st.fixed_dictionaries({"projectInfo": PROJECT}),
+                   st.fixed_dictionaries({"local": st.just({"dir": PROJECT_DIR}), "stacks": STACKS}))
 WORKSPACE_SPECS = st.one_of(
     schema_strategies.from_schema(SPEC_SCHEMA),  # valid shapes of every field
     st.tuples(schema_strategies.from_schema(SPEC_SCHEMA, frozenset({"git", "flux", "local", "projectInfo"})),
               SOURCE, HOSTILE).map(lambda t: {**t[0], **t[1], **t[2]}),
     st.tuples(SOURCE, HOSTILE).map(lambda t: {**t[0], **t[1]}),
+    # a project the agent can open: the stacks are selected, created and configured (hostile names and config)
+    st.tuples(STACKS, HOSTILE).map(lambda t: {"local": {"dir": PROJECT_DIR}, "stacks": t[0], **t[1]}),
 )
 # The worst cases, always run (the draw may miss them): each once broke the local runtime or the status writes.
 PINNED: list[dict[str, Any]] = [
@@ -172,6 +188,8 @@ PINNED: list[dict[str, Any]] = [
                         "volumeMounts": [{"name": "s", "mountPath": "/../../../../../escaped-mount"}]}],
         "volumes": [{"name": "s", "secret": {"secretName": PRESENT_SECRET}}]}}},
     {"idleTimeout": "2562047h47m16.854775807s"}, {"idleTimeout": "1ns"},
+    {"local": {"dir": PROJECT_DIR}, "stacks": [{"name": "dev", "create": True, "config": [
+        {"key": "fuzz:a", "value": "\x80\x85"}, {"key": "fuzz:b", "valueFrom": {"env": "MISSING"}}]}]},
 ]
 
 
@@ -196,14 +214,23 @@ async def _references(kc: kclient.Client, namespace: str) -> None:
         {"value": b"s", "nul": b"a\x00b", "bad.env-name": b"x", "binary": b"\xff\xfe"}.items()}))
 
 
+def _with_project(spec: dict[str, Any], project: Path) -> dict[str, Any]:
+    if (spec.get("local") or {}).get("dir") == PROJECT_DIR:
+        return {**spec, "local": {"dir": str(project)}}
+    return spec
+
+
 async def test_fuzzed_workspaces(kc: kclient.Client, namespace: str, fuzz_operator: operator.Operator,
                                  tracebacks: Tracebacks, tmp_path: Path) -> None:
     await _references(kc, namespace)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "Pulumi.yaml").write_text("name: fuzz\nruntime: yaml\n")
     accepted: list[str] = []
     unexpected: list[str] = []  # refusals other than the schema's (400/422), or without a message
     for index, spec in enumerate(PINNED + draw(WORKSPACE_SPECS, WORKSPACES)):
         try:
-            await kc.create(resources.WORKSPACE.new(f"fuzz-{index}", namespace, spec=spec))
+            await kc.create(resources.WORKSPACE.new(f"fuzz-{index}", namespace, spec=_with_project(spec, project)))
             accepted.append(f"fuzz-{index}")
         except errors.ApiError as err:
             if err.code not in (400, 422) or not err.message:
