@@ -64,10 +64,12 @@ test: tools lint
 
 # The chaos tier's long versions (docs/reliability.md): 20 operator SIGKILL rounds over 10 Stacks, ending with
 # `soak: rounds=R updates=U lost=0 duplicated=0 locked=0 orphaned=0` (non-zero counts fail), and 200 Stacks under a
-# low --kube-api-qps. PKO_CHAOS_SEED=<seed> replays a run's kill points.
+# low --kube-api-qps, and 150 generated Workspaces (docs/hostile-input.md). PKO_CHAOS_SEED=<seed> replays a run's
+# kill points.
 .PHONY: soak
 soak: venv
-	PKO_SOAK=1 $(PY) -m pytest tests/chaos/test_operator_kill.py tests/chaos/test_rate_limit.py -s -p no:logging \
+	PKO_SOAK=1 $(PY) -m pytest tests/chaos/test_operator_kill.py tests/chaos/test_rate_limit.py \
+		tests/chaos/hostile/test_fuzzed_workspaces.py -s -p no:logging \
 		-o timeout=7200
 
 clean:

@@ -14,15 +14,17 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 import re
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping
 from typing import Any, Literal, TypeVar
 
 import httpx2
 import lightkube
+import msgspec
 from lightkube.core import generic_client
-from lightkube.types import CascadeType, PatchType, on_error_raise
+from lightkube.types import CascadeType, PatchType
 
 from pko.api import meta
 from pko.kube import errors, objects, ratelimit, resources
@@ -225,13 +227,34 @@ class Client:
         }
         br = self.api._client.prepare_request("list", res=resources.model(k), namespace=_scope(k, namespace),
                                               watch=True, params=params)
-        stream = self.api._client.watch(br, on_error=on_error_raise)
+        stream = self._watch_events(br)
         try:
             with _translated():
                 async for event_type, obj in stream:
                     yield WatchEvent(str(event_type), dict(obj))
         finally:
             await stream.aclose()
+
+    async def _watch_events(self, br: generic_client.BasicRequest) -> AsyncGenerator[tuple[str, Any], None]:
+        """lightkube's watch loop (reconnect from the last version seen when the server ends the stream; any error
+        raised) reading events split at newlines only. Why: lightkube reads a watch with httpx's ``aiter_lines``,
+        which splits as ``str.splitlines`` does, also at NEL (U+0085), a character the API server's JSON carries
+        unescaped; one object with a NEL in any string made every list-and-watch of its kind fail for good
+        ("Input data was truncated"), so the operator saw no change of any object of that kind (found by
+        tests/chaos/hostile/test_fuzzed_workspaces.py)."""
+        client: Any = self.api._client  # lightkube's internals are untyped
+        driver: Any = generic_client.WatchDriver(br, client._client.build_request)
+        while True:
+            response = await client.send(driver.get_request(timeout=client._watch_timeout), stream=True)
+            try:
+                if response.is_error:
+                    await response.aread()  # the error's Status, for errors.ApiError
+                response.raise_for_status()
+                async for line in json_lines(response.aiter_bytes()):
+                    event_type, obj = driver.process_one_line(line)
+                    yield str(event_type), obj
+            finally:
+                await response.aclose()
 
     async def log(self, name: str, namespace: str, *, container: str | None = None, follow: bool = False,
                   tail_lines: int | None = None) -> AsyncIterator[str]:
@@ -290,7 +313,7 @@ class Client:
             applied = await self.api.patch(
                 model.Status if status else model,
                 objects.name_of(obj),
-                obj,
+                apply_body(obj),
                 namespace=_namespace_of(k, obj),
                 patch_type=PatchType.APPLY,
                 field_manager=field_manager or self.field_manager,
@@ -352,3 +375,36 @@ def _scope(kind: resources.Kind, namespace: str | None) -> str | None:
     if not kind.namespaced:
         return None
     return namespace or generic_client.ALL_NS
+
+
+# Characters a JSON encoder writes raw (it escapes only U+0000-U+001F) that a YAML reader refuses anywhere in its
+# input ("control characters are not allowed": DEL, the C1 controls, the two BMP non-characters) or reads as a line
+# break and folds into a space inside a string (NEL, LINE and PARAGRAPH SEPARATOR).
+_YAML_UNREADABLE = re.compile("[\x7f-\x9f\u2028\u2029\ufffe\uffff]")
+
+
+def apply_body(obj: objects.Object) -> objects.Object | msgspec.Raw:
+    """`obj` as the body of a server-side apply. The API server reads an apply body as YAML, whose reader refuses
+    or alters some characters JSON carries unescaped (a C1 control in a condition message that quotes a Workspace's
+    spec made every status apply of that Workspace a 400, found by tests/chaos/hostile/test_fuzzed_workspaces.py):
+    a body with one is sent as JSON with those characters ``\\u``-escaped, which YAML reads back as the same
+    string."""
+    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    if _YAML_UNREADABLE.search(text) is None:
+        return obj
+    return msgspec.Raw(_YAML_UNREADABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode())
+
+
+async def json_lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[str]:
+    """The non-blank lines of a stream of JSON documents, split at b"\\n" only (never inside a JSON string, where
+    a newline is always escaped, unlike NEL or U+2028)."""
+    buffer = b""
+    async for chunk in chunks:
+        buffer += chunk
+        *lines, buffer = buffer.split(b"\n")
+        for line in lines:
+            if line.strip():
+                yield line.decode()
+    if buffer.strip():
+        yield buffer.decode()
+

@@ -12,21 +12,18 @@ unicode, long strings), and random Program bodies.
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import time
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from pko.api import crds
 from pko.kube import client as kclient
 from pko.kube import errors, resources
-from pko.testing import controlplane, operator
+from pko.testing import operator
+
+from .fuzzing import Tracebacks, conditions, draw, settle
 
 pytestmark = [pytest.mark.controlplane]
 
@@ -67,57 +64,8 @@ PROGRAM_BODIES = st.one_of(
 )
 
 
-def _draw(strategy: st.SearchStrategy[Any], count: int) -> list[Any]:
-    """`count` examples of `strategy`, the same ones every run (derandomized, no example database)."""
-    drawn: list[Any] = []
-
-    @settings(max_examples=count, derandomize=True, database=None, deadline=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))
-    @given(strategy)
-    def collect(value: Any) -> None:
-        drawn.append(value)
-
-    collect()
-    return drawn[:count]
-
-
-class _Tracebacks(logging.Handler):
-    """Keeps every record logged with an exception attached: an unexpected exception escaped a reconcile."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.exc_info:
-            self.records.append(record)
-
-
-@pytest.fixture
-def tracebacks() -> Iterator[_Tracebacks]:
-    handler = _Tracebacks()
-    logging.getLogger().addHandler(handler)
-    yield handler
-    logging.getLogger().removeHandler(handler)
-
-
-@pytest.fixture
-async def fuzz_operator(cluster: controlplane.ControlPlane, namespace: str, tmp_path: Path,
-                        pulumi_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
-                        ) -> AsyncIterator[operator.Operator]:
-    for key, value in pulumi_env.items():
-        monkeypatch.setenv(key, value)
-    async with operator.running(cluster.kubeconfig, tmp_path / "workspaces", namespace=namespace, git_timeout=3.0,
-                                workers=4) as op:
-        yield op
-
-
-def _conditions(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {c.get("type"): c for c in (obj.get("status") or {}).get("conditions") or []}
-
-
 def _settled(obj: dict[str, Any]) -> bool:
-    found = _conditions(obj)
+    found = conditions(obj)
     if found.get("Ready", {}).get("status") == "True" or found.get("Stalled", {}).get("status") == "True":
         return True
     reconciling = found.get("Reconciling", {})
@@ -125,11 +73,11 @@ def _settled(obj: dict[str, Any]) -> bool:
 
 
 async def test_fuzzed_stacks_and_programs(kc: kclient.Client, namespace: str, fuzz_operator: operator.Operator,
-                                          tracebacks: _Tracebacks) -> None:
+                                          tracebacks: Tracebacks) -> None:
     accepted: list[str] = []
     unexpected: list[str] = []  # refusals other than the schema's (400/422)
     refused = 0
-    for index, spec in enumerate(_draw(STACK_SPECS, STACKS)):
+    for index, spec in enumerate(draw(STACK_SPECS, STACKS)):
         try:
             await kc.create(resources.STACK.new(f"fuzz-{index}", namespace, spec=spec))
             accepted.append(f"fuzz-{index}")
@@ -137,7 +85,7 @@ async def test_fuzzed_stacks_and_programs(kc: kclient.Client, namespace: str, fu
             unexpected.extend([] if err.code in (400, 422) else [f"{spec!r}: {err}"])
             refused += 1
     programs = 0
-    for index, body in enumerate(_draw(PROGRAM_BODIES, PROGRAMS)):
+    for index, body in enumerate(draw(PROGRAM_BODIES, PROGRAMS)):
         try:
             await kc.create(resources.PROGRAM.new(f"fuzz-p{index}", namespace, program=body))
             programs += 1
@@ -147,16 +95,7 @@ async def test_fuzzed_stacks_and_programs(kc: kclient.Client, namespace: str, fu
     print(f"fuzz: {len(accepted)} Stacks accepted, {refused} refused; {programs} Programs accepted")
     assert accepted, "every generated Stack was refused: the strategy no longer reaches the operator"
 
-    deadline = time.monotonic() + SETTLE
-    pending = set(accepted)
-    last: dict[str, Any] = {}
-    while pending and time.monotonic() < deadline:
-        for name in sorted(pending):
-            obj = await kc.get(resources.STACK, name, namespace)
-            last[name] = (obj.get("spec"), _conditions(obj))
-            if _settled(obj):
-                pending.discard(name)
-        await asyncio.sleep(1)
+    pending, last = await settle(kc, resources.STACK, namespace, accepted, _settled, SETTLE)
     assert not pending, {name: last.get(name) for name in pending}
     assert fuzz_operator._task is not None
     assert not fuzz_operator._task.done(), "the operator stopped"

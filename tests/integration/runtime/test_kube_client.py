@@ -46,6 +46,22 @@ async def test_status_apply_writes_only_status(client: kube.Client, namespace: s
     assert managers["pulumi-kubernetes-operator/test-status"] == "status"
 
 
+async def test_apply_carries_characters_yaml_refuses(client: kube.Client, namespace: str) -> None:
+    # The API server reads an apply body as YAML: raw C1 controls, DEL or U+FFFE in it were a 400 ("control
+    # characters are not allowed") for every apply of a status that quotes such a value, and a raw NEL came back as
+    # a space.
+    text = "a\x80b\x85c\x9f\x7f\ufffe\uffff\u00e9\U0001f600\u2028d\u2029 \\u0080"
+    applied = await client.apply(resources.CONFIG_MAP.new("odd", namespace, data={"k": text}))
+    assert applied["data"] == {"k": text}
+    svc = resources.SERVICE.new("odd", namespace, spec={"ports": [{"port": 80}], "selector": {"a": "b"}})
+    await client.apply(svc)
+    condition = {"type": "Ready", "status": "False", "reason": "Test", "message": text,
+                 "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    written = await client.apply_status({**resources.SERVICE.new("odd", namespace), "status": {
+        "conditions": [condition], "loadBalancer": {}}}, field_manager="pulumi-kubernetes-operator/test-status")
+    assert written["status"]["conditions"] == [condition]
+
+
 async def test_errors_are_typed(client: kube.Client, namespace: str) -> None:
     with pytest.raises(kube.NotFound):
         await client.get("ConfigMap", "absent", namespace)
@@ -102,6 +118,27 @@ async def test_watch_streams_events_from_a_resource_version(client: kube.Client,
     await client.delete("ConfigMap", "w", namespace)
     await asyncio.wait_for(watching, 60)
     assert events == [("ADDED", "w"), ("MODIFIED", "w"), ("DELETED", "w")]
+
+
+async def test_watch_reads_objects_with_line_separators_in_strings(client: kube.Client, namespace: str) -> None:
+    # The API server's JSON carries NEL (U+0085) unescaped; a watch split at it (as str.splitlines does) could not
+    # decode the event, nor any later one of the kind.
+    start = (await client.list("ConfigMap", namespace)).resource_version
+    odd = "a\x85b\u2028c\u2029d\x1ce\x0bf"
+    seen: list[dict[str, str]] = []
+
+    async def consume() -> None:
+        async for event in client.watch("ConfigMap", namespace, resource_version=start):
+            if event.type != "BOOKMARK":
+                seen.append(event.object.get("data") or {})
+            if len(seen) == 2:
+                return
+
+    watching = asyncio.create_task(consume())
+    await client.create(resources.CONFIG_MAP.new("nel", namespace, data={"k": odd}))
+    await client.create(resources.CONFIG_MAP.new("after", namespace, data={"k": "plain"}))
+    await asyncio.wait_for(watching, 60)
+    assert seen == [{"k": odd}, {"k": "plain"}]
 
 
 async def test_watch_from_a_compacted_version_is_gone(

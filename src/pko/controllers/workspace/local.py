@@ -9,8 +9,15 @@ revision changes (a change of config values only keeps the revision: pko.control
 sleeping workspace (scale-to-zero) has no process at all. Processes stop when the Workspace is deleted or the
 operator exits; nothing is left running.
 
+Whatever the spec holds, a bad value is a :class:`StartFailed` (``Ready=False`` with its message), never an
+exception out of the reconcile, and nothing is written outside `root`: a revision annotation the pod template
+overrides is not a path, a mount path is confined to its pod's directory as a container's root confines it,
+environment variables the kernel cannot take are named and refused (found by
+tests/chaos/hostile/test_fuzzed_workspaces.py).
+
 Must never: log resolved env values or file contents (they hold secrets), or leave a child process behind (the
-agents are told to exit with their operator, so even a SIGKILLed operator leaves none: pko.cli.lifeline).
+agents are told to exit with their operator, so even a SIGKILLed operator leaves none: pko.cli.lifeline; a
+Workspace's own env cannot turn that off).
 """
 
 from __future__ import annotations
@@ -18,8 +25,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import hashlib
 import logging
 import os
+import posixpath
+import re
 import shutil
 import signal
 import socket
@@ -83,6 +93,38 @@ class Agent:
             if path == mount or path.startswith(mount.rstrip("/") + "/"):
                 return str(self.mounts[mount]) + path[len(mount.rstrip("/")):]
         return path
+
+
+_PLAIN_REVISION = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def revision_directory(revision: str) -> str:
+    """The directory name of an agent at `revision`: the revision itself when it is a plain name (the operator's
+    own hashes), else a digest of it. Why: ``podTemplate.metadata.annotations`` may override the revision
+    annotation with anything (``../..``, ``/``, 300 characters) and the name must stay one path component."""
+    if _PLAIN_REVISION.fullmatch(revision):
+        return revision
+    return "r-" + hashlib.sha256(revision.encode(errors="surrogatepass")).hexdigest()[:32]
+
+
+def mount_directory(mounts: Path, mount_path: str) -> tuple[str, Path]:
+    """Where a volume mounted at `mount_path` in the pod goes under `mounts`: the path is normalised as a container
+    runtime resolves it in the container's root (``..`` stops at ``/``), so it stays under `mounts`. Returns the
+    normalised pod path too (what :meth:`Agent.translate` maps)."""
+    pod_path = posixpath.normpath("/" + mount_path)
+    pod_path = "/" + pod_path.lstrip("/")  # normpath keeps a leading "//"
+    return pod_path, mounts / pod_path.lstrip("/")
+
+
+def env_problem(env: dict[str, str]) -> str | None:
+    """Why `env` cannot be a process environment (a name that is empty or holds ``=`` or a NUL byte, a value that
+    holds a NUL byte), naming the variable but never showing a value; None when it can."""
+    for name, value in env.items():
+        if not name or "=" in name or "\0" in name:
+            return f"invalid environment variable name {name!r}"
+        if "\0" in value:
+            return f'environment variable "{name}" holds a NUL byte'
+    return None
 
 
 def _free_port() -> int:
@@ -277,7 +319,7 @@ class LocalRuntime:
     async def _start(self, workspace: ws_api.Workspace, template: dict[str, Any], revision: str) -> Agent:
         namespace = workspace.metadata.namespace or ""
         name = workspace.metadata.name or ""
-        directory = self.root / namespace / name / revision
+        directory = self.root / namespace / name / revision_directory(revision)
         if directory.exists():
             shutil.rmtree(directory)
         directory.mkdir(parents=True)
@@ -296,14 +338,18 @@ class LocalRuntime:
         mounts: dict[str, Path] = {}
         volumes = {v["name"]: v for v in pod.get("volumes") or []}
         for mount in pulumi.get("volumeMounts") or []:
-            if mount["mountPath"] == "/share" or mount["name"] not in volumes:
+            pod_path, local = mount_directory(directory / "mounts", mount["mountPath"])
+            if pod_path == "/share" or mount["name"] not in volumes:
                 continue
-            local = directory / "mounts" / mount["mountPath"].lstrip("/")
             await resolver.materialise(volumes[mount["name"]], local)
-            mounts[mount["mountPath"]] = local
+            mounts[pod_path] = local
         env = self._base_env() | await resolver.env(pulumi, pod)
         env["PULUMI_ENV"] = str(env_file)
+        env[LIFELINE_ENV] = str(os.getpid())  # the pod's env may not turn the lifeline off
         instance = env[INSTANCE_ENV] = uuid.uuid4().hex
+        problem = env_problem(env)
+        if problem is not None:
+            raise StartFailed(problem)
 
         port = _free_port()
         spec = workspace.spec or ws_api.WorkspaceSpec()
@@ -322,6 +368,8 @@ class LocalRuntime:
                 *argv, cwd=str(workspace_dir), env=env, stdin=asyncio.subprocess.DEVNULL,
                 stdout=log_file, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
             )
+        except (OSError, ValueError) as err:  # what the spec put into argv or cwd: no env value is in the message
+            raise StartFailed(f"could not start the agent: {err}") from None
         finally:
             log_file.close()
         agent = Agent(revision, directory, port, process, mounts, fetch_seconds=fetched, instance=instance)
@@ -346,7 +394,10 @@ class LocalRuntime:
                                          "--flux-digest", env.get("FLUX_DIGEST", "")], env)
             return _inside(source, env.get("FLUX_DIR", ""))
         if spec.local:
-            return Path(env.get("LOCAL_DIR") or spec.local.dir or ".")
+            local = Path(env.get("LOCAL_DIR") or spec.local.dir or ".")
+            if not local.is_dir():  # in a pod, the agent's working directory would be a dangling link
+                raise StartFailed(f'the local project directory "{local}" does not exist')
+            return local
         target = directory / "workspace"
         if spec.project_info:
             await self._init(directory, ["-t", str(target), "--project-name", spec.project_info.name,
@@ -356,9 +407,13 @@ class LocalRuntime:
 
     async def _init(self, directory: Path, args: list[str], env: dict[str, str]) -> None:
         log_path = directory / "init.log"
+        env = self._base_env() | env | {LIFELINE_ENV: str(os.getpid())}
+        problem = env_problem(env) or next((f"invalid source argument {arg!r}" for arg in args if "\0" in arg), None)
+        if problem is not None:
+            raise StartFailed(f"fetching the source failed: {problem}")
         with log_path.open("ab") as log_file:
             process = await asyncio.create_subprocess_exec(
-                *self.agent_command, "init", *args, env=self._base_env() | env, stdin=asyncio.subprocess.DEVNULL,
+                *self.agent_command, "init", *args, env=env, stdin=asyncio.subprocess.DEVNULL,
                 stdout=log_file, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
             )
             try:
