@@ -5,11 +5,11 @@ Go operator marks it Aborted and the Stack runs the same `up` again — a second
 first one had finished in the backend and only its result was lost on the way. The operator then asks the agent
 to resume instead: if the stack's latest history entry is an update that began no earlier than the lost
 Update was started and is over, that entry *is* the Update's result, and the agent returns it (with the stack's
-current outputs) without running anything.
+current outputs) without running anything. Otherwise it runs nothing either and answers FAILED_PRECONDITION, and
+the operator marks the Update Aborted, as the reference does (its Stack then retries).
 
 Must never: take an entry that began before `after` (an earlier generation's update), an entry still in progress,
-or one of another kind (a refresh or destroy) for the lost `up`'s result. When in doubt, `up` runs again: that is
-what the Go operator would have done.
+or one of another kind (a refresh or destroy) for the lost `up`'s result. When in doubt, the reference's answer.
 """
 
 from __future__ import annotations

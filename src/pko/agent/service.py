@@ -234,14 +234,16 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
         if link:
             result.permalink = link
 
-    async def _resumed(self, after: datetime.datetime) -> agent_pb2.UpResult | None:
+    async def _resumed(self, after: datetime.datetime) -> agent_pb2.UpResult:
         """The result of the stack's latest update when it is the one a restarted operator lost (it began at or
-        after `after` and is over); None when `up` must run (pko.agent.resume)."""
+        after `after` and is over); FAILED_PRECONDITION otherwise (pko.agent.resume)."""
         stack = await self.ensure_stack()
         history = await self.ws.latest_history(stack)
         if not resume.finished_since(history, after):
-            log.info("up: no finished update since %s in the stack's history: running up", after.isoformat())
-            return None
+            log.info("up: no update of the stack finished since %s: nothing to resume", after.isoformat())
+            raise AgentError(grpc.StatusCode.FAILED_PRECONDITION,
+                             f"no update of the stack began at or after {after.isoformat()} and finished: "
+                             "nothing to resume")
         log.info("up: the stack's latest update began after %s and is over: returning its result, not running up "
                  "again", after.isoformat())
         result = agent_pb2.UpResult()
@@ -271,11 +273,10 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
             except CommandError as err:
                 await _abort(context, AgentError(grpc.StatusCode.UNKNOWN, str(err)))
                 return
-            if resumed is not None:
-                if request.HasField("plan_digest"):
-                    self.plans.discard(request.plan_digest)  # the `up` that finished applied it
-                yield agent_pb2.UpStream(result=resumed)
-                return
+            if request.HasField("plan_digest"):
+                self.plans.discard(request.plan_digest)  # the `up` that finished applied it
+            yield agent_pb2.UpStream(result=resumed)
+            return
         extra: list[str] = []
         if request.HasField("plan_digest"):
             try:

@@ -1,6 +1,6 @@
 """Resuming an `up` whose result the operator lost (pko.agent.resume), on the real Pulumi CLI: when the stack's
 latest update began after the time the operator names and is over, the agent returns that update's outputs and
-summary and runs nothing; when it began earlier, the agent runs `up` as asked."""
+summary and runs nothing; when it began earlier, it runs nothing either and answers FAILED_PRECONDITION."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import datetime
 import json
 from pathlib import Path
 
+import grpc
 import pytest
 from agent_testlib import AgentFactory, drive
 from google.protobuf import struct_pb2
@@ -64,11 +65,18 @@ async def test_a_finished_up_is_resumed_and_an_older_one_is_not(
     assert b"s-1" in resumed.result.outputs["sealed"].value
     assert resumed.result.project_info.name == "resumed"
 
-    # a config change since: the latest update is older than the Update the operator lost, so `up` runs
+    # the latest update began before the Update the operator lost: nothing to resume, and nothing runs (the
+    # operator then marks the Update Aborted, as the reference does)
     await stub.SetAllConfig(_config("2"))
     later = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=2)
-    ran = await drive(stub.Up(_up(later)))
+    refused = await drive(stub.Up(_up(later)))
+    assert refused.error is not None
+    assert refused.error.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "nothing to resume" in (refused.error.details() or "")
+    assert refused.events == []
+    assert len(_history(state)) == 1
+
+    ran = await drive(stub.Up(agent_pb2.UpRequest()))  # a plain up still runs, with the new config
     assert ran.error is None, ran.error
-    assert ran.events, "the up ran, with its engine events"
     assert len(_history(state)) == 2
     assert b"s-2" in ran.result.outputs["sealed"].value

@@ -7,8 +7,9 @@ semaphore bounds how many operations run at once (default 200). When the task en
 re-queues the Update (for its TTL). An Update found Progressing with no task of ours (the operator restarted
 mid-operation) is marked Failed/Aborted, as the reference does, and its Stack runs the same `up` again — unless
 it is an `up` and its workspace runs pko's agent: then the agent is asked to resume it (pko.agent.resume), which
-returns the backend's record of that `up` when it finished after all. For the same reason a finished operation's
-result is written until the API server takes it (an outage is waited out).
+returns the backend's record of that `up` when it finished after all (else the Update is Aborted all the same).
+For the same reason a finished operation's result is written until the API server takes it (an outage is waited
+out).
 
 Must never: re-enter an Update whose operation is in flight, log secret outputs, or lose an operation's result
 because its worker moved on.
@@ -232,6 +233,9 @@ class UpdateReconciler:
                         outcome.drift = drifted.result()
                     return outcome
         except grpc.aio.AioRpcError as err:
+            if resume_after is not None:  # nothing to resume: the reference's answer (the Stack retries)
+                log.info("the agent could not resume the interrupted up: %s", err.details())
+                return plan.failed(plan.REASON_ABORTED)
             info = agent_client.pulumi_error_info(err)
             return plan.from_error(info.message if info else err.details(), info.reason if info else None)
         except ValueError as err:

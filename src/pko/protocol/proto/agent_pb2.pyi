@@ -723,8 +723,8 @@ class UpRequest(_message.Message):
     def resume_after(self) -> _timestamp_pb2.Timestamp:
         """pko: the operator lost this `up`'s result (it restarted while the `up` ran, which began no earlier than this
         time). When the stack's latest update in the backend began at or after it and is over, the agent returns that
-        update's result (outputs, summary; no output text) instead of running `up` again; otherwise it runs `up`. Sent
-        only to an agent that announced the "resume-update" capability.
+        update's result (outputs, summary; no output text) instead of running `up` again; otherwise it runs nothing and
+        answers FAILED_PRECONDITION. Sent only to an agent that announced the "resume-update" capability.
         """
 
     def __init__(
