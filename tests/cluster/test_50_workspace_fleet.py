@@ -17,7 +17,7 @@ from pko.kube import client as kclient
 from pko.kube import errors, resources
 from pko.testing import cluster
 from pko.testing.clusterbed import Release, diagnose, passphrase_env, workspace_template
-from pko.testing.waiting import condition, wait_for, wait_gone
+from pko.testing.waiting import condition, eventually, wait_for, wait_gone
 
 ANNOTATION_RECONCILE_REQUEST = "pulumi.com/reconciliation-request"
 #: A Pulumi YAML program that exports the config value it is given.
@@ -116,12 +116,20 @@ async def test_a_config_change_keeps_the_pod_and_an_idle_workspace_sleeps(
     assert woken["metadata"]["labels"]["controller-revision-hash"] == before[3]
     await wait_for(ckc, resources.WORKSPACE, "fleet", ns,
                    lambda o: condition(o, "Ready").get("reason") == "Sleeping", timeout=180)
-    events = (real_cluster.api_get(f"/api/v1/namespaces/{ns}/events") or {}).get("items", [])
-    reasons = [e["reason"] for e in events if e["involvedObject"].get("kind") == "Workspace"]
-    # the config change, and the idle timeout's new Workspace generation (its values applied again, same pod)
-    assert reasons.count("ConfigApplied") >= 1, reasons
-    assert reasons.count("Waking") >= 1, reasons
-    assert reasons.count("Sleeping") >= 2, reasons
+    # the config change, and the idle timeout's new Workspace generation (its values applied again, same pod); the
+    # Sleeping event comes after the status and the scale-down (CI read the events in between once)
+    reasons: list[str] = []
+
+    async def every_event() -> bool:
+        events = (real_cluster.api_get(f"/api/v1/namespaces/{ns}/events") or {}).get("items", [])
+        reasons[:] = [e["reason"] for e in events if e["involvedObject"].get("kind") == "Workspace"]
+        return (reasons.count("ConfigApplied") >= 1 and reasons.count("Waking") >= 1
+                and reasons.count("Sleeping") >= 2)
+
+    try:
+        await eventually(every_event, "the Workspace's events", timeout=60, interval=1)
+    except AssertionError as err:
+        raise AssertionError(f"{err}: {reasons}") from None
 
 
 @pytest.mark.parametrize("value", ["soon", "-1h"])
