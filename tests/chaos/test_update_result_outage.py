@@ -66,3 +66,12 @@ async def test_result_of_a_deleted_update_is_dropped(ckc: kclient.Client, cns: s
     update = await _progressing_update(ckc, cns, "gone-up")
     await ckc.delete(resources.UPDATE, "gone-up", cns)
     assert await asyncio.wait_for(_reconciler(ckc).record(update, _succeeded(update)), 30) is False
+
+
+async def test_a_result_the_api_server_refuses_is_not_retried_for_ever(ckc: kclient.Client, cns: str) -> None:
+    update = await _progressing_update(ckc, cns, "refused-up")
+    refused = plan.failed("not a reason!")  # a condition reason the CRD's pattern refuses: 422 on every attempt
+    assert await asyncio.wait_for(_reconciler(ckc).record(update, refused), 30) is False
+    saved = up_api.Update.model_validate(await ckc.get(resources.UPDATE, "refused-up", cns))
+    assert saved.status is not None
+    assert conditions.is_true(saved.status.conditions, conditions.PROGRESSING), "nothing was written"

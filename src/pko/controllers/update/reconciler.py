@@ -101,6 +101,8 @@ class UpdateReconciler:
         controlled = any(ref.controller for ref in update.metadata.owner_references or ())
         decision = plan.decide(update, running=key in self.active, deleting=bool(update.metadata.deletion_timestamp),
                                has_controller=controlled, now=now)
+        if decision.action == plan.Action.RESUME and time.monotonic() - self.started > RESUME_WINDOW:
+            decision = plan.Decision(plan.Action.ABORT)  # too late to wait for its workspace: the reference's answer
         match decision.action:
             case plan.Action.IGNORE:
                 return None
@@ -110,9 +112,6 @@ class UpdateReconciler:
                 await self.client.delete(resources.UPDATE, key.name, key.namespace, missing_ok=True)
                 await self.recorder.normal(update, "UpdateExpired", "Update has expired")
                 return None
-            case plan.Action.RESUME if time.monotonic() - self.started > RESUME_WINDOW:
-                await self._save(update, plan.failed(plan.REASON_ABORTED))
-                return None
             case plan.Action.ABORT:
                 await self._save(update, plan.failed(plan.REASON_ABORTED))
                 return None
@@ -121,7 +120,7 @@ class UpdateReconciler:
                 return None
         if self.running >= self.max_operations:
             return Result(requeue_after=RETRY_AFTER)
-        resume_after = decision.resume_after if decision.action == plan.Action.RESUME else None
+        resume_after = decision.resume_after  # set for RESUME only
 
         spec = update.spec or up_api.UpdateSpec()
         workspace = await self.client.get_typed_or_none(resources.WORKSPACE, ws_api.Workspace,
@@ -244,7 +243,8 @@ class UpdateReconciler:
 
     async def record(self, update: up_api.Update, outcome: plan.Outcome) -> bool:
         """Write the outputs Secret and the status `outcome` gives, retrying through API server outages (the
-        result exists nowhere else); False when the Update is gone meanwhile."""
+        result exists nowhere else); False when the Update is gone meanwhile or the API server refuses what is
+        written (a retry would not change that; the Update is then Aborted after a restart, as before)."""
         attempt = 0
         while True:
             try:
@@ -256,6 +256,9 @@ class UpdateReconciler:
                 return True
             except errors.NotFound:
                 log.info("the Update is gone: its result is not recorded")
+                return False
+            except (errors.BadRequest, errors.Invalid) as err:  # refused as written: no retry would change that
+                log.error("could not record the operation's result: %s", err)
                 return False
             except Exception as err:  # an outage, a 5xx, a 429: wait and write again
                 delay = RECORD_BACKOFF[min(attempt, len(RECORD_BACKOFF) - 1)]
