@@ -1,9 +1,13 @@
 """A Stack never runs two Updates at once: a reconcile that arrives while its Update is in flight (here, a sync
-request) waits for that Update to finish, and is honoured by the next one."""
+request) waits for that Update to finish, and is honoured by the next one. And an Update the Stack names but that
+was never created does not hold the Stack for ever."""
 
 from __future__ import annotations
 
+import datetime
 from pathlib import Path
+
+import stack_e2e as e2e
 
 from pko.api import names
 from pko.kube import client as kclient
@@ -56,3 +60,28 @@ async def test_a_request_during_an_update_waits_for_it(
         timeout=300)
     assert done["status"]["lastUpdate"]["name"] != first
     assert done["status"]["outputs"] == {"done": True}
+
+
+async def test_a_current_update_that_was_never_created_is_given_up(
+    kc: kclient.Client, namespace: str, git: gitserver.GitServer, stack_operator: operator.Operator,
+) -> None:
+    """An operator interrupted between naming its next Update in the Stack's status and creating it (a SIGKILL, an
+    API outage, a lost Lease) leaves a `currentUpdate` with no object: the next reconcile gives it up (with an
+    `UpdateLost` event) and runs a new Update, instead of waiting for it for ever."""
+    repo = f"lost-{namespace}"
+    commit = e2e.create_repo(git, repo, marker="v1")
+    await kc.create(e2e.git_stack("lost", namespace, git.http_url(repo), commit=commit))
+    ready = await wait_for(kc, resources.STACK, "lost", namespace, e2e.is_ready, timeout=240)
+
+    named = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=2)
+    lost = names.update_name("lost", int(named.timestamp() * 1000))
+    await kc.patch(resources.STACK, "lost", {"status": {"currentUpdate": {
+        "name": lost, "generation": ready["metadata"]["generation"], "commit": commit}}}, namespace, status=True)
+    await e2e.request_reconcile(kc, "lost", namespace, "after-the-loss")
+    done = await wait_for(kc, resources.STACK, "lost", namespace, lambda o: (
+        e2e.is_ready(o) and e2e.last_update(o).get("reconcileRequest") == "after-the-loss"), timeout=240)
+    assert e2e.last_update(done)["name"] != lost
+    assert e2e.last_update(done)["state"] == "succeeded"
+    assert await kc.get_or_none(resources.UPDATE, lost, namespace) is None
+    events = await e2e.events_of(kc, "lost", namespace)
+    assert [(e["type"], lost in e["message"]) for e in events if e["reason"] == "UpdateLost"] == [("Warning", True)]

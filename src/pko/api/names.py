@@ -86,6 +86,16 @@ def update_name(stack_name: str, unix_millis: int) -> str:
     return f"{stack_name}-{unix_millis:x}"
 
 
+def update_name_millis(stack_name: str, update: str) -> int | None:
+    """When an Update named by :func:`update_name` for `stack_name` was named (unix milliseconds), or None for a
+    name of another shape."""
+    prefix = f"{stack_name}-"
+    digits = update[len(prefix):] if update.startswith(prefix) else ""
+    if not digits or len(digits) > 16 or digits.strip("0123456789abcdef"):
+        return None
+    return int(digits, 16)
+
+
 def outputs_secret_name(update: str) -> str:
     """The Secret an Update writes its stack outputs to."""
     return f"{update}{OUTPUTS_SECRET_SUFFIX}"

@@ -49,3 +49,12 @@ def test_controller_names() -> None:
     assert (names.STACK_CONTROLLER, names.WORKSPACE_CONTROLLER, names.UPDATE_CONTROLLER,
             names.PROGRAM_CONTROLLER) == ("stack-controller", "workspace-controller", "update-controller",
                                           "program-controller")
+
+
+def test_update_name_millis_reads_back_what_update_name_wrote() -> None:
+    assert names.update_name_millis("my-stack", names.update_name("my-stack", 1_700_000_000_000)) == 1_700_000_000_000
+    assert names.update_name_millis("a-b", "a-b-ff") == 255
+    assert names.update_name_millis("a", "a-b-ff") is None  # not hex after the stack's name
+    assert names.update_name_millis("a", "b-ff") is None
+    assert names.update_name_millis("a", "a-") is None
+    assert names.update_name_millis("a", "a-" + "f" * 17) is None

@@ -62,6 +62,8 @@ class _Session:
     conditions: list[Condition] = field(default_factory=list)
     finalize_update: str | None = None  # an absorbed Update whose finalizer goes after the next status save
     waiting: up_api.Update | None = None  # the current Update, while it has not completed
+    recheck_after: float | None = None  # when to look again for a current Update the API server does not have
+    gave_up: str | None = None  # a current Update the API server never had, given up this time
 
     @property
     def key(self) -> objects.ObjectKey:
@@ -138,8 +140,11 @@ class StackReconciler:
 
         absorbed = status.current_update is not None
         if absorbed and not await self._absorb(s):
+            if s.recheck_after is not None:
+                return Result(requeue_after=s.recheck_after)
             await self._refresh_stuck_workspace(s)
             return None  # the Update is still running; its completion brings us back
+        absorbed = absorbed and s.gave_up is None
         if drift.in_flight(status) and not await self._absorb_check(s):
             return None  # a drift check holds the stack; nothing starts until it ends
         spec = stack_api.spec_of(stack)
@@ -288,9 +293,10 @@ class StackReconciler:
         await self._save(s)
         try:
             await self.client.create(update)
-        except errors.ApiError:
+        except Exception:  # refused, or the API server out of reach: try to take the name back (else see _lost)
             forget()
-            await self._save(s)
+            with contextlib.suppress(Exception):
+                await self._save(s)
             raise
         try:
             await self.client.apply(
@@ -304,6 +310,20 @@ class StackReconciler:
             await self._save(s)
             raise
 
+    async def _lost(self, s: _Session, name: str) -> bool:
+        """Whether the current Update `name`, which the API server does not have, is given up (True: it is
+        forgotten and a new one may start); else `s.recheck_after` says when to look again (sync.lost_update_wait)."""
+        wait = sync.lost_update_wait(s.key.name, name, self.clock())
+        if wait > 0:
+            s.recheck_after = wait
+            return False
+        log.warning("the current update %s was never created; starting anew", name)
+        await self.recorder.warning(s.stack, "UpdateLost",
+                                    f"Update {name} was never created (the operator was interrupted): starting anew")
+        s.status.current_update = None
+        s.gave_up = name
+        return True
+
     # --- steps -------------------------------------------------------------------------------------------------
 
     async def _absorb(self, s: _Session) -> bool:
@@ -312,6 +332,8 @@ class StackReconciler:
         assert current is not None
         update = await self.client.get_typed_or_none(resources.UPDATE, up_api.Update, current.name or "",
                                                      s.key.namespace)
+        if update is None and await self._lost(s, current.name or ""):
+            return True
         if update is None or not update_complete(update):
             s.waiting = update
             s.conditions = conditions.mark_reconciling(s.conditions, conditions.RECONCILING_PROCESSING,

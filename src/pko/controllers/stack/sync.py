@@ -148,6 +148,25 @@ def is_synced(stack: stack_api.Stack, commit: str, now: datetime.datetime,
     return True, ""
 
 
+#: How long after it was named a current Update that the API server does not have counts as never created.
+LOST_UPDATE_GRACE = 30.0
+
+
+def lost_update_wait(stack_name: str, update: str, now: datetime.datetime,
+                     grace: float = LOST_UPDATE_GRACE) -> float:
+    """Seconds to wait before a current Update that does not exist is given up (0: give it up now).
+
+    The Stack's status names its Update before the Update is created, so that a crash never loses track of one;
+    a crash, an API outage or a lost Lease between the two leaves a name with no object (the Go operator then waits
+    for it for ever). The Stack holds a finalizer on its Updates until it has absorbed them, so an Update that the
+    API server does not have was never created — unless its creation is still on its way from a leader that has
+    just handed over, which `grace` after its naming rules out."""
+    named = names.update_name_millis(stack_name, update)
+    if named is None:
+        return 0.0
+    return max(0.0, named / 1000 + grace - now.timestamp())
+
+
 def mark_result(found: Sequence[Condition] | None, last: stack_api.StackUpdateState,
                 now: datetime.datetime, *, policy: RetryPolicy = DEFAULT_POLICY) -> list[Condition]:
     """The conditions after a synced check: Ready, or retrying, or stalled after too many failures (the message

@@ -409,3 +409,19 @@ def test_a_waiting_updates_workspace_is_refreshed_only_before_it_starts() -> Non
     for change in ({"started": True}, {"stack_generation": 3}, {"workspace_ready": True}, {"deleting": True},
                    {"stack_generation": None}):
         assert not sync.refresh_stuck_workspace(**{**base, **change})  # type: ignore[arg-type]
+
+
+def _named(stack: str, seconds_ago: float) -> str:
+    return names.update_name(stack, int((NOW.timestamp() - seconds_ago) * 1000))
+
+
+def test_a_missing_current_update_is_given_up_only_after_the_grace() -> None:
+    assert sync.lost_update_wait("app", _named("app", 5), NOW, grace=30) == pytest.approx(25)
+    assert sync.lost_update_wait("app", _named("app", 30), NOW, grace=30) == 0
+    assert sync.lost_update_wait("app", _named("app", 3600), NOW, grace=30) == 0
+
+
+def test_a_missing_current_update_of_another_shape_is_given_up_at_once() -> None:
+    assert sync.lost_update_wait("app", "app-not-hex", NOW) == 0
+    assert sync.lost_update_wait("app", _named("other", 1), NOW) == 0
+    assert sync.lost_update_wait("app", "app-", NOW) == 0
