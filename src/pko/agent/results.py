@@ -106,3 +106,65 @@ def project_info(settings: dict[str, Any]) -> agent_pb2.ProjectInfo:
     if isinstance(runtime, dict):
         runtime = runtime.get("name", "")
     return agent_pb2.ProjectInfo(name=str(settings.get("name", "")), runtime=str(runtime or ""))
+
+
+# --- an operation's result from its own engine events -------------------------------------------------------------
+#
+# After an `up` the reference's Automation API runs `stack output` twice (masked, then with secrets) and `stack
+# history`: three more CLI processes per update, two of them decrypting the stack's secrets. The engine events of
+# the `up` already carry the root Stack resource's outputs (secrets as a signature object with a masked
+# ciphertext) and the result, so the agent asks the CLI again only for what the events cannot give: the plaintext
+# of secret (or otherwise signature-encoded: assets, archives, resource references) outputs.
+
+SIGNATURE_KEY = "4dabf18193072939515e22adb298388d"
+SECRET_SIGNATURE = "1b47061264138c4ac30d75fd1eb44270"
+ROOT_STACK_TYPE = "pulumi:pulumi:Stack"
+
+
+def root_stack_outputs(event: dict[str, Any]) -> dict[str, Any] | None:
+    """The outputs of the root Stack resource that a ``resOutputsEvent`` reports, else None."""
+    body = event.get("resOutputsEvent")
+    metadata = body.get("metadata") if isinstance(body, dict) else None
+    new = metadata.get("new") if isinstance(metadata, dict) else None
+    if not isinstance(new, dict) or new.get("type") != ROOT_STACK_TYPE or new.get("parent"):
+        return None
+    outputs = new.get("outputs")
+    return outputs if isinstance(outputs, dict) else {}
+
+
+def has_signature(value: Any) -> bool:
+    """Whether `value` holds a signature object anywhere (a secret, asset, archive or resource reference)."""
+    if isinstance(value, dict):
+        return SIGNATURE_KEY in value or any(has_signature(v) for v in value.values())
+    if isinstance(value, list):
+        return any(has_signature(v) for v in value)
+    return False
+
+
+def is_secret(value: Any) -> bool:
+    """Whether a top-level output is a secret (what `stack output --json` shows as ``[secret]``)."""
+    return isinstance(value, dict) and value.get(SIGNATURE_KEY) == SECRET_SIGNATURE
+
+
+def outputs_from_event(seen: dict[str, Any], plain_json: str | None) -> dict[str, agent_pb2.OutputValue]:
+    """Stack outputs from the root Stack's outputs in the engine events; `plain_json` (``stack output --json
+    --show-secrets``) supplies the values when any output holds a signature (:func:`has_signature`)."""
+    plain = seen if plain_json is None else (json.loads(plain_json or "{}") or {})
+    return {key: agent_pb2.OutputValue(value=gojson.dumps(value).encode(), secret=is_secret(seen.get(key)))
+            for key, value in plain.items()}
+
+
+def own_summary(started: datetime, ended: datetime, result: str, message: str) -> agent_pb2.UpdateSummary:
+    """The summary of an operation the agent ran and timed itself (what its history entry records, to the
+    second)."""
+    summary = agent_pb2.UpdateSummary(result=result, message=message)
+    summary.start_time.FromSeconds(int(started.timestamp()))
+    summary.end_time.FromSeconds(int(ended.timestamp()))
+    return summary
+
+
+def summary_result(event: dict[str, Any]) -> str | None:
+    """The result a ``summaryEvent`` reports (``succeeded``, ``failed``...), else None."""
+    body = event.get("summaryEvent")
+    result = body.get("result") if isinstance(body, dict) else None
+    return result if isinstance(result, str) and result else None

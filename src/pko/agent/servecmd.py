@@ -119,8 +119,7 @@ async def prepare(options: ServeOptions, workspace: Workspace) -> None:
             log.info("selected existing stack %s", options.stack)
         except StackNotFoundError:
             try:
-                await workspace.init_stack(options.stack, options.secrets_provider)
-                await workspace.select_stack(options.stack)
+                await workspace.init_stack(options.stack, options.secrets_provider)  # selects it too
             except Exception as err:
                 raise ServeError(f"unable to make an automation server: failed to create stack: {err}") from err
             log.info("created and selected stack %s", options.stack)

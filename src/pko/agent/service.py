@@ -45,6 +45,24 @@ async def _abort(context: grpc.aio.ServicerContext[Any, Any], err: AgentError) -
     await context.abort(err.rpc.code, err.rpc.message, err.rpc.trailing_metadata())
 
 
+class _Seen:
+    """What an operation's engine events told: when it began (as the agent saw it), the root Stack's outputs, the
+    engine's result."""
+
+    def __init__(self) -> None:
+        self.started = datetime.datetime.now(datetime.UTC)
+        self.outputs: dict[str, Any] | None = None
+        self.result: str | None = None
+
+    def watch(self, event: dict[str, Any]) -> None:
+        outputs = results.root_stack_outputs(event)
+        if outputs is not None:
+            self.outputs = outputs  # the last report wins: a program registers its outputs at its end
+        result = results.summary_result(event)
+        if result is not None:
+            self.result = result
+
+
 class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
     """Serves one workspace."""
 
@@ -72,10 +90,10 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
     async def ensure_stack(self) -> str:
         """The name of the selected stack."""
         async with self._stack_lock:
-            entry = await self.ws.current_stack()
-        if entry is None:
+            name = await self.ws.selected_stack()
+        if name is None:
             raise AgentError(grpc.StatusCode.FAILED_PRECONDITION, "no stack is selected")
-        return str(entry["name"])
+        return name
 
     def cancel(self) -> None:
         """Interrupt every running CLI command (first shutdown signal). Non-blocking."""
@@ -112,12 +130,11 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
                 except StackNotFoundError:
                     if not request.create:
                         raise AgentError(grpc.StatusCode.NOT_FOUND, "stack not found") from None
-                    await self.ws.init_stack(request.stack_name, request.secrets_provider)
-                    await self.ws.select_stack(request.stack_name)
+                    await self.ws.init_stack(request.stack_name, request.secrets_provider)  # selects it too
                     log.info("created a stack: %s", request.stack_name)
                 log.info("selected a stack: %s", request.stack_name)
-                summary = await self.ws.stack_info(request.stack_name)
-            return agent_pb2.SelectStackResult(summary=summary)
+                entry = await self.ws.current_stack()
+            return agent_pb2.SelectStackResult(summary=results.stack_summary(entry or {}))
         return await self._unary(context, call())
 
     async def Info(self, request: agent_pb2.InfoRequest,
@@ -167,7 +184,8 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
 
     async def _operate(self, op: str, description: str, args: Callable[[str, str], list[str]],
                        on_event: Callable[[struct_pb2.Struct], StreamMessage],
-                       env_overrides: dict[str, str] | None = None
+                       env_overrides: dict[str, str] | None = None,
+                       watch: Callable[[dict[str, Any]], None] | None = None,
                        ) -> AsyncIterator[StreamMessage | CommandResult]:
         """Run one CLI operation: a stream message per engine event, then the CLI's :class:`CommandResult`."""
         stack = await self.ensure_stack()
@@ -182,6 +200,8 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
                 count = 0
                 async for event in eventlog.follow(event_log, run.done):
                     count += 1
+                    if watch is not None:
+                        watch(event)
                     yield on_event(eventlog.to_struct(event))
                 outcome = await run
             except CommandError as err:
@@ -204,12 +224,14 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
     async def _stream(self, context: grpc.aio.ServicerContext[Any, Any], op: str, description: str,
                       args: Callable[[str, str], list[str]], on_event: Callable[[struct_pb2.Struct], StreamMessage],
                       finish: Callable[[str, CommandResult], Awaitable[StreamMessage]],
-                      env_overrides: dict[str, str] | None = None) -> AsyncIterator[StreamMessage]:
-        """Events while the operation runs, then the result `finish` builds; errors end the call with a status."""
+                      env_overrides: dict[str, str] | None = None,
+                      watch: Callable[[dict[str, Any]], None] | None = None) -> AsyncIterator[StreamMessage]:
+        """Events while the operation runs (each also to `watch`, as the engine wrote it), then the result `finish`
+        builds; errors end the call with a status."""
         try:
             stack = await self.ensure_stack()
             outcome: CommandResult | None = None
-            async for item in self._operate(op, description, args, on_event, env_overrides):
+            async for item in self._operate(op, description, args, on_event, env_overrides, watch):
                 if isinstance(item, CommandResult):
                     outcome = item
                 else:
@@ -252,13 +274,35 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
         self._summarize(result, CommandResult("", "", 0), results.update_summary(history))
         return result
 
+    async def _outputs(self, stack: str, seen: _Seen, targeted: bool) -> dict[str, agent_pb2.OutputValue]:
+        """The stack's outputs after an operation: from its engine events when they hold them all in the clear, with
+        one `stack output --show-secrets` when some need decrypting, or as the reference reads them (two listings)
+        when the events did not report the root Stack's outputs or only some resources were targeted."""
+        if seen.outputs is None or targeted:
+            return await self.ws.outputs(stack)
+        if not results.has_signature(seen.outputs):
+            return results.outputs_from_event(seen.outputs, None)
+        return results.outputs_from_event(seen.outputs, await self.ws.plain_outputs(stack))
+
+    async def _summary(self, stack: str, seen: _Seen, request: agent_pb2.UpRequest | agent_pb2.RefreshRequest
+                       | agent_pb2.DestroyRequest) -> agent_pb2.UpdateSummary | None:
+        """The operation's summary, from the agent's own clock and the engine's result when the request named the
+        message (the CLI records an empty one as the git commit's message); else the stack's history."""
+        if not request.message or seen.result is None:
+            return await self.ws.latest_summary(stack)
+        return results.own_summary(seen.started, datetime.datetime.now(datetime.UTC), seen.result, request.message)
+
     async def Up(self, request: agent_pb2.UpRequest,
                  context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[agent_pb2.UpStream]:
+        seen = _Seen()
+
         async def finish(stack: str, outcome: CommandResult) -> agent_pb2.UpStream:
             result = agent_pb2.UpResult()
-            # read-only CLI calls, at once: the `up` is over, and until its result reaches the operator a
-            # restart would make it run again (pko.controllers.update.reconciler), so this window stays short
-            outputs, summary = await asyncio.gather(self.ws.outputs(stack), self.ws.latest_summary(stack))
+            # The `up` is over, and until its result reaches the operator a restart would make it run again
+            # (pko.controllers.update.reconciler): what the engine events told is used as is, and the CLI is asked
+            # (read-only calls, at once) only for what they cannot tell (pko.agent.results).
+            outputs, summary = await asyncio.gather(self._outputs(stack, seen, bool(request.target)),
+                                                    self._summary(stack, seen, request))
             for key, value in outputs.items():
                 result.outputs[key].CopyFrom(value)
             self._summarize(result, outcome, summary)
@@ -288,7 +332,7 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
             async for message in self._stream(
                     context, "up", "failed to run update",
                     lambda stack, events: cliargs.up_args(request, stack, events, self.pulumi_log_level) + extra,
-                    lambda event: agent_pb2.UpStream(event=event), finish):
+                    lambda event: agent_pb2.UpStream(event=event), finish, watch=seen.watch):
                 yield message
         finally:
             if request.HasField("plan_digest"):
@@ -330,21 +374,24 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
 
     async def Refresh(self, request: agent_pb2.RefreshRequest,
                       context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[agent_pb2.RefreshStream]:
+        seen = _Seen()
+
         async def finish(stack: str, outcome: CommandResult) -> agent_pb2.RefreshStream:
             result = agent_pb2.RefreshResult()
-            self._summarize(result, outcome, await self.ws.latest_summary(stack))
+            self._summarize(result, outcome, await self._summary(stack, seen, request))
             return agent_pb2.RefreshStream(result=result)
 
         async for message in self._stream(
                 context, "refresh", "failed to refresh stack",
                 lambda stack, events: cliargs.refresh_args(request, stack, events, self.pulumi_log_level),
-                lambda event: agent_pb2.RefreshStream(event=event), finish):
+                lambda event: agent_pb2.RefreshStream(event=event), finish, watch=seen.watch):
             yield message
 
     async def Destroy(self, request: agent_pb2.DestroyRequest,
                       context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[agent_pb2.DestroyStream]:
         deleted: list[str] = []
         changes: dict[str, int] = {}
+        seen = _Seen()
 
         async def finish(stack: str, outcome: CommandResult) -> agent_pb2.DestroyStream:
             result = agent_pb2.DestroyResult()
@@ -356,7 +403,7 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
                 for kind, count in changes.items():
                     result.change_summary[kind] = count
                 return agent_pb2.DestroyStream(result=result)
-            self._summarize(result, outcome, await self.ws.latest_summary(stack))
+            self._summarize(result, outcome, await self._summary(stack, seen, request))
             if request.remove:
                 # Removed after the summary is read, as the Automation API does.
                 await self.ws.remove_stack(stack)
@@ -377,5 +424,5 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
                 lambda stack, events: cliargs.destroy_args(request, stack, events, self.pulumi_log_level),
                 on_event, finish,
                 # `--preview-only` refuses a confirmation skipped by the environment (PULUMI_SKIP_CONFIRMATIONS)
-                {"PULUMI_SKIP_CONFIRMATIONS": "false"} if request.preview_only else None):
+                {"PULUMI_SKIP_CONFIRMATIONS": "false"} if request.preview_only else None, seen.watch):
             yield message

@@ -71,6 +71,9 @@ class Workspace:
     workdir: Path
     cli: PulumiCLI
     pulumi_version: str = ""
+    #: The stack this agent last selected (or created, which selects it): the workspace is the agent's alone, so
+    #: the selection cannot change behind its back and each operation need not list the stacks to find it.
+    selected: str | None = None
 
     @classmethod
     async def open(cls, workdir: Path, env_file: Path | None = None, base_env: Mapping[str, str] | None = None,
@@ -108,21 +111,34 @@ class Workspace:
     async def current_stack(self) -> dict[str, Any] | None:
         from pko.agent import results
         result = await self.cli.run(["stack", "ls", "--json"], description="could not list stacks", log_output=False)
-        return results.current_stack(result.stdout)
+        entry = results.current_stack(result.stdout)
+        self.selected = str(entry["name"]) if entry is not None else None
+        return entry
+
+    async def selected_stack(self) -> str | None:
+        """The selected stack's name: the one this agent selected, else what the CLI says is current."""
+        if self.selected is None:
+            await self.current_stack()
+        return self.selected
 
     async def select_stack(self, name: str) -> None:
         try:
             await self.cli.run(["stack", "select", "--stack", name], description="failed to select stack")
         except CommandError as err:
+            self.selected = None  # whatever the CLI left selected, it is asked again next time
             if _STACK_404.search(err.result.stderr):
                 raise StackNotFoundError(name) from err
             raise
+        self.selected = name
 
     async def init_stack(self, name: str, secrets_provider: str = "") -> None:
+        """Create the stack `name`; the CLI selects it as it creates it."""
         args = ["stack", "init", name]
         if secrets_provider:
             args += ["--secrets-provider", secrets_provider]
+        self.selected = None
         await self.cli.run(args, description="failed to create stack")
+        self.selected = name
 
     async def stack_info(self, name: str) -> agent_pb2.StackSummary:
         """Select `name` and summarize it, as the Automation API's ``Stack.Info`` does."""
@@ -151,6 +167,12 @@ class Workspace:
                          description="could not get secret outputs", log_output=False))
         return results.outputs(masked.stdout, plain.stdout)
 
+    async def plain_outputs(self, stack: str) -> str:
+        """``stack output --json --show-secrets``: every output in the clear (JSON text)."""
+        result = await self.cli.run(["stack", "output", "--json", "--show-secrets", "--stack", stack],
+                                    description="could not get secret outputs", log_output=False)
+        return result.stdout
+
     async def latest_history(self, stack: str) -> str:
         """``pulumi stack history --json`` of the latest operation only (a JSON list of at most one entry)."""
         history = await self.cli.run(
@@ -164,4 +186,5 @@ class Workspace:
         return results.update_summary(await self.latest_history(stack))
 
     async def remove_stack(self, stack: str) -> None:
+        self.selected = None
         await self.cli.run(["stack", "rm", "--yes", stack], description="failed to remove stack")

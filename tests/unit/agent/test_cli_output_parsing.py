@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 
 from pko.agent import results
@@ -68,3 +69,50 @@ def test_project_info_and_version() -> None:
     assert results.project_info({"name": "p", "runtime": {"name": "python", "options": {}}}).runtime == "python"
     assert results.project_info({"name": "p", "runtime": "yaml"}).name == "p"
     assert cli_version("v3.259.0\n") == "3.259.0"
+
+
+SECRET = {results.SIGNATURE_KEY: results.SECRET_SIGNATURE, "ciphertext": "[secret]"}
+
+
+def _outputs_event(outputs: dict[str, object], type_: str = "pulumi:pulumi:Stack",
+                   parent: str = "") -> dict[str, object]:
+    return {"sequence": 5, "resOutputsEvent": {"metadata": {"op": "same", "new": {
+        "type": type_, "urn": "urn:pulumi:dev::p::pulumi:pulumi:Stack::p-dev", "parent": parent, "outputs": outputs}}}}
+
+
+def test_the_root_stacks_outputs_are_read_from_its_outputs_event() -> None:
+    assert results.root_stack_outputs(_outputs_event({"a": 1})) == {"a": 1}
+    assert results.root_stack_outputs(_outputs_event({"a": 1}, type_="random:index:Pet")) is None
+    assert results.root_stack_outputs(_outputs_event({"a": 1}, parent="urn:pulumi:dev::p::x::y")) is None
+    assert results.root_stack_outputs({"summaryEvent": {"result": "succeeded"}}) is None
+    assert results.root_stack_outputs({"resOutputsEvent": "garbage"}) is None
+
+
+def test_signatures_are_found_at_any_depth() -> None:
+    assert not results.has_signature({"a": [1, {"b": "c"}], "d": None})
+    assert results.has_signature({"a": [1, {"b": SECRET}]})
+    assert results.is_secret(SECRET)
+    assert not results.is_secret({"inner": SECRET})
+    assert not results.is_secret({results.SIGNATURE_KEY: "c44067f5952c0a294b673a41bacd8c17", "path": "x"})  # asset
+
+
+def test_outputs_from_the_event_alone_or_with_the_plain_listing() -> None:
+    alone = results.outputs_from_event({"a": 1, "b": {"c": [True]}}, None)
+    assert {k: (json.loads(v.value), v.secret) for k, v in alone.items()} == {"a": (1, False),
+                                                                              "b": ({"c": [True]}, False)}
+    seen = {"token": SECRET, "nested": {"inner": SECRET}}
+    plain = json.dumps({"token": "shh", "nested": {"inner": "shh"}})
+    both = results.outputs_from_event(seen, plain)
+    assert {k: (json.loads(v.value), v.secret) for k, v in both.items()} == {"token": ("shh", True),
+                                                                             "nested": ({"inner": "shh"}, False)}
+    assert both == results.outputs(json.dumps({"token": "[secret]", "nested": {"inner": "[secret]"}}), plain)
+
+
+def test_a_summary_of_the_agents_own_timing_is_to_the_second() -> None:
+    started = datetime.datetime(2026, 1, 1, 12, 0, 0, 900000, tzinfo=datetime.UTC)
+    summary = results.own_summary(started, started + datetime.timedelta(seconds=2), "succeeded", "hi")
+    assert (summary.start_time.seconds, summary.start_time.nanos) == (int(started.timestamp()), 0)
+    assert summary.end_time.seconds - summary.start_time.seconds == 2
+    assert (summary.result, summary.message) == ("succeeded", "hi")
+    assert results.summary_result({"summaryEvent": {"result": "failed"}}) == "failed"
+    assert results.summary_result({"summaryEvent": {}}) is None
