@@ -247,3 +247,25 @@ async def test_with_the_go_agent_a_gated_stack_stalls_and_applies_nothing(
     updates = await e2e.updates_of(kc, "goagent", namespace)
     assert [u["spec"]["type"] for u in updates] == ["preview"]
     assert e2e.condition(updates[0], "Failed")["reason"] == "UpdatePlansUnsupported"
+
+
+async def test_an_awaited_plan_keeps_an_idle_workspace_awake(
+    kc: kclient.Client, namespace: str, git: gitserver.GitServer, stack_operator: operator.Operator,
+    tmp_path: Path,
+) -> None:
+    """With scale to zero, a workspace does not fall asleep while its plan awaits approval (the plan lives in the
+    workspace): approved long after the idle timeout, the plan is still there and applied; then the workspace
+    sleeps."""
+    managed = tmp_path / "awake.txt"
+    await _gated(kc, git, namespace, "awake", managed)
+    await kc.patch(resources.STACK, "awake", {"spec": {"workspaceIdleTimeout": "1s"}}, namespace)
+    stack = await e2e.wait_for(kc, resources.STACK, "awake", namespace, awaiting(), timeout=120)
+    await asyncio.sleep(4)  # the idle timeout is long past: a workspace with nothing to keep would sleep now
+    workspace = await kc.get(resources.WORKSPACE, "awake", namespace)
+    assert e2e.condition(workspace, "Ready").get("reason") != "Sleeping", workspace.get("status")
+
+    await kc.create(approval("ok", namespace, "awake", _review(stack)["digest"]))
+    await e2e.wait_for(kc, resources.STACK, "awake", namespace, e2e.is_ready, timeout=120)
+    assert managed.read_text() == "v1"
+    await e2e.wait_for(kc, resources.WORKSPACE, "awake", namespace,
+                       lambda o: e2e.condition(o, "Ready").get("reason") == "Sleeping", timeout=60)

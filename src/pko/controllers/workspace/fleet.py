@@ -11,7 +11,9 @@ its requests (PKO#1318, PKO#694). Here:
 - *scale to zero* (docs/scale-to-zero.md): with an idle timeout (the Workspace's ``spec.idleTimeout``, else the
   operator's ``--workspace-idle-timeout``; off by default) a Workspace with no Update pending for that long
   sleeps: no pod (or agent process), ``Ready=True`` with reason ``Sleeping`` so its Stack stays Ready and starts
-  the next Update as usual; that Update wakes it (``Ready=False/Waking``, then the usual start).
+  the next Update as usual; that Update wakes it (``Ready=False/Waking``, then the usual start). A workspace whose
+  latest Update is a preview that saved an update plan for an approval (docs/approvals.md) stays awake: the plan
+  lives in the pod, and the approved `up` applies it there.
 
 Must never: read the clock (callers pass ``now``), or do I/O.
 """
@@ -22,7 +24,7 @@ import datetime
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from pko.api import conditions, durations
+from pko.api import conditions, durations, names
 from pko.api import update as up_api
 from pko.api import workspace as ws_api
 from pko.api.meta import Condition
@@ -83,6 +85,18 @@ def pending(updates: Iterable[up_api.Update]) -> bool:
                for u in updates)
 
 
+def holds_plan(updates: Iterable[up_api.Update]) -> bool:
+    """The workspace's latest Update is a preview that saved an update plan (awaiting its approval) and succeeded:
+    the plan lives in the agent's workspace, so sleeping would lose it."""
+    latest = max(updates, key=lambda u: (u.metadata.creation_timestamp or "", u.metadata.name or ""), default=None)
+    if latest is None or latest.spec is None or latest.spec.type != up_api.PREVIEW:
+        return False
+    if (latest.metadata.annotations or {}).get(names.ANNOTATION_SAVE_PLAN) != "true":
+        return False
+    found = latest.status.conditions if latest.status else None
+    return conditions.is_true(found, conditions.COMPLETE) and not conditions.is_true(found, conditions.FAILED)
+
+
 @dataclass(frozen=True)
 class Idle:
     """The decision: `sleep` now, or stay awake and look again after `requeue_after` seconds (None: an event
@@ -104,11 +118,12 @@ def _completed_at(update: up_api.Update) -> datetime.datetime | None:
 
 def decide(timeout: float, now: datetime.datetime, ready: Condition | None,
            updates: Sequence[up_api.Update]) -> Idle:
-    """Whether the workspace sleeps. Awake while an Update is pending and while it is not ready for a reason of
+    """Whether the workspace sleeps. Awake while an Update is pending or a saved plan awaits its approval
+    (:func:`holds_plan`), and while it is not ready for a reason of
     its own (starting, failing: the kubelet or the user has something to say); a healthy agent sleeps once
     `timeout` has passed since the later of becoming ready and its last Update completing; a sleeping one keeps
     sleeping until an Update is pending (a spec change alone does not wake it)."""
-    if timeout <= 0 or pending(updates):
+    if timeout <= 0 or pending(updates) or holds_plan(updates):
         return AWAKE
     if ready is not None and ready.status == "True" and ready.reason == SLEEPING:
         return Idle(True)

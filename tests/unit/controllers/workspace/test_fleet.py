@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from pko.api import names
 from pko.api import update as up_api
 from pko.api import workspace as ws_api
 from pko.api.meta import Condition
@@ -113,3 +114,30 @@ def test_only_a_ready_workspace_falls_asleep_and_only_an_update_wakes_one() -> N
     assert fleet.decide(600, NOW, sleeping, [_update(None)]) == fleet.AWAKE
     assert fleet.sleeping_message(600) == ("Scaled to zero after 10m0s without an update; the next update wakes the "
                                            "workspace")
+
+
+def _preview(name: str, created: datetime.datetime, *, save_plan: bool = True, failed: bool = False,
+             type_: str = "preview") -> up_api.Update:
+    stamp = created.strftime("%Y-%m-%dT%H:%M:%SZ")
+    found = [{"type": "Complete", "status": "True", "reason": "Updated", "message": "", "lastTransitionTime": stamp},
+             {"type": "Failed", "status": "True" if failed else "False", "reason": "UpdateFailed", "message": "",
+              "lastTransitionTime": stamp}]
+    return up_api.Update.model_validate({
+        "metadata": {"name": name, "creationTimestamp": stamp,
+                     "annotations": {names.ANNOTATION_SAVE_PLAN: "true"} if save_plan else {}},
+        "spec": {"type": type_}, "status": {"conditions": found}})
+
+
+def test_a_plan_awaiting_its_approval_keeps_the_workspace_awake() -> None:
+    hour = datetime.timedelta(hours=1)
+    ready = _ready("True", "Succeeded", NOW - 5 * hour)
+    awaiting = _preview("s-2", NOW - 2 * hour)
+    assert fleet.holds_plan([_preview("s-1", NOW - 3 * hour, type_="up"), awaiting])
+    assert fleet.decide(600, NOW, ready, [awaiting]) == fleet.AWAKE
+    # not once the approved `up` (a later Update) has run, nor for a failed or a plain preview
+    applied = _preview("s-3", NOW - hour, save_plan=False, type_="up")
+    assert not fleet.holds_plan([awaiting, applied])
+    assert fleet.decide(600, NOW, ready, [awaiting, applied]) == fleet.Idle(True)
+    assert not fleet.holds_plan([_preview("s-4", NOW, failed=True)])
+    assert not fleet.holds_plan([_preview("s-5", NOW, save_plan=False)])
+    assert not fleet.holds_plan([])
