@@ -9,6 +9,10 @@ API server with its message."""
 
 from __future__ import annotations
 
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +24,7 @@ from pko.testing.clusterbed import Release, diagnose, passphrase_env, workspace_
 from pko.testing.waiting import condition, eventually, wait_for, wait_gone
 
 ANNOTATION_RECONCILE_REQUEST = "pulumi.com/reconciliation-request"
+KUBECTL_PKO = Path(sys.executable).parent / "kubectl-pko"
 #: A Pulumi YAML program that exports the config value it is given.
 PROGRAM = {"configuration": {"greeting": {"type": "String"}}, "outputs": {"greeting": "${greeting}"}}
 
@@ -83,6 +88,17 @@ async def test_a_config_change_keeps_the_pod_and_an_idle_workspace_sleeps(
     owned = [r["metadata"]["name"] for r in revisions
              if any(o.get("name") == "fleet-workspace" for o in r["metadata"].get("ownerReferences") or ())]
     assert owned == [before[3]], f"the StatefulSet got another pod template: {owned}"
+
+    # `kubectl pko logs` reads the pod's log from this Update on: the CLI's output of this update, not the agent's
+    # start-up nor the first update, which the same pod logged before; with -f it ends as the Update is complete.
+    for follow in ([], ["-f"]):
+        shown = await asyncio.to_thread(
+            subprocess.run, [str(KUBECTL_PKO), "logs", "fleet", "-n", ns, *follow, "--kubeconfig",
+                             str(real_cluster.kubeconfig)], capture_output=True, text=True, timeout=120, check=False)
+        assert shown.returncode == 0, shown.stderr
+        assert "workspace pod" in shown.stderr
+        assert '"two"' in shown.stdout, shown.stdout
+        assert "server listening" not in shown.stdout, shown.stdout
 
     # Scale to zero: the idle timeout is not part of the pod (the update it causes runs in the same pod), then the
     # workspace sleeps; the Stack stays Ready.

@@ -19,7 +19,7 @@ from pko.controllers.update import setup as update_setup
 from pko.controllers.workspace import local
 from pko.controllers.workspace import setup as workspace_setup
 from pko.kube import client as kclient
-from pko.runtime import manager
+from pko.runtime import cachedclient, manager
 
 
 @dataclass
@@ -52,6 +52,8 @@ class Controllers:
 
 
 def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings) -> Controllers:
+    # the controllers read through the manager's informer caches, never older than what they wrote themselves
+    client = cachedclient.CachedClient(client, mgr.informers.get)
     connector = connect.Connector(client, namespace=settings.operator_namespace,
                                   service_account=settings.operator_service_account,
                                   localhost_override=settings.workspace_localhost)

@@ -257,12 +257,13 @@ class Client:
                 await response.aclose()
 
     async def log(self, name: str, namespace: str, *, container: str | None = None, follow: bool = False,
-                  tail_lines: int | None = None) -> AsyncIterator[str]:
-        """A pod's log (pods/log), line by line with the newline; with ``follow`` until the container stops or
-        the caller breaks out. :class:`errors.NotFound` (or BadRequest, before the container started) otherwise."""
+                  tail_lines: int | None = None, since_seconds: int | None = None) -> AsyncIterator[str]:
+        """A pod's log (pods/log), line by line with the newline (the last `since_seconds` only, when given); with
+        ``follow`` until the container stops or the caller breaks out. :class:`errors.NotFound` (or BadRequest,
+        before the container started) otherwise."""
         with _translated():
             async for line in self.api.log(name, namespace=namespace, container=container, follow=follow,
-                                           tail_lines=tail_lines):
+                                           tail_lines=tail_lines, since=since_seconds):
                 yield line
 
     # --- writing ---------------------------------------------------------------------------------------------

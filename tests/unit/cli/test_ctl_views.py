@@ -168,3 +168,13 @@ def test_a_sleeping_workspace_shows_in_get() -> None:
     assert wide[0].split()[-5:] == ["WORKSPACE", "UPDATE", "COMMIT", "REASON", "MESSAGE"]
     assert json.loads(view.dump([asleep], "json"))["items"][0]["workspace"] == "Sleeping"
     assert json.loads(view.dump([asleep], "json"))["items"][0]["state"] == "Ready"
+
+
+def test_logs_are_read_from_just_before_the_update_was_created() -> None:
+    now = datetime.datetime(2026, 11, 22, 12, 0, 0, tzinfo=datetime.UTC)
+    update = {"metadata": {"name": "s-1", "creationTimestamp": "2026-11-22T11:58:00Z"}}
+    assert view.log_since(update, now) == 122
+    assert view.log_since({"metadata": {"creationTimestamp": "2026-11-22T12:00:00Z"}}, now) == 2
+    assert view.log_since({"metadata": {"creationTimestamp": "garbage"}}, now) is None
+    assert view.log_since({"metadata": {}}, now) is None
+    assert view.log_since(None, now) is None

@@ -210,9 +210,11 @@ async def _stream_pod(kc: kube.Client, pod: str, namespace: str, update_name: st
                       out: TextIO) -> None:
     """The pod's `pulumi` container log; with `follow`, until the Update completes (then a moment for the tail)."""
     print(f"# update {update_name}: workspace pod {namespace}/{pod}, container pulumi", file=sys.stderr)
+    since = view.log_since(await kc.get_or_none(resources.UPDATE, update_name, namespace),
+                           datetime.datetime.now(datetime.UTC))
 
     async def copy() -> None:
-        async for line in kc.log(pod, namespace, container="pulumi", follow=follow):
+        async for line in kc.log(pod, namespace, container="pulumi", follow=follow, since_seconds=since):
             out.write(line)
             out.flush()
 

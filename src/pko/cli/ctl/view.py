@@ -297,3 +297,18 @@ def _workspace_lines(workspace: Mapping[str, Any] | None, pod: Mapping[str, Any]
         _field(out, f"  {c.get('name')}", f"{kind}{' ' + why if why else ''}, ready={c.get('ready')}, "
                                           f"restarts={c.get('restartCount', 0)}", 2)
     return out
+
+
+def log_since(update: Mapping[str, Any] | None, now: datetime.datetime) -> int | None:
+    """Seconds of a workspace pod's log to read for `update` (its ``sinceSeconds``): from a moment before the
+    Update was created, so the log shows this update and not the pod's earlier ones (a pod runs many: config
+    changes and drift checks keep it). None, the whole log, when the Update or its time is unknown."""
+    created = ((update or {}).get("metadata") or {}).get("creationTimestamp")
+    if not isinstance(created, str):
+        return None
+    try:
+        then = datetime.datetime.fromisoformat(created.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return max(1, int((now - then).total_seconds()) + 2)
+

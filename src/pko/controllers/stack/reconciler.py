@@ -32,6 +32,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from pko.api import approval as approval_api
 from pko.api import conditions, names
@@ -45,7 +46,7 @@ from pko.controllers.stack import source as source_mod
 from pko.controllers.stack import workspace as ws_build
 from pko.kube import client as kclient
 from pko.kube import errors, events, objects, resources
-from pko.runtime import logcontext
+from pko.runtime import applied, logcontext
 from pko.runtime.controller import Result
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,7 @@ class _Session:
     waiting: up_api.Update | None = None  # the current Update, while it has not completed
     recheck_after: float | None = None  # when to look again for a current Update the API server does not have
     gave_up: str | None = None  # a current Update the API server never had, given up this time
+    saved: dict[str, Any] | None = None  # the status last written in this reconcile
 
     @property
     def key(self) -> objects.ObjectKey:
@@ -101,6 +103,17 @@ def workspace_ready(ws: ws_api.Workspace) -> bool:
             and conditions.is_true(status.conditions, conditions.READY))
 
 
+def status_unchanged(stack: stack_api.Stack, body: dict[str, Any]) -> bool:
+    """The status `_save` would write is the one the Stack has: this controller is its only writer, so the apply
+    would change nothing (a field left out of `body` would be removed, so the whole status must match)."""
+    if stack.status is None:
+        return False
+    found = stack.status.model_dump(by_alias=True, exclude_none=True, mode="json")
+    found["observedGeneration"] = stack.status.observed_generation or 0
+    found["observedReconcileRequest"] = stack.status.observed_reconcile_request or ""
+    return bool(found == body)
+
+
 class StackReconciler:
     def __init__(
         self,
@@ -118,6 +131,7 @@ class StackReconciler:
         self.clock = clock
         self.retry_policy = retry_policy  # the operator-wide failure policy; a Stack's retryPolicy overrides it
         self.watch_approvals = watch_approvals  # starts the StackApproval watch, once a Stack needs it
+        self._applied = applied.Applied()  # the Workspaces this process applied (skips applies that change nothing)
 
     def _policy(self, stack: stack_api.Stack) -> sync.RetryPolicy:
         return sync.policy_for(stack_api.spec_of(stack), self.retry_policy)
@@ -227,7 +241,7 @@ class StackReconciler:
                                                        _waiting_message(s.conditions), now=self.clock())
             await self._save(s)
         try:
-            ws = ws_api.Workspace.model_validate(await self.client.apply(desired_ws))
+            ws = await self._apply_workspace(key, desired_ws)
         except errors.ApiError as err:
             if s.deleting and _namespace_terminating(err):
                 message = (f"namespace {key.namespace} is terminating; the stack cannot be destroyed. To remove the "
@@ -309,6 +323,20 @@ class StackReconciler:
             forget()
             await self._save(s)
             raise
+
+    async def _apply_workspace(self, key: objects.ObjectKey, desired: objects.Object) -> ws_api.Workspace:
+        """Apply the Stack's Workspace, unless this process applied the same one and nobody changed it since: then
+        the Workspace as it is (read through the cache; pko.runtime.applied)."""
+        digest = applied.digest(desired)
+        now = self.clock().timestamp()
+        last = self._applied.last(key)
+        if last is not None and last.digest == digest:  # these manifests were applied: worth a (cached) read
+            current = await self.client.get_or_none(resources.WORKSPACE, objects.name_of(desired), key.namespace)
+            if current is not None and last.still_holds(digest, current, now):
+                return ws_api.Workspace.model_validate(current)
+        result = await self.client.apply(desired)
+        self._applied.record(key, digest, result, now)
+        return ws_api.Workspace.model_validate(result)
 
     async def _lost(self, s: _Session, name: str) -> bool:
         """Whether the current Update `name`, which the API server does not have, is given up (True: it is
@@ -620,11 +648,17 @@ class StackReconciler:
         body = s.status.model_dump(by_alias=True, exclude_none=True, mode="json")
         body["observedGeneration"] = s.status.observed_generation or 0
         body["observedReconcileRequest"] = s.status.observed_reconcile_request or ""
+        unchanged = body == s.saved if s.saved is not None else status_unchanged(s.stack, body)
+        if unchanged:
+            await self._finalize_update(s)
+            return  # a reconcile that changes nothing (most of a waiting Stack's) writes nothing
+        s.saved = None
         await self.client.apply_status(
             {"apiVersion": stack_api.API_VERSION, "kind": stack_api.KIND,
              "metadata": {"name": s.key.name, "namespace": s.key.namespace}, "status": body},
             field_manager=names.FIELD_MANAGER_STACK_STATUS,
         )
+        s.saved = body
         await self._finalize_update(s)
 
     async def _finalize_update(self, s: _Session) -> None:

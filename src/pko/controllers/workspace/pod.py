@@ -13,11 +13,8 @@ revision.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from pko.api import conditions, names
@@ -26,8 +23,8 @@ from pko.controllers.workspace import manifests, podproblems
 from pko.controllers.workspace.runtime import ROLLING_UPDATE, WAITING_FOR_REPLICAS, Pending, Placed, Placement
 from pko.kube import client as kclient
 from pko.kube import errors, events, objects, owners, resources
+from pko.runtime import applied, handlers, manager, store
 from pko.runtime import controller as ctl
-from pko.runtime import handlers, manager, store
 
 RETRY_AFTER = 5.0
 #: How often a Workspace whose pod is not available yet looks at the pod for a kubelet error.
@@ -69,7 +66,7 @@ class PodRuntime:
         self.client = client
         self.recorder = recorder
         self.clock = clock
-        self._applied: dict[objects.ObjectKey, AppliedRecord] = {}
+        self._applied = applied.Applied()
         self._statefulsets: store.Store | None = None  # the StatefulSet informer's cache, once watched
 
     async def _apply(self, workspace: ws_api.Workspace, statefulset: dict[str, Any]) -> objects.Object:
@@ -78,24 +75,23 @@ class PodRuntime:
         reconciles several times while its pod starts; the Go operator re-applies both every time."""
         key = objects.ObjectKey.of(workspace.metadata)
         service = owners.set_controller_reference(manifests.service(workspace), workspace)
-        digest = manifest_digest(service, statefulset)
+        digest = applied.digest(service, statefulset)
         cached = None
         if self._statefulsets is not None:
             cached = self._statefulsets.get(objects.ObjectKey(key.namespace, statefulset["metadata"]["name"]))
-        last = self._applied.get(key)
-        if last is not None and cached is not None and last.still_holds(digest, cached, self.clock()):
+        if cached is not None and self._applied.holds(key, digest, cached, self.clock()):
             return cached
         await self.client.apply(service)
-        applied = await self.client.apply(statefulset)
-        self._applied[key] = AppliedRecord(digest, objects.generation_of(applied), self.clock())
-        return applied
+        result = await self.client.apply(statefulset)
+        self._applied.record(key, digest, result, self.clock())
+        return result
 
     async def place(self, workspace: ws_api.Workspace, statefulset: dict[str, Any]) -> Placement:
         key = objects.ObjectKey.of(workspace.metadata)
         try:
             applied = await self._apply(workspace, statefulset)
         except errors.Invalid:
-            self._applied.pop(key, None)
+            self._applied.forget(key)
             await self.client.delete(resources.STATEFUL_SET, statefulset["metadata"]["name"], key.namespace,
                                      missing_ok=True)
             await self.recorder.normal(workspace, "Migrated", "Replaced the workspace statefulset")
@@ -137,14 +133,14 @@ class PodRuntime:
         try:
             await self._apply(workspace, statefulset)
         except errors.Invalid:
-            self._applied.pop(key, None)
+            self._applied.forget(key)
             await self.client.delete(resources.STATEFUL_SET, statefulset["metadata"]["name"], key.namespace,
                                      missing_ok=True)
             await self.recorder.normal(workspace, "Migrated", "Replaced the workspace statefulset")
 
     async def remove(self, key: objects.ObjectKey) -> None:
         """Nothing to delete: the StatefulSet and Service are owned by the Workspace (garbage collection)."""
-        self._applied.pop(key, None)
+        self._applied.forget(key)
 
     def watch(self, mgr: manager.Manager, controller: ctl.Controller) -> None:
         informer = mgr.informer(resources.STATEFUL_SET)
@@ -153,28 +149,6 @@ class PodRuntime:
 
     async def close(self) -> None:
         """Nothing to stop: the pods outlive the operator."""
-
-
-#: However unchanged, the Service and StatefulSet are applied again after this long (a deleted Service comes back).
-REAPPLY_AFTER = 300.0
-
-
-@dataclass(frozen=True)
-class AppliedRecord:
-    """What this process last applied for a Workspace: the manifests' digest, the StatefulSet generation the API
-    server answered with, and when."""
-
-    digest: str
-    generation: int | None
-    at: float
-
-    def still_holds(self, digest: str, cached: objects.Object, now: float) -> bool:
-        return (digest == self.digest and objects.generation_of(cached) == self.generation
-                and now - self.at < REAPPLY_AFTER)
-
-
-def manifest_digest(*manifests_: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(manifests_, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def fetch_seconds(pod: dict[str, Any]) -> float | None:

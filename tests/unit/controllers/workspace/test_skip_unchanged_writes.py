@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from pko.api import workspace as ws_api
-from pko.controllers.workspace import pod, reconciler
+from pko.controllers.workspace import reconciler
+from pko.runtime import applied
 
 
 def _sts(generation: int) -> dict[str, Any]:
@@ -15,14 +16,14 @@ def _sts(generation: int) -> dict[str, Any]:
 
 
 def test_an_applied_record_holds_for_the_same_manifests_and_generation_until_it_is_old() -> None:
-    digest = pod.manifest_digest({"kind": "Service"}, {"kind": "StatefulSet", "spec": {"replicas": 1}})
-    record = pod.AppliedRecord(digest, 3, at=100.0)
+    digest = applied.digest({"kind": "Service"}, {"kind": "StatefulSet", "spec": {"replicas": 1}})
+    record = applied.Record(digest, 3, at=100.0)
     assert record.still_holds(digest, _sts(3), now=101.0)
     assert not record.still_holds(digest, _sts(4), now=101.0)  # changed behind us (kubectl edit, scale)
-    other = pod.manifest_digest({"kind": "Service"}, {"kind": "StatefulSet", "spec": {"replicas": 0}})
+    other = applied.digest({"kind": "Service"}, {"kind": "StatefulSet", "spec": {"replicas": 0}})
     assert other != digest
     assert not record.still_holds(other, _sts(3), now=101.0)  # the desired state changed
-    assert not record.still_holds(digest, _sts(3), now=100.0 + pod.REAPPLY_AFTER)  # re-applied now and then
+    assert not record.still_holds(digest, _sts(3), now=100.0 + applied.REAPPLY_AFTER)  # re-applied now and then
 
 
 def _workspace(status: dict[str, Any] | None) -> ws_api.Workspace:

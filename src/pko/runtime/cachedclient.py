@@ -1,0 +1,133 @@
+"""Reads from the informers' caches, with read-your-writes: the client the reconcilers use.
+
+Why: a reconcile reads the object it works on and the objects around it (the Stack, its Program, its current
+Update, its Workspace) several times per update; as live GETs that was about a third of the operator's API requests
+(the first side-by-side benchmark found 1.9 times the Go operator's, which reads from controller-runtime's cache). The
+manager's informers hold every object of those kinds already.
+
+The rule that keeps a cached read safe: a reconcile must never act on a state older than one it wrote itself (a
+Stack whose `currentUpdate` this process just saved, read back without it, would start a second Update). So the
+client records the resourceVersion of every object it writes or deletes, and answers a read from the cache only
+when the cached copy is at least that version (resourceVersions are comparable integers, as the API server
+guarantees since Kubernetes 1.34's comparable resource versions); otherwise, and for kinds without a synced
+informer or objects not in the cache (just created, or out of the informer's namespace), it reads live. Another
+client's change not yet in the cache reads as it was a moment ago, as with controller-runtime: its watch event
+queues the next reconcile.
+
+It must never hand out the cache's own objects (readers get a copy) and never answer a miss from the cache.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any, Literal
+
+from pko.kube import client as kclient
+from pko.kube import objects, resources
+from pko.runtime import informer
+
+#: Cached objects are fresh once their resourceVersion reaches this; a deleted object never is (read live).
+_DELETED = -1
+
+Lookup = Callable[[resources.Kind], "informer.Informer | None"]
+
+
+def version(obj: objects.Object | None) -> int | None:
+    """An object's resourceVersion as an integer, or None when it has none that reads as one."""
+    text = ((obj or {}).get("metadata") or {}).get("resourceVersion")
+    return int(text) if isinstance(text, str) and text.isdigit() else None
+
+
+def fresh(cached: objects.Object, written: int | None) -> bool:
+    """Whether a cached copy may answer a read, given the version this process last wrote (None: never wrote)."""
+    if written is None:
+        return True
+    if written == _DELETED:
+        return False
+    have = version(cached)
+    return have is not None and have >= written
+
+
+class CachedClient(kclient.Client):
+    """A :class:`pko.kube.Client` over the same connection whose `get` reads the informers' caches (see the module
+    docstring); every write records the version it produced."""
+
+    def __init__(self, base: kclient.Client, lookup: Lookup) -> None:
+        super().__init__(base.api, field_manager=base.field_manager)
+        self.limiter = base.limiter
+        self._lookup = lookup
+        self._written: dict[tuple[resources.Kind, objects.ObjectKey], int] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def _remember(self, kind: resources.Kind, obj: objects.Object) -> None:
+        written = version(obj)
+        if written is not None:
+            self._written[(kind, objects.key_of(obj))] = written
+
+    def _cached(self, kind: resources.Kind, name: str, namespace: str | None) -> objects.Object | None:
+        source = self._lookup(kind)
+        if source is None or not source.synced:
+            return None
+        key = objects.ObjectKey(namespace or "", name) if kind.namespaced else objects.ObjectKey("", name)
+        found = source.store.get(key)
+        if found is None or not fresh(found, self._written.get((kind, key))):
+            return None
+        return copy.deepcopy(found)
+
+    # --- reading ---------------------------------------------------------------------------------------------
+
+    async def get(self, kind: kclient.KindRef, name: str, namespace: str | None = None) -> objects.Object:
+        k = resources.resource(kind)
+        cached = self._cached(k, name, namespace)
+        if cached is not None:
+            self.hits += 1
+            return cached
+        self.misses += 1
+        found = await super().get(kind, name, namespace)
+        self._remember(k, found)  # a live read is as good as a write: never read older than it afterwards
+        return found
+
+    # --- writing ---------------------------------------------------------------------------------------------
+
+    async def create(self, obj: objects.Object) -> objects.Object:
+        created = await super().create(obj)
+        self._remember(resources.of(created), created)
+        return created
+
+    async def replace(self, obj: objects.Object) -> objects.Object:
+        replaced = await super().replace(obj)
+        self._remember(resources.of(replaced), replaced)
+        return replaced
+
+    async def replace_status(self, obj: objects.Object) -> objects.Object:
+        replaced = await super().replace_status(obj)
+        self._remember(resources.of(replaced), replaced)
+        return replaced
+
+    async def apply(self, obj: objects.Object, *, field_manager: str | None = None,
+                    force: bool = True) -> objects.Object:
+        applied = await super().apply(obj, field_manager=field_manager, force=force)
+        self._remember(resources.of(applied), applied)
+        return applied
+
+    async def apply_status(self, obj: objects.Object, *, field_manager: str | None = None,
+                           force: bool = True) -> objects.Object:
+        applied = await super().apply_status(obj, field_manager=field_manager, force=force)
+        self._remember(resources.of(applied), applied)
+        return applied
+
+    async def patch(self, kind: kclient.KindRef, name: str, patch: Any, namespace: str | None = None, *,
+                    patch_type: kclient.PatchKind = "merge", status: bool = False) -> objects.Object:
+        patched = await super().patch(kind, name, patch, namespace, patch_type=patch_type, status=status)
+        self._remember(resources.resource(kind), patched)
+        return patched
+
+    async def delete(self, kind: kclient.KindRef, name: str, namespace: str | None = None, *,
+                     propagation: Literal["Background", "Foreground", "Orphan"] | None = None,
+                     missing_ok: bool = False) -> None:
+        k = resources.resource(kind)
+        key = objects.ObjectKey(namespace or "", name) if k.namespaced else objects.ObjectKey("", name)
+        self._written[(k, key)] = _DELETED  # until a live read or a write says otherwise
+        await super().delete(kind, name, namespace, propagation=propagation, missing_ok=missing_ok)
