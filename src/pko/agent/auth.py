@@ -19,13 +19,12 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import grpc
 
-from pko import kube
+from pko.agent import apiserver
 from pko.agent.errors import AgentError
-from pko.kube import reviews
 
 log = logging.getLogger("pko.agent.auth")
 
@@ -69,8 +68,59 @@ class ReviewError(Exception):
     """The API server failed a review; the message is its ``Status`` message."""
 
 
-Identity = reviews.Identity
-TokenReviewOutcome = reviews.TokenReviewStatus
+@dataclass(frozen=True)
+class Identity:
+    """The identity behind a token, as a TokenReview reports it."""
+
+    username: str
+    uid: str = ""
+    groups: tuple[str, ...] = ()
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+@dataclass(frozen=True)
+class TokenReviewOutcome:
+    """A TokenReview's answer (``status``); ``identity`` is None when the review names nobody."""
+
+    authenticated: bool
+    identity: Identity | None = None
+    audiences: tuple[str, ...] = ()
+    error: str = ""
+
+
+def _section(parent: dict[str, Any], key: str) -> dict[str, Any]:
+    found = parent.get(key)
+    return found if isinstance(found, dict) else {}
+
+
+def token_review_outcome(answer: dict[str, Any]) -> TokenReviewOutcome:
+    """A TokenReview as the API server returned it (JSON), read leniently: what is missing counts as absent."""
+    status = _section(answer, "status")
+    user = _section(status, "user")
+    who = None
+    if user.get("username"):
+        extra = tuple(sorted((str(k), tuple(str(x) for x in v or ())) for k, v in (user.get("extra") or {}).items()))
+        who = Identity(str(user["username"]), str(user.get("uid") or ""),
+                       tuple(str(g) for g in user.get("groups") or ()), extra)
+    return TokenReviewOutcome(bool(status.get("authenticated")), who,
+                              tuple(str(a) for a in status.get("audiences") or ()), str(status.get("error") or ""))
+
+
+def token_review(token: str, audiences: Sequence[str]) -> dict[str, Any]:
+    return {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+            "spec": {"token": token, "audiences": list(audiences)}}
+
+
+def access_review(identity: Identity, namespace: str, name: str) -> dict[str, Any]:
+    """The SubjectAccessReview of `identity` using this agent's Workspace's `workspaces/rpc`."""
+    spec: dict[str, Any] = {"user": identity.username, "groups": list(identity.groups), "resourceAttributes": {
+        "namespace": namespace, "name": name, "group": API_GROUP, "version": API_VERSION, "resource": RESOURCE,
+        "subresource": SUBRESOURCE, "verb": VERB}}
+    if identity.uid:
+        spec["uid"] = identity.uid
+    if identity.extra:
+        spec["extra"] = {k: list(v) for k, v in identity.extra}
+    return {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}
 
 
 @dataclass(frozen=True)
@@ -200,31 +250,28 @@ def _valid(outcome: TokenReviewOutcome, wanted: Sequence[str]) -> bool:
     return not wanted or bool(set(outcome.audiences) & set(wanted))
 
 
-def kube_reviewers(client: kube.Client) -> tuple[TokenReviewer, AccessReviewer]:
-    """Token and access reviewers that ask the API server (:mod:`pko.kube.reviews`)."""
+def kube_reviewers(server: apiserver.Endpoint) -> tuple[TokenReviewer, AccessReviewer]:
+    """Token and access reviewers that ask the API server (:mod:`pko.agent.apiserver`)."""
+
+    async def ask(path: str, body: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return await apiserver.post(server, path, body)
+        except apiserver.ApiError as err:
+            if err.status == 403:
+                raise ReviewForbiddenError() from err
+            raise ReviewError(err.message) from err
 
     async def review_token(token: str, audiences: Sequence[str]) -> TokenReviewOutcome:
-        try:
-            status = await reviews.review_token(client, token, audiences)
-        except kube.Forbidden as err:
-            raise ReviewForbiddenError() from err
-        except kube.ApiError as err:
-            raise ReviewError(err.message) from err
-        return status if status is not None else TokenReviewOutcome(authenticated=False)
+        return token_review_outcome(await ask("/apis/authentication.k8s.io/v1/tokenreviews",
+                                              token_review(token, audiences)))
 
     async def review_access(identity: Identity, namespace: str, name: str) -> AccessOutcome:
-        request = reviews.ResourceRequest(namespace=namespace, name=name, group=API_GROUP, version=API_VERSION,
-                                          resource=RESOURCE, subresource=SUBRESOURCE, verb=VERB)
-        try:
-            status = await reviews.review_access(client, identity, request)
-        except kube.Forbidden as err:
-            raise ReviewForbiddenError() from err
-        except kube.ApiError as err:
-            raise ReviewError(err.message) from err
-        if status is None:
-            return AccessOutcome(False)
-        if status.evaluation_error and not status.allowed:
-            log.warning("access review evaluation error: %s", status.evaluation_error)
-        return AccessOutcome(status.allowed and not status.denied, status.reason)
+        answer = await ask("/apis/authorization.k8s.io/v1/subjectaccessreviews",
+                           access_review(identity, namespace, name))
+        status = _section(answer, "status")
+        allowed, denied = bool(status.get("allowed")), bool(status.get("denied"))
+        if status.get("evaluationError") and not allowed:
+            log.warning("access review evaluation error: %s", status["evaluationError"])
+        return AccessOutcome(allowed and not denied, str(status.get("reason") or ""))
 
     return review_token, review_access

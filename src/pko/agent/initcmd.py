@@ -11,7 +11,7 @@ A refusal is logged and, in a pod, also written to the container's termination l
 kubelet shows it in the container's last state, where the Workspace's `Ready` message picks it up, rather than
 only "back-off restarting failed container".
 
-It must never log credentials from the environment. The Flux fetcher (httpx) and the GitHub App exchange (httpx,
+It must never log credentials from the environment. The Flux fetcher (urllib, ssl) and the GitHub App exchange (httpx,
 PyJWT, cryptography) are imported only when their source is used: they were most of the import time of a plain git
 checkout, which every workspace pod's init container pays.
 """

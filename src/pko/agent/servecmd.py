@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pko.agent.workspace import StackNotFoundError, Workspace
 
 if TYPE_CHECKING:
-    from pko import kube
     from pko.agent.service import AutomationService
 
 log = logging.getLogger("pko.agent.serve")
@@ -67,11 +66,6 @@ class ServeOptions:
             raise ServeError("--pulumi-log-level must not be negative")
 
 
-def kube_client(kubeconfig: str = "", context: str = "") -> kube.Client:
-    """The API client for reviews: from `kubeconfig` when given, else in-cluster or ``$KUBECONFIG``."""
-    from pko import kube
-
-    return kube.Client.from_kubeconfig(kubeconfig or None, context=context or None, timeout=REVIEW_TIMEOUT)
 
 
 def resolve_workdir(path: str) -> Path:
@@ -155,15 +149,14 @@ async def run(options: ServeOptions) -> None:
     """Start the agent and serve until shut down by a signal."""
     options.validate()
     authenticator = None
-    client = None
     if options.auth_mode == AUTH_KUBE:
-        from pko.agent import auth
+        from pko.agent import apiserver, auth
 
         try:
-            client = kube_client(options.kubeconfig, options.context)
+            server = apiserver.endpoint(options.kubeconfig, options.context, REVIEW_TIMEOUT)
         except Exception as err:
             raise ServeError(f"unable to load the kubeconfig: {err}") from err
-        review_token, review_access = auth.kube_reviewers(client)
+        review_token, review_access = auth.kube_reviewers(server)
         authenticator = auth.KubeAuth(review_token, review_access, tuple(options.kube_audiences),
                                       options.kube_workspace_namespace, options.kube_workspace_name)
         log.info("activated the Kubernetes authorization mode (audiences %s, workspace %s/%s)",
@@ -174,8 +167,4 @@ async def run(options: ServeOptions) -> None:
     await _interruptible(prepare(options, workspace))
     serve, automation_service = await server_parts
     service = automation_service(workspace, options.pulumi_log_level)
-    try:
-        await serve(service, options.host, options.port, authenticator)
-    finally:
-        if client is not None:
-            await client.close()
+    await serve(service, options.host, options.port, authenticator)

@@ -10,6 +10,10 @@ none).
 The download itself is capped too (:func:`download_cap`: twice the extraction cap plus 1 MiB, room for tar headers
 and incompressible content), so a server streaming without end cannot fill the disk before the digest is checked.
 
+The HTTP client is the standard library's (``urllib``, TLS verified against ``$SSL_CERT_FILE`` or certifi's
+bundle): every workspace pod runs this once, at start-up, where an HTTP library's imports cost more CPU than the
+download of a small program.
+
 It must never extract an archive whose digest did not match, and never log the URL's query string (it may carry
 credentials).
 """
@@ -17,14 +21,19 @@ credentials).
 from __future__ import annotations
 
 import hashlib
+import http.client
 import logging
+import os
+import ssl
 import tempfile
 import time
+import urllib.error
 import urllib.parse
+import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 
-import httpx
+import certifi
 
 from pko.sources import untar
 
@@ -81,8 +90,14 @@ def _display(url: str) -> str:
     return urllib.parse.urlunsplit(parts._replace(query="", fragment=""))
 
 
-def _download(client: httpx.Client, url: str, sink: tempfile._TemporaryFileWrapper[bytes], algorithm: str,
-              cap: int = untar.UNLIMITED) -> str:
+def tls_context() -> ssl.SSLContext:
+    """Server certificates are checked against ``$SSL_CERT_FILE`` when set (a private CA), else certifi's bundle
+    (the agent runs in images whose system store it cannot rely on), as the HTTP library before did."""
+    return ssl.create_default_context(cafile=os.environ.get("SSL_CERT_FILE") or certifi.where())
+
+
+def _download(opener: urllib.request.OpenerDirector, url: str, sink: tempfile._TemporaryFileWrapper[bytes],
+              algorithm: str, cap: int = untar.UNLIMITED, timeout: float = 60.0) -> str:
     """Stream `url` into `sink`, returning the hex digest; retry transient failures; refuse more than `cap` bytes."""
     last_error = ""
     for attempt in range(RETRIES + 1):
@@ -92,15 +107,9 @@ def _download(client: httpx.Client, url: str, sink: tempfile._TemporaryFileWrapp
         sink.truncate()
         hasher = hashlib.new(algorithm)
         try:
-            with client.stream("GET", url) as response:
-                if response.status_code >= 500 or response.status_code == 429:
-                    last_error = f"status: {response.status_code} {response.reason_phrase}"
-                    continue
-                if response.status_code != 200:
-                    raise FetchError(f"failed to download archive from {_display(url)}, "
-                                     f"status: {response.status_code} {response.reason_phrase}")
+            with opener.open(url, timeout=timeout) as response:
                 received = 0
-                for chunk in response.iter_bytes(65536):
+                while chunk := response.read(65536):
                     received += len(chunk)
                     if cap != untar.UNLIMITED and received > cap:
                         raise FetchError(f"failed to download archive from {_display(url)}: it is bigger than "
@@ -109,8 +118,16 @@ def _download(client: httpx.Client, url: str, sink: tempfile._TemporaryFileWrapp
                     sink.write(chunk)
             sink.flush()
             return hasher.hexdigest()
-        except httpx.TransportError as err:
-            last_error = str(err) or type(err).__name__
+        except urllib.error.HTTPError as err:
+            err.close()
+            if err.code >= 500 or err.code == 429:
+                last_error = f"status: {err.code} {err.reason}"
+                continue
+            raise FetchError(f"failed to download archive from {_display(url)}, "
+                             f"status: {err.code} {err.reason}") from None
+        except (OSError, http.client.HTTPException) as err:  # refused, reset, timed out, TLS, a broken answer
+            reason = err.reason if isinstance(err, urllib.error.URLError) else err
+            last_error = str(reason) or type(reason).__name__
     raise FetchError(f"failed to download archive from {_display(url)} after {RETRIES + 1} attempts: {last_error}")
 
 
@@ -119,9 +136,9 @@ def fetch(url: str, digest: str, target: Path, *, max_size: int = DEFAULT_MAX_UN
     """Download the ``.tar.gz`` at `url`, check it against `digest`, extract it into `target`."""
     algorithm, expected = parse_digest(digest)
     url = override_host(url, host_override)
-    with tempfile.NamedTemporaryFile(prefix="pko-artifact-", suffix=".tar.gz") as sink, \
-            httpx.Client(timeout=timeout, follow_redirects=True) as client:
-        actual = _download(client, url, sink, algorithm, download_cap(max_size))
+    opener = urllib.request.build_opener(urllib.request.HTTPSHandler(context=tls_context()))
+    with tempfile.NamedTemporaryFile(prefix="pko-artifact-", suffix=".tar.gz") as sink:
+        actual = _download(opener, url, sink, algorithm, download_cap(max_size), timeout)
         if actual != expected:
             raise FetchError(f"failed to verify artifact: computed digest doesn't match '{digest}'")
         sink.seek(0)

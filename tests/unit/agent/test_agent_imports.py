@@ -1,7 +1,8 @@
 """Each agent command imports only what it needs: every workspace pod execs the agent for `init` and for `serve`, and
 start-up time is mostly imports. `version` and `init` must not load gRPC, protobuf, the Kubernetes client (lightkube,
-pydantic) or the HTTP clients; `serve` loads the Kubernetes client only in kube auth mode. Checked on the modules a
-fresh interpreter holds after running the command line, not on time."""
+pydantic) or the HTTP clients; `serve` loads gRPC and protobuf, and in kube auth mode only the agent's own stdlib
+client of the API server (never lightkube, pydantic, pko's models or an HTTP client library). Checked on the modules
+a fresh interpreter holds after running the command line, not on time."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from pko.agent import servecmd
 from pko.cli import agent as cli
 
 GRPC = ("grpc", "google.protobuf", "pko.protocol", "pko.agent.grpcserver", "pko.agent.service")
-KUBE = ("lightkube", "pydantic", "pko.kube", "pko.api", "pko.agent.auth")
+KUBE = ("lightkube", "pydantic", "pko.kube", "pko.api", "pko.agent.auth", "pko.agent.apiserver")
 HTTP = ("httpx", "httpx2", "jwt", "cryptography", "pko.sources.flux", "pko.sources.githubapp")
 
 RUN = """
@@ -86,6 +87,23 @@ def test_serve_loads_grpc_while_it_starts_and_the_kube_client_only_for_kube_auth
     modules = json.loads(done.stdout)
     assert "pko.agent.workspace" in modules
     assert _loaded(modules, (*GRPC, *KUBE, *HTTP)) == []
+
+
+SERVE_KUBE = """
+import json, sys
+import pko.agent.servecmd, pko.agent.auth, pko.agent.apiserver, pko.agent.service, pko.agent.grpcserver
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def test_serve_in_kube_auth_mode_loads_no_kubernetes_client_library() -> None:
+    """Every module `agent serve --auth-mode kube` runs: the TokenReview and SubjectAccessReview go through
+    pko.agent.apiserver (the standard library), not lightkube with pko's models (most of the start-up's CPU)."""
+    done = subprocess.run([sys.executable, "-c", SERVE_KUBE], capture_output=True, text=True, timeout=60,
+                          check=True)
+    modules = json.loads(done.stdout)
+    assert "pko.agent.apiserver" in modules
+    assert _loaded(modules, ("lightkube", "pydantic", "pko.kube", "pko.api", *HTTP)) == []
 
 
 def test_auth_mode_default_is_servecmds() -> None:
