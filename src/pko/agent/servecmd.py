@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pko.agent.workspace import StackNotFoundError, Workspace
+from pko.agent.workspace import Workspace
 
 if TYPE_CHECKING:
     from pko.agent.service import AutomationService
@@ -109,16 +109,10 @@ async def prepare(options: ServeOptions, workspace: Workspace) -> None:
         log.info("installation skipped")
     if options.stack:
         try:
-            await workspace.select_stack(options.stack)
-            log.info("selected existing stack %s", options.stack)
-        except StackNotFoundError:
-            try:
-                await workspace.init_stack(options.stack, options.secrets_provider)  # selects it too
-            except Exception as err:
-                raise ServeError(f"unable to make an automation server: failed to create stack: {err}") from err
-            log.info("created and selected stack %s", options.stack)
+            created = await workspace.select_or_create_stack(options.stack, options.secrets_provider)
         except Exception as err:
             raise ServeError(f"unable to make an automation server: failed to select stack: {err}") from err
+        log.info("created and selected stack %s" if created else "selected existing stack %s", options.stack)
 
 
 async def _interruptible(step: Coroutine[Any, Any, T]) -> T:

@@ -125,13 +125,14 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
             if not request.stack_name:
                 raise AgentError(grpc.StatusCode.INVALID_ARGUMENT, "invalid stack name")
             async with self._stack_lock:
-                try:
-                    await self.ws.select_stack(request.stack_name)
-                except StackNotFoundError:
-                    if not request.create:
+                if request.create:
+                    if await self.ws.select_or_create_stack(request.stack_name, request.secrets_provider):
+                        log.info("created a stack: %s", request.stack_name)
+                else:
+                    try:
+                        await self.ws.select_stack(request.stack_name)
+                    except StackNotFoundError:
                         raise AgentError(grpc.StatusCode.NOT_FOUND, "stack not found") from None
-                    await self.ws.init_stack(request.stack_name, request.secrets_provider)  # selects it too
-                    log.info("created a stack: %s", request.stack_name)
                 log.info("selected a stack: %s", request.stack_name)
                 entry = await self.ws.current_stack()
             return agent_pb2.SelectStackResult(summary=results.stack_summary(entry or {}))

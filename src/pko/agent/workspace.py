@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 PROJECT_FILES = ("Pulumi.yaml", "Pulumi.yml", "Pulumi.json")
 _STACK_404 = re.compile(r"no stack named.*found")
+_CREATED = re.compile(r"Created stack '")
 # As the Automation API sets it: the CLI only accepts the hidden `--event-log` flag with debug commands enabled.
 AUTOMATION_ENV = {"PULUMI_DEBUG_COMMANDS": "true"}
 
@@ -131,14 +132,16 @@ class Workspace:
             raise
         self.selected = name
 
-    async def init_stack(self, name: str, secrets_provider: str = "") -> None:
-        """Create the stack `name`; the CLI selects it as it creates it."""
-        args = ["stack", "init", name]
+    async def select_or_create_stack(self, name: str, secrets_provider: str = "") -> bool:
+        """Select the stack `name`, creating it (with `secrets_provider`) if it does not exist: one CLI command
+        where the reference's ``select``, ``init``, ``select`` are three. True when it was created."""
+        args = ["stack", "select", "--create", "--stack", name]
         if secrets_provider:
             args += ["--secrets-provider", secrets_provider]
         self.selected = None
-        await self.cli.run(args, description="failed to create stack")
+        result = await self.cli.run(args, description="failed to select stack")
         self.selected = name
+        return _CREATED.search(result.stderr + result.stdout) is not None
 
     async def stack_info(self, name: str) -> agent_pb2.StackSummary:
         """Select `name` and summarize it, as the Automation API's ``Stack.Info`` does."""
