@@ -125,16 +125,20 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
             if not request.stack_name:
                 raise AgentError(grpc.StatusCode.INVALID_ARGUMENT, "invalid stack name")
             async with self._stack_lock:
-                if request.create:
-                    if await self.ws.select_or_create_stack(request.stack_name, request.secrets_provider):
-                        log.info("created a stack: %s", request.stack_name)
-                else:
-                    try:
-                        await self.ws.select_stack(request.stack_name)
-                    except StackNotFoundError:
-                        raise AgentError(grpc.StatusCode.NOT_FOUND, "stack not found") from None
+                # Each Update selects its stack first: when this agent selected it already and the CLI still
+                # lists it as current, the listing the result needs anyway is the only command run.
+                entry = await self.ws.current_stack() if self.ws.selected == request.stack_name else None
+                if entry is None or entry.get("name") != request.stack_name:
+                    if request.create:
+                        if await self.ws.select_or_create_stack(request.stack_name, request.secrets_provider):
+                            log.info("created a stack: %s", request.stack_name)
+                    else:
+                        try:
+                            await self.ws.select_stack(request.stack_name)
+                        except StackNotFoundError:
+                            raise AgentError(grpc.StatusCode.NOT_FOUND, "stack not found") from None
+                    entry = await self.ws.current_stack()
                 log.info("selected a stack: %s", request.stack_name)
-                entry = await self.ws.current_stack()
             return agent_pb2.SelectStackResult(summary=results.stack_summary(entry or {}))
         return await self._unary(context, call())
 

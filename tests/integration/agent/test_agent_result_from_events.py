@@ -1,7 +1,8 @@
 """An operation's result comes from its own engine events where they say enough: after an `up` the agent asks the
 CLI again only for the plaintext of outputs that the events carry encrypted (one `stack output --show-secrets`),
 and never for the stack's history when the request named its message — and the result is the one the reference's
-two listings plus history give (compared here with those listings made by the real CLI).
+two listings plus history give (compared here with those listings made by the real CLI). Selecting the stack the
+agent selected already runs no `stack select`.
 
 The agent runs the real Pulumi CLI through a `pulumi` on its PATH that records each command line's first words
 before it execs the real one, so the test sees which commands ran."""
@@ -85,12 +86,16 @@ async def test_up_result_from_its_events(tmp_path: Path, start_agent: AgentFacto
     await agent.stub.SelectStack(agent_pb2.SelectStackRequest(stack_name="dev", create=True))
     before = len(_calls(bindir))
 
+    # what the Update controller does before each operation: select the stack (the agent selected it already)
+    again = await agent.stub.SelectStack(agent_pb2.SelectStackRequest(stack_name="dev", create=True))
+    assert again.summary.name == "dev"
     up = await drive(agent.stub.Up(agent_pb2.UpRequest(message="from the events")))
     assert up.error is None, up.error
     ran = _calls(bindir)[before:]
     assert ran.count("stack output") == output_calls, ran
     assert "stack history" not in ran, ran
-    assert "stack ls" not in ran, ran  # the agent knows which stack it selected
+    assert "stack select" not in ran, ran  # the agent knows which stack it selected...
+    assert ran.count("stack ls") == 1, ran  # ... and lists the stacks only for SelectStack's summary
 
     summary = up.result.summary
     assert (summary.result, summary.message) == ("succeeded", "from the events")
