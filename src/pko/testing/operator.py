@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
+import sys
+import threading
 import time
+import traceback
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -112,12 +116,32 @@ class Operator:
     async def start(self) -> None:
         self._task = asyncio.create_task(self.all.run(), name="pko-operator")
 
-    async def stop(self) -> None:
+    async def stop(self, timeout: float = 120.0) -> None:
+        """Cancel the operator and wait for its shutdown; a shutdown still running after `timeout` seconds fails
+        with the stack of every task and thread left, so a hang names what it waits for."""
         if self._task is not None:
             self._task.cancel()
+            done, _ = await asyncio.wait({self._task}, timeout=timeout)
+            if not done:
+                raise AssertionError(f"the operator did not stop within {timeout:.0f}s; still running:\n"
+                                     + pending_work())
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         await self.client.close()
+
+
+def pending_work() -> str:
+    """The stacks of this loop's other tasks and of this process's other threads."""
+    out = io.StringIO()
+    current = asyncio.current_task()
+    for task in asyncio.all_tasks():
+        if task is not current:
+            task.print_stack(file=out)
+    names = {thread.ident: thread.name for thread in threading.enumerate()}
+    for ident, frame in sys._current_frames().items():
+        if ident != threading.get_ident():
+            out.write(f"thread {names.get(ident, ident)}:\n{''.join(traceback.format_stack(frame))}")
+    return out.getvalue()
 
 
 @contextlib.asynccontextmanager

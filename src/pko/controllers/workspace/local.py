@@ -466,8 +466,13 @@ class LocalRuntime:
             except TimeoutError:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(agent.process.pid, signal.SIGKILL)
-                await agent.process.wait()
-        await asyncio.to_thread(kill_leftovers, agent.instance)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(agent.process.wait(), STOP_GRACE)
+        # bounded: a process the kernel holds (reading its /proc entry can block) never holds up a shutdown
+        try:
+            await asyncio.wait_for(asyncio.to_thread(kill_leftovers, agent.instance), STOP_GRACE)
+        except TimeoutError:
+            log.warning("gave up looking for processes agent %s left behind after %.0fs", agent.address, STOP_GRACE)
 
 
 def kill_leftovers(instance: str) -> list[int]:
