@@ -92,6 +92,27 @@ def test_workspace_idle_timeout_from_the_chart_value_and_off_by_default(render: 
     assert settings.from_args(settings.parser({}).parse_args([]), "v1", {}).workspace_idle_timeout == 0.0
 
 
+@pytest.mark.parametrize(("values", "variable", "in_place"), [
+    ({}, None, True), ({"workspaceConfigInPlace": False}, "false", False),
+    ({"workspaceConfigInPlace": True}, "true", True),
+])
+def test_config_in_place_from_the_chart_value_and_on_by_default(render: Render, values: dict[str, bool],
+                                                                variable: str | None, in_place: bool) -> None:
+    """docs/config-without-restart.md: on unless the chart (WORKSPACE_CONFIG_IN_PLACE) turns it off."""
+    deployment = next(o for o in render({"controller": values}) if o["kind"] == "Deployment")
+    container = next(c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "manager")
+    environ = {e["name"]: e["value"] for e in container["env"] if "value" in e}
+    assert environ.get("WORKSPACE_CONFIG_IN_PLACE") == variable
+    assert settings.from_args(settings.parser(environ).parse_args([]), "v1", environ).config_in_place is in_place
+
+
+def test_a_meaningless_config_in_place_value_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        settings.parser({}).parse_args(["--workspace-config-in-place", "sometimes"])
+    assert exited.value.code == 2
+    assert "not true or false: 'sometimes'" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--workspace-idle-timeout=-5m"], "non-negative duration must be at least 0: '-5m'"),
     (["--workspace-idle-timeout", "soon"], "invalid non-negative duration: 'soon'"),

@@ -70,6 +70,7 @@ class Settings:
     flux_max_untar: str | None = None
     workspace_localhost: str | None = None
     workspace_idle_timeout: float = 0.0  # seconds; pko: scale idle workspaces to zero (0: never, as the Go operator)
+    config_in_place: bool = True  # pko: a config-only change keeps the pod (False: a new pod, as the Go operator)
     # the Program file server (see pko.controllers.program)
     program_fs_addr: str | None = None
     program_fs_adv_addr: str | None = None
@@ -113,6 +114,16 @@ def _at_least(low: float, parse: Callable[[str], float], what: str, *, strict: b
 
 
 _POSITIVE_DURATION = _at_least(0, durations.parse, "positive duration", strict=True)
+
+
+def _boolean(text: str) -> bool:
+    """`true` or `false` (Go's strconv.ParseBool spellings), refused otherwise with a message argparse shows."""
+    lowered = text.strip().lower()
+    if lowered in ("1", "t", "true"):
+        return True
+    if lowered in ("0", "f", "false"):
+        return False
+    raise argparse.ArgumentTypeError(f"not true or false: {text!r}")
 
 
 def _resolved(text: str) -> str | None:
@@ -162,6 +173,10 @@ OPTIONS: tuple[Option, ...] = (
            "scale a workspace to zero after this long without an update (0: never, as the Go operator); a Stack's "
            "workspaceIdleTimeout overrides it", env="WORKSPACE_IDLE_TIMEOUT", default="0",
            parse=_at_least(0, durations.parse, "non-negative duration"), helm="controller.workspaceIdleTimeout"),
+    Option("--workspace-config-in-place", "config_in_place",
+           "apply a change of config values to the running workspace (false: a new pod for every change, as the Go "
+           "operator)", env="WORKSPACE_CONFIG_IN_PLACE", default="true", parse=_boolean,
+           helm="controller.workspaceConfigInPlace"),
     Option("--max-concurrent-reconciles", "workers", "", env="MAX_CONCURRENT_RECONCILES",
            default=str(DEFAULT_WORKERS), parse=int, helm="controller.maxConcurrentReconciles"),
     Option("--retry-max-backoff", "retry_max_backoff",

@@ -42,14 +42,15 @@ class PodRevision:
     digest: str
 
 
-def pod_revision(workspace: ws_api.Workspace, digest: str) -> PodRevision:
+def pod_revision(workspace: ws_api.Workspace, digest: str, in_place: bool = True) -> PodRevision:
     """The generation the pod keeps: the recorded one while the digest of everything but config values is the one
     recorded with it (a config-only change), else the Workspace's own generation (as the Go operator: a new pod).
     Without a record (a Workspace the operator has not placed yet, or placed before this rule), the generation —
-    so a pod the previous version started is not rolled by the upgrade."""
+    so a pod the previous version started is not rolled by the upgrade. Not `in_place`
+    (``--workspace-config-in-place=false``): always the generation, every change a new pod."""
     generation = workspace.metadata.generation or 0
     applied = workspace.status.applied if workspace.status else None
-    if (applied is not None and applied.pod_digest == digest and applied.pod_generation is not None
+    if (in_place and applied is not None and applied.pod_digest == digest and applied.pod_generation is not None
             and applied.pod_generation <= generation):
         return PodRevision(applied.pod_generation, digest)
     return PodRevision(generation, digest)

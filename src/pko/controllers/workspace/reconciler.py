@@ -103,6 +103,7 @@ class WorkspaceReconciler:
         *,
         flux_max_untar: str | None = None,
         idle_timeout: float = 0.0,
+        config_in_place: bool = True,
         updates_of: UpdatesOf = _no_updates,
         clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
         pulumi_metrics: metrics.PulumiMetrics | None = None,
@@ -115,6 +116,7 @@ class WorkspaceReconciler:
         self.runtime = runtime
         self.flux_max_untar = flux_max_untar
         self.idle_timeout = idle_timeout  # the operator's default (seconds; 0: never); spec.idleTimeout overrides it
+        self.config_in_place = config_in_place  # docs/config-without-restart.md
         self.updates_of = updates_of
         self.clock = clock
 
@@ -134,7 +136,7 @@ class WorkspaceReconciler:
             await self._save(status)
             return None
 
-        revision = fleet.pod_revision(workspace, manifests.pod_digest(workspace))
+        revision = fleet.pod_revision(workspace, manifests.pod_digest(workspace), self.config_in_place)
         applied = status.applied or ws_api.AppliedState()
         if (applied.pod_generation, applied.pod_digest) != (revision.generation, revision.digest):
             # a new pod: the config it gets at initialisation is this generation's

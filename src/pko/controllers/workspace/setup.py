@@ -71,7 +71,7 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings,
         client, connector, recorder,
         manifests.AgentImage.from_settings(settings.agent_image, settings.agent_image_pull_policy, settings.version),
         runtime, flux_max_untar=settings.flux_max_untar, idle_timeout=settings.workspace_idle_timeout,
-        pulumi_metrics=metrics.pulumi(mgr.registry),
+        config_in_place=settings.config_in_place, pulumi_metrics=metrics.pulumi(mgr.registry),
     )
     controller = mgr.controller(names.WORKSPACE_CONTROLLER, reconciler, workers=settings.workers)
     workspaces = mgr.informer(resources.WORKSPACE)

@@ -64,6 +64,15 @@ def test_config_values_keep_the_pod_and_anything_else_rolls_it() -> None:
         assert fleet.pod_revision(changed, manifests.pod_digest(changed)).generation == 4
 
 
+def test_with_config_in_place_off_a_config_value_rolls_the_pod() -> None:
+    """``--workspace-config-in-place=false``: the Go operator's rule, every change a new pod."""
+    placed = _workspace(generation=3)
+    applied = _recorded(placed)
+    changed = _workspace(generation=4, config=[{**CONFIG[0], "value": "bonjour"}, *CONFIG[1:]], applied=applied)
+    assert fleet.pod_revision(changed, manifests.pod_digest(changed)).generation == 3
+    assert fleet.pod_revision(changed, manifests.pod_digest(changed), in_place=False).generation == 4
+
+
 def test_config_is_due_until_this_generation_is_applied() -> None:
     assert fleet.config_due(None, 3)
     assert fleet.config_due(ws_api.AppliedState(pod_generation=3, pod_digest="d"), 3)
