@@ -68,9 +68,10 @@ test: tools lint
 # kill points.
 .PHONY: soak
 soak: venv
-	PKO_SOAK=1 $(PY) -m pytest tests/chaos/test_operator_kill.py tests/chaos/test_rate_limit.py \
-		tests/chaos/hostile/test_fuzzed_workspaces.py -s -p no:logging \
-		-o timeout=7200
+	@rm -f .soak-tally
+	PKO_SOAK=1 PKO_SOAK_TALLY=.soak-tally $(PY) -m pytest tests/chaos/test_operator_kill.py \
+		tests/chaos/test_rate_limit.py tests/chaos/hostile/test_fuzzed_workspaces.py -s -p no:logging \
+		-o timeout=7200; status=$$?; cat .soak-tally 2>/dev/null; rm -f .soak-tally; exit $$status
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -34,7 +34,6 @@ ACCEPTED = "Accepted"
 REASON_APPLIED = "Applied"
 REASON_DIGEST_MISMATCH = "DigestMismatch"
 REASON_EXPIRED = "Expired"
-REASON_NOT_AWAITING = "NotAwaitingApproval"
 
 
 class StackApprovalSpec(Wire):
