@@ -1,0 +1,131 @@
+"""A workspace pod's faults in the middle of an `up` (docs/reliability.md), on the `pod` runtime.
+
+- The agent container SIGKILLed (the container's init process dies, so the kernel kills everything in it, the
+  Pulumi CLI included, with no chance to clean up): the CLI's lock stays in the backend, which lives in the pod's
+  `share` volume and so survives the container's restart. The Update ends Failed with a message, the Stack retries
+  per its policy, and the restarted agent releases the dead CLI's lock before its `up` (pko.agent.stalelocks: the
+  pod's hostname is stable, the lock's pid is no running CLI), so the retry succeeds in the same pod.
+- The pod deleted (SIGTERM, then the grace period): the agent cancels the CLI, which releases its lock before the
+  pod's volume goes; the Update ends Failed and the retry runs in the StatefulSet's new pod.
+
+The lock files are read on the node, in the kubelet's directory of the pod's `share` volume.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pko.kube import client as kclient
+from pko.kube import resources
+from pko.testing import cluster, crossrun, gitserver
+from pko.testing.clusterbed import Release, diagnose, passphrase_env, workspace_template
+from pko.testing.waiting import condition, eventually, wait_for
+
+SLOW_PROGRAM = """import time
+
+import pulumi
+
+for _ in range(60):  # long enough to be interrupted in the middle, short enough for the retry to finish
+    time.sleep(0.5)
+pulumi.export("done", pulumi.get_stack())
+"""
+
+
+def _share(real_cluster: cluster.Cluster, pod: dict[str, Any]) -> Path:
+    """The pod's `share` volume (an emptyDir) on the node."""
+    volumes = real_cluster.paths.kubelet_root / "pods" / str(pod["metadata"]["uid"]) / "volumes"
+    return volumes / "kubernetes.io~empty-dir" / "share"
+
+
+def _locks(share: Path) -> list[Path]:
+    return sorted((share / ".pulumi" / "locks").rglob("*.json"))
+
+
+def _container_id(pod: dict[str, Any]) -> str:
+    status = next(s for s in pod["status"]["containerStatuses"] if s["name"] == "pulumi")
+    return str(status["containerID"]).removeprefix("containerd://")
+
+
+@pytest.mark.parametrize("fault", ["container-sigkill", "pod-deleted"])
+async def test_a_workspace_pod_fault_mid_update(ckc: kclient.Client, cnamespace: str, real_cluster: cluster.Cluster,
+                                                operator_release: Release, pod_git: gitserver.GitServer,
+                                                fault: str) -> None:
+    ns = cnamespace
+    repo = f"slow-{ns}"
+    commit = pod_git.create_repo(repo, {"Pulumi.yaml": crossrun.PYTHON_PROJECT,
+                                        "requirements.txt": "pulumi>=3.0.0,<4.0.0\n", "__main__.py": SLOW_PROGRAM})
+    await ckc.create(resources.STACK.new("slow", ns, spec={
+        "stack": "dev", "projectRepo": pod_git.http_url(repo), "commit": commit, "backend": "file:///share",
+        "envRefs": passphrase_env(), "workspaceTemplate": workspace_template(),
+        "retryPolicy": {"backoffBaseSeconds": 1, "backoffFactor": 1, "maxFailures": 3},
+    }))
+
+    def report() -> str:
+        return diagnose(real_cluster, ns)
+
+    # the `up` runs and holds the stack's lock
+    seen: dict[str, Any] = {}
+
+    async def locked() -> bool:
+        pod = await ckc.get_or_none(resources.POD, "slow-workspace-0", ns)
+        if pod is None or not pod.get("status", {}).get("containerStatuses"):
+            return False
+        seen["pod"], seen["locks"] = pod, _locks(_share(real_cluster, pod))
+        return bool(seen["locks"])
+
+    try:
+        await eventually(locked, "the workspace pod's `pulumi up` to hold the stack's lock", 600, interval=0.2)
+    except AssertionError as err:
+        raise AssertionError(f"{err}\n{report()}") from None
+    pod, held = seen["pod"], seen["locks"]
+    share = _share(real_cluster, pod)
+    stack = await ckc.get(resources.STACK, "slow", ns)
+    first = stack["status"]["currentUpdate"]["name"]
+
+    if fault == "container-sigkill":
+        real_cluster.ctr("task", "kill", "--signal", "SIGKILL", _container_id(pod))
+        # the CLI died with its container: its lock is left in the volume, which the restarted container keeps
+        await asyncio.sleep(2)
+        assert [p.name for p in _locks(share)] == [p.name for p in held], "a SIGKILLed CLI cannot release its lock"
+    else:
+        real_cluster.kubectl("delete", "pod", "-n", ns, "slow-workspace-0", "--wait=false")
+        # SIGTERM: the agent cancels the CLI, which releases its lock while the volume is still there
+        released: list[bool] = []
+
+        def gone_or_released() -> bool:
+            if (share / ".pulumi").is_dir() and not _locks(share):
+                released.append(True)
+            return bool(released) or not share.is_dir()
+
+        await eventually(gone_or_released, "the CLI to release its lock or the pod's volume to go", 90, interval=0.05)
+        assert released, "the pod's volume went with the stack still locked: the CLI was not cancelled"
+
+    failed = await wait_for(ckc, resources.UPDATE, first, ns,
+                            lambda u: condition(u, "Complete").get("status") == "True", timeout=180,
+                            diagnostics=report)
+    assert condition(failed, "Failed").get("status") == "True", failed.get("status")
+    message = condition(failed, "Failed").get("message") or failed["status"].get("message") or ""
+    assert message, f"the interrupted Update says nothing about why: {failed.get('status')}"
+
+    done = await wait_for(ckc, resources.STACK, "slow", ns, lambda o: (
+        condition(o, "Ready").get("status") == "True" and (o.get("status") or {}).get("outputs") == {"done": "dev"}),
+        timeout=600, diagnostics=report)
+    assert done["status"]["lastUpdate"]["name"] != first, "the Stack did not retry with a new Update"
+    now = await ckc.get(resources.POD, "slow-workspace-0", ns)
+    if fault == "container-sigkill":
+        assert now["metadata"]["uid"] == pod["metadata"]["uid"], "the retry ran in a new pod, not the restarted one"
+        assert _locks(share) == [], "the retry left a lock"
+        logs = real_cluster.kubectl("logs", "-n", ns, "slow-workspace-0", "-c", "pulumi", check=False).stdout
+        for path in held:
+            assert f"released the stack lock {path.name}" in logs, f"the lock stayed:\n{logs[-3000:]}"
+    else:
+        assert now["metadata"]["uid"] != pod["metadata"]["uid"]
+        assert _locks(_share(real_cluster, now)) == []
+    stack_events = [e for e in (await ckc.list(resources.EVENT, ns)).items
+                    if e["involvedObject"].get("name") == first]
+    assert any(e.get("reason") == "UpdateFailed" for e in stack_events), json.dumps(stack_events)[-2000:]
