@@ -205,7 +205,8 @@ def test_default_deployment(render: Render) -> None:
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": 8081}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": 8081}
     assert container["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
-    assert container["resources"] == {"limits": {"cpu": "200m", "memory": "128Mi"},
+    # pko: a CPU limit of 1 so that a (re)started operator is not throttled through its Python start-up
+    assert container["resources"] == {"limits": {"cpu": "1", "memory": "128Mi"},
                                       "requests": {"cpu": "200m", "memory": "128Mi"}}
     labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert deployment["spec"]["selector"]["matchLabels"] == labels == {
@@ -346,7 +347,7 @@ def test_custom_deployment(render: Render) -> None:
     assert container["volumeMounts"] == CUSTOM_VALUES["extraVolumeMounts"]
     # Helm merges maps with the defaults (`cpu: null` would drop the default CPU limit).
     assert container["resources"] == {"requests": {"cpu": "100m", "memory": "256Mi"},
-                                      "limits": {"cpu": "200m", "memory": "512Mi"}}
+                                      "limits": {"cpu": "1", "memory": "512Mi"}}
 
 
 def test_custom_rbac_and_extras(render: Render) -> None:
@@ -435,7 +436,7 @@ REFERENCE_VALUES: dict[str, Any] = {
     "podAnnotations": {}, "deploymentAnnotations": {}, "serviceAnnotations": {},
     "podSecurityContext": {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532},
     "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
-    "resources": {"limits": {"cpu": "200m", "memory": "128Mi"}, "requests": {"cpu": "200m", "memory": "128Mi"}},
+    "resources": None,  # pko: a CPU limit of 1 instead of 200m (docs/performance.md)
     "nodeSelector": {}, "tolerations": [], "affinity": {}, "extraVolumes": None, "extraVolumeMounts": None,
     "extraPorts": None, "podLabels": {}, "initContainers": [], "extraSidecars": [], "serviceMonitor.enabled": False,
 }
