@@ -66,11 +66,15 @@ async def test_config_values_reach_the_running_agent_without_a_restart(
     repo = f"fleet-config-{namespace}"
     commit = e2e.create_repo(git, repo)
     await kc.create(resources.CONFIG_MAP.new("tuning", namespace, data={"first": "one", "second": "two"}))
+    await kc.create(resources.SECRET.new("tokens", namespace, stringData={"old": "old-token", "new": "new-token"}))
     await kc.create(e2e.git_stack("tuned", namespace, git.http_url(repo), commit=commit,
                                   config={"greeting": "hello"},
-                                  configRef={"cmPlain": {"name": "tuning", "key": "first"}}))
+                                  configRef={"cmPlain": {"name": "tuning", "key": "first"}},
+                                  secretsRef={"literalSecret": _literal("first-s3cret"),
+                                              "secretFromSecret": _token("old")}))
     stack = await e2e.wait_for(kc, resources.STACK, "tuned", namespace, e2e.is_ready)
     assert (stack["status"]["outputs"]["greeting"], stack["status"]["outputs"]["cmPlain"]) == ("hello", "one")
+    assert await _secret_outputs(kc, stack) == ("first-s3cret", "old-token")
     key = objects.ObjectKey(namespace, "tuned")
     agent = runtime.get(key)
     assert agent is not None
@@ -79,12 +83,15 @@ async def test_config_values_reach_the_running_agent_without_a_restart(
     placed_at = ws["metadata"]["generation"]
     assert _applied(ws)["podGeneration"] == _applied(ws)["configGeneration"] == placed_at
 
-    # Values only (a config value, another key of the same ConfigMap): the same agent process runs the Update.
+    # Values only (a config value, another key of the same ConfigMap, a Literal secret, another key of the same
+    # Secret): the same agent process runs the Update.
     await kc.patch(resources.STACK, "tuned", {"spec": {
-        "config": {"greeting": "bonjour"}, "configRef": {"cmPlain": {"name": "tuning", "key": "second"}}}}, namespace)
+        "config": {"greeting": "bonjour"}, "configRef": {"cmPlain": {"name": "tuning", "key": "second"}},
+        "secretsRef": {"literalSecret": _literal("second-s3cret"), "secretFromSecret": _token("new")}}}, namespace)
     stack = await e2e.wait_for(kc, resources.STACK, "tuned", namespace,
                                lambda o: e2e.is_ready(o) and o["status"]["outputs"].get("greeting") == "bonjour")
     assert stack["status"]["outputs"]["cmPlain"] == "two"
+    assert await _secret_outputs(kc, stack) == ("second-s3cret", "new-token")
     assert e2e.last_update(stack)["state"] == "succeeded"
     assert runtime.get(key) is agent, "the agent was restarted for a config change"
     assert agent.alive
@@ -106,6 +113,21 @@ async def test_config_values_reach_the_running_agent_without_a_restart(
     assert not agent.alive
     ws = await kc.get(resources.WORKSPACE, "tuned", namespace)
     assert _applied(ws)["podGeneration"] == _applied(ws)["configGeneration"] == ws["metadata"]["generation"]
+
+
+def _literal(value: str) -> dict[str, Any]:
+    return {"type": "Literal", "literal": {"value": value}}
+
+
+def _token(key: str) -> dict[str, Any]:
+    return {"type": "Secret", "secret": {"name": "tokens", "key": key}}
+
+
+async def _secret_outputs(kc: kclient.Client, stack: dict[str, Any]) -> tuple[str, str]:
+    """The plaintext of the Stack's two secret outputs, from its last Update's outputs Secret."""
+    update = await kc.get(resources.UPDATE, e2e.last_update(stack)["name"], objects.namespace_of(stack))
+    real = await e2e.outputs_of(kc, update)
+    return real["literalSecret"], real["secretFromSecret"]
 
 
 async def _ctl_get(cp: controlplane.ControlPlane, namespace: str, *args: str) -> str:
