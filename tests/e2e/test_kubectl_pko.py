@@ -78,6 +78,10 @@ async def test_get_retry_suspend_resume_describe_logs_on_a_fleet(
     items = {i["name"]: i for i in json.loads(out)["items"]}
     failed_at = e2e.timestamp(items["waiting"]["last_time"])
     assert e2e.timestamp(items["waiting"]["next_retry"]) == failed_at + e2e.datetime.timedelta(seconds=3600)
+    # the time the operator wrote with its own settings applied (what the CLI shows)
+    waiting_stack = await kc.get(resources.STACK, "waiting", namespace)
+    assert waiting_stack["status"]["nextRetryTime"] == items["waiting"]["next_retry"]
+    assert "nextRetryTime" not in (await kc.get(resources.STACK, "ok", namespace))["status"]
     assert rows["waiting"][4].startswith(items["waiting"]["next_retry"] + " (in ")
     assert (items["ok"]["state"], items["ok"]["next_retry"], items["stalled"]["failures"]) == ("Ready", None, 0)
     code, out, _ = await ctl(cluster, "get", "-n", namespace, "-l", "tier=web", "-o", "wide")

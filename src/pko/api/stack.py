@@ -368,6 +368,10 @@ class StackStatus(Wire):
     project_info: workspace.ProjectInfo | None = None
     approval: PlanReview | None = None  # pko (docs/approvals.md)
     drift: drift_api.DriftStatus | None = None  # pko: spec.driftDetection
+    # pko (docs/suspend-and-retries.md): what `kubectl pko` shows as the next retry, with the operator's settings
+    next_retry_time: Time | None = pydantic.Field(
+        None, description="pko: when the failure policy retries the failed last update by itself (the Stack's "
+                          "retryPolicy and the operator's settings applied); absent when no retry is scheduled.")
 
 
 class StackStatusV1Alpha1(Wire):

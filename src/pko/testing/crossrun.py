@@ -94,7 +94,7 @@ def conditions(obj: Object) -> list[tuple[str, str, str, str]]:
 
 #: Status fields only pko's operator writes (docs/compatibility.md, "What pko adds"): left out of the shapes, as a
 #: Go operator writes none of them; what they hold is tested in tests/e2e/test_update_metrics.py.
-PKO_STATUS_ADDITIONS = frozenset({"resourceChanges"})
+PKO_STATUS_ADDITIONS = frozenset({"resourceChanges", "nextRetryTime"})
 
 
 def _go_fields(mapping: dict[str, Any]) -> list[str]:
@@ -104,7 +104,7 @@ def _go_fields(mapping: dict[str, Any]) -> list[str]:
 def stack_shape(stack: Object) -> dict[str, Any]:
     status = stack.get("status") or {}
     last = status.get("lastUpdate") or {}
-    return {"conditions": conditions(stack), "status": sorted(status), "lastUpdate": _go_fields(last),
+    return {"conditions": conditions(stack), "status": _go_fields(status), "lastUpdate": _go_fields(last),
             "state": last.get("state"), "type": last.get("type"), "outputs": status.get("outputs"),
             "finalizers": stack["metadata"].get("finalizers")}
 

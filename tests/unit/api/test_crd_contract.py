@@ -139,13 +139,15 @@ def test_stack_status_fields() -> None:
     status = _at(_root(crds.stacks()), "status")["properties"]
     assert sorted(status) == sorted(["observedGeneration", "observedReconcileRequest", "conditions", "outputs",
                                      "lastUpdate", "currentUpdate", "projectInfo", "approval",  # approval: pko
-                                     "drift"])  # pko: drift checks (docs/drift-detection.md)
+                                     "drift",  # pko: drift checks (docs/drift-detection.md)
+                                     "nextRetryTime"])  # pko: the failure policy's next retry
     assert status["outputs"] == {"additionalProperties": {"x-kubernetes-preserve-unknown-fields": True},
                                  "type": "object"}
     assert status["conditions"]["x-kubernetes-list-type"] == "map"
     assert status["conditions"]["x-kubernetes-list-map-keys"] == ["type"]
     assert status["projectInfo"]["required"] == ["name", "runtime"]
     assert status["lastUpdate"]["properties"]["lastResyncTime"]["format"] == "date-time"
+    assert status["nextRetryTime"]["format"] == "date-time"
 
 
 def test_no_defaults_but_the_workspace_ones() -> None:

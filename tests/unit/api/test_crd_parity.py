@@ -91,6 +91,8 @@ ADDED: dict[tuple[str, str], str] = {
        for path in ("", ".state", ".operation", ".preview", ".digest", ".changes", ".changes{}", ".resources",
                     ".resources[]", ".generation",
                     ".reconcileRequest", ".commit", ".previewedAt", ".approval", ".approvedBy")},
+    # The next retry of a failed update as the operator's settings give it (docs/suspend-and-retries.md).
+    ("pulumi.com_stacks.yaml", "v1 .status.nextRetryTime"): "when the failure policy retries by itself",
     # Scale-to-zero and config without a pod roll (docs/scale-to-zero.md, docs/config-without-restart.md).
     ("auto.pulumi.com_workspaces.yaml", "v1alpha1 .spec.idleTimeout"): "scale the workspace to zero when idle",
     **{("auto.pulumi.com_workspaces.yaml", f"v1alpha1 .status.applied{leaf}"): "what the running agent was "

@@ -72,6 +72,15 @@ def test_a_stalled_stack_has_no_next_retry_unless_a_stalled_retry_is_set() -> No
     assert view.row_of(stack(last={"state": "succeeded"}, conditions=READY)).next_retry is None
 
 
+def test_the_operators_next_retry_wins() -> None:
+    """pko's operator writes the time its own settings give (`--retry-backoff-base` and the like, which the CLI
+    cannot see); the CLI shows that one."""
+    s = stack(last={"state": "failed", "failures": 1}, conditions=RETRYING)
+    assert view.row_of(s).next_retry == "2026-09-01T11:59:30Z"  # the reference's 10s·3 after the failure
+    written = s.model_copy(update={"status": s.status.model_copy(update={"next_retry_time": "2026-09-01T13:00:00Z"})})
+    assert view.row_of(written).next_retry == "2026-09-01T13:00:00Z"
+
+
 def test_table_columns_and_ages() -> None:
     rows = [view.row_of(stack("ok", last={"state": "succeeded", "type": "up", "name": "ok-1"}, conditions=READY)),
             view.row_of(stack("bad", last={"state": "failed", "type": "up", "failures": 1}, conditions=RETRYING,

@@ -1,8 +1,9 @@
 """The pure half of `kubectl pko`: Stack summaries, tables, retry selection and describe text.
 
 Why pure: everything a user reads is derived from objects the API server returned, so it is tested state in,
-text out. The next retry time uses the Stack controller's own rule (:func:`pko.controllers.stack.sync.next_retry_at`)
-so the CLI can never disagree with the operator that runs the Stacks (up to operator-wide flags it cannot see).
+text out. The next retry time is the one pko's operator wrote (`status.nextRetryTime`, its settings applied); for a
+Stack an operator without that field runs, the CLI works it out with the Stack controller's own rule
+(:func:`pko.controllers.stack.sync.next_retry_at`) and the reference's defaults.
 
 Must never: do I/O or read the clock (callers pass `now`).
 """
@@ -84,17 +85,28 @@ def row_of(stack: stack_api.Stack, workspace: str | None = None) -> Row:
     status = stack.status or stack_api.StackStatus()
     last = status.last_update
     state, reason, message = state_of(stack)
-    retry = sync.next_retry_at(stack) if stack.spec is not None else None
     return Row(
         namespace=stack.metadata.namespace or "", name=stack.metadata.name or "", state=state, reason=reason,
         message=message, last_update=last.name if last else None, last_type=last.type if last else None,
         last_state=last.state if last else None, last_time=last.last_resync_time if last else None,
         failures=(last.failures or 0) if last else 0,
-        next_retry=conditions.format_time(retry) if retry is not None else None,
+        next_retry=next_retry(stack),
         suspended=bool(stack.spec and stack.spec.suspend),
         running=status.current_update.name if status.current_update else None,
         commit=(last.last_attempted_commit if last else None), workspace=workspace,
     )
+
+
+def next_retry(stack: stack_api.Stack) -> str | None:
+    """When the failed last update is retried by itself (RFC 3339), or None: the operator's own account when it
+    wrote one, else the Stack controller's rule with the reference's defaults."""
+    status = stack.status or stack_api.StackStatus()
+    if status.next_retry_time:
+        return status.next_retry_time
+    if stack.spec is None:
+        return None
+    retry = sync.next_retry_at(stack)
+    return conditions.format_time(retry) if retry is not None else None
 
 
 def age(then: str | None, now: datetime.datetime) -> str:

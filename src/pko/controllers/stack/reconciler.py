@@ -537,6 +537,8 @@ class StackReconciler:
             await self._remove_finalizer(s)
             return None
         after = sync.requeue_after(stack, now, defaults=self.retry_policy)
+        retry_at = sync.next_retry_at(stack, defaults=self.retry_policy)
+        s.status.next_retry_time = conditions.format_time(retry_at) if retry_at is not None else None
         if check.wait is not None:  # the next drift check
             after = max(1.0, min(after, check.wait) if after else check.wait)
         await self._reclaim_workspace(s, workspace_name)
