@@ -32,7 +32,7 @@ from typing import Any
 
 from pko.kube import client as kclient
 from pko.kube import errors, objects, resources
-from pko.testing import ports
+from pko.testing import filebackend, ports
 from pko.testing.waiting import condition, eventually
 
 RUN_ENV = "PKO_CHAOS_RUN"
@@ -232,28 +232,14 @@ class Member:
         })
 
     def locks(self) -> list[Path]:
-        return sorted((self.backend / ".pulumi" / "locks").rglob("*.json"))
-
-    def history(self) -> list[dict[str, Any]]:
-        """Every operation the CLI recorded for the stack, oldest first."""
-        entries = []
-        for path in sorted((self.backend / ".pulumi" / "history").rglob("*.history.json")):
-            with contextlib.suppress(OSError, ValueError):
-                entries.append(json.loads(path.read_text()))
-        return sorted(entries, key=lambda e: e.get("startTime", 0))
+        return filebackend.locks(self.backend)
 
     def succeeded_ups(self) -> Counter[str]:
         """How many `up`s succeeded with each `round` config value."""
-        counts: Counter[str] = Counter()
-        for entry in self.history():
-            if entry.get("kind") == "update" and entry.get("result") == "succeeded":
-                config = entry.get("config") or {}
-                value = next((v for k, v in config.items() if k.endswith(":round")), None)
-                counts[str(value.get("value") if isinstance(value, dict) else value)] += 1
-        return counts
+        return filebackend.succeeded_ups(self.backend)
 
     def destroyed(self) -> bool:
-        return any(e.get("kind") == "destroy" and e.get("result") == "succeeded" for e in self.history())
+        return filebackend.destroyed(self.backend)
 
 
 async def create_fleet(kc: kclient.Client, namespace: str, root: Path, count: int, round_: int = 0,

@@ -22,7 +22,7 @@ import pytest
 
 from pko.kube import client as kclient
 from pko.kube import resources
-from pko.testing import cluster, crossrun, gitserver
+from pko.testing import cluster, crossrun, filebackend, gitserver
 from pko.testing.clusterbed import Release, diagnose, passphrase_env, workspace_template
 from pko.testing.waiting import condition, eventually, wait_for
 
@@ -40,10 +40,6 @@ def _share(real_cluster: cluster.Cluster, pod: dict[str, Any]) -> Path:
     """The pod's `share` volume (an emptyDir) on the node."""
     volumes = real_cluster.paths.kubelet_root / "pods" / str(pod["metadata"]["uid"]) / "volumes"
     return volumes / "kubernetes.io~empty-dir" / "share"
-
-
-def _locks(share: Path) -> list[Path]:
-    return sorted((share / ".pulumi" / "locks").rglob("*.json"))
 
 
 def _container_id(pod: dict[str, Any]) -> str:
@@ -75,7 +71,7 @@ async def test_a_workspace_pod_fault_mid_update(ckc: kclient.Client, cnamespace:
         pod = await ckc.get_or_none(resources.POD, "slow-workspace-0", ns)
         if pod is None or not pod.get("status", {}).get("containerStatuses"):
             return False
-        seen["pod"], seen["locks"] = pod, _locks(_share(real_cluster, pod))
+        seen["pod"], seen["locks"] = pod, filebackend.locks(_share(real_cluster, pod))
         return bool(seen["locks"])
 
     try:
@@ -91,14 +87,15 @@ async def test_a_workspace_pod_fault_mid_update(ckc: kclient.Client, cnamespace:
         real_cluster.ctr("task", "kill", "--signal", "SIGKILL", _container_id(pod))
         # the CLI died with its container: its lock is left in the volume, which the restarted container keeps
         await asyncio.sleep(2)
-        assert [p.name for p in _locks(share)] == [p.name for p in held], "a SIGKILLed CLI cannot release its lock"
+        left = [p.name for p in filebackend.locks(share)]
+        assert left == [p.name for p in held], "a SIGKILLed CLI cannot release its lock"
     else:
         real_cluster.kubectl("delete", "pod", "-n", ns, "slow-workspace-0", "--wait=false")
         # SIGTERM: the agent cancels the CLI, which releases its lock while the volume is still there
         released: list[bool] = []
 
         def gone_or_released() -> bool:
-            if (share / ".pulumi").is_dir() and not _locks(share):
+            if (share / ".pulumi").is_dir() and not filebackend.locks(share):
                 released.append(True)
             return bool(released) or not share.is_dir()
 
@@ -119,13 +116,13 @@ async def test_a_workspace_pod_fault_mid_update(ckc: kclient.Client, cnamespace:
     now = await ckc.get(resources.POD, "slow-workspace-0", ns)
     if fault == "container-sigkill":
         assert now["metadata"]["uid"] == pod["metadata"]["uid"], "the retry ran in a new pod, not the restarted one"
-        assert _locks(share) == [], "the retry left a lock"
+        assert filebackend.locks(share) == [], "the retry left a lock"
         logs = real_cluster.kubectl("logs", "-n", ns, "slow-workspace-0", "-c", "pulumi", check=False).stdout
         for path in held:
             assert f"released the stack lock {path.name}" in logs, f"the lock stayed:\n{logs[-3000:]}"
     else:
         assert now["metadata"]["uid"] != pod["metadata"]["uid"]
-        assert _locks(_share(real_cluster, now)) == []
+        assert filebackend.locks(_share(real_cluster, now)) == []
     stack_events = [e for e in (await ckc.list(resources.EVENT, ns)).items
                     if e["involvedObject"].get("name") == first]
     assert any(e.get("reason") == "UpdateFailed" for e in stack_events), json.dumps(stack_events)[-2000:]

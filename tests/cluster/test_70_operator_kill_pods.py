@@ -12,17 +12,15 @@ changes apply in place, and an operator's restart rolls nothing) and nothing els
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import random
-from collections import Counter
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from pko.kube import client as kclient
 from pko.kube import objects, resources
-from pko.testing import cluster
+from pko.testing import cluster, filebackend
 from pko.testing.clusterbed import OPERATOR_NAMESPACE, Release, diagnose, passphrase_env, workspace_template
 from pko.testing.waiting import condition, eventually
 
@@ -48,18 +46,6 @@ def _converged(obj: dict[str, Any], round_: int) -> bool:
 def _share(real_cluster: cluster.Cluster, pod: dict[str, Any]) -> Path:
     volumes = real_cluster.paths.kubelet_root / "pods" / str(pod["metadata"]["uid"]) / "volumes"
     return volumes / "kubernetes.io~empty-dir" / "share"
-
-
-def _succeeded_ups(share: Path) -> Counter[str]:
-    """How many `up`s succeeded with each `round` config value, from the file backend's history."""
-    counts: Counter[str] = Counter()
-    for path in (share / ".pulumi" / "history").rglob("*.history.json"):
-        with contextlib.suppress(OSError, ValueError):
-            entry = json.loads(path.read_text())
-            if entry.get("kind") == "update" and entry.get("result") == "succeeded":
-                value = next((v for k, v in (entry.get("config") or {}).items() if k.endswith(":round")), None)
-                counts[str(value.get("value") if isinstance(value, dict) else value)] += 1
-    return counts
 
 
 async def _kill_operator(ckc: kclient.Client, real_cluster: cluster.Cluster) -> str:
@@ -133,10 +119,10 @@ async def test_operator_sigkill_rounds_on_the_pod_runtime(ckc: kclient.Client, c
         pod = await ckc.get(resources.POD, f"{name}-workspace-0", ns)
         assert pod["metadata"]["uid"] == pods[name]["metadata"]["uid"], f"{name}: its workspace pod was replaced"
         share = _share(real_cluster, pod)
-        ups = _succeeded_ups(share)
+        ups = filebackend.succeeded_ups(share)
         assert set(ups) >= {"0", "1", "2", "3"}, f"{name}: the backend's history lacks rounds: {dict(ups)}"
         duplicated += [f"{name}: round {r} succeeded {n} times" for r, n in ups.items() if n > 1]
-        locked += [f"{name}: {p.name}" for p in (share / ".pulumi" / "locks").rglob("*.json")]
+        locked += [f"{name}: {p.name}" for p in filebackend.locks(share)]
     assert not duplicated, duplicated
     assert not locked, locked
     for stack in await stacks():

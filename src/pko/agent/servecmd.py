@@ -66,8 +66,6 @@ class ServeOptions:
             raise ServeError("--pulumi-log-level must not be negative")
 
 
-
-
 def resolve_workdir(path: str) -> Path:
     """The true location of the workspace (the pod's ``/share/workspace`` is a symlink into the source)."""
     try:
