@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the real binaries pko's tests run (kube-apiserver, etcd, kube-controller-manager, kubectl; kubelet,
 # kube-proxy, kube-scheduler, crictl and CoreDNS for the single-node cluster; the Pulumi CLI and its language
-# hosts; Flux source-controller; Helm) from the Go module proxy, into a cache outside the repository.
+# hosts; Flux source-controller; Helm; the dashboard and rule checkers) from the Go module proxy, into a cache outside the repository.
 # Two sources are not on the proxy and are built from the shared directory beside the repository
 # (../shared/third_party, or $PKO_SHARED_DIR): the official Python language host and the Go reference operator.
 #
@@ -23,6 +23,7 @@ SOURCE_CONTROLLER_VERSION=v1.9.1
 HELM_VERSION=v3.22.0
 CRICTL_VERSION=v1.34.0
 COREDNS_VERSION=v1.13.1
+GRAFANA_SDK_VERSION=v0.0.22  # github.com/grafana/grafana-foundation-sdk/go, pinned in tools/grafana-dashboard/go.mod
 # The Go reference operator in ../shared/third_party/pulumi-kubernetes-operator (see its README): v2.9.0 at
 # upstream commit 475dbc6c. Its binaries report v2.9.0.
 PKO_GO_VERSION=v2.9.0
@@ -196,6 +197,12 @@ build_helm() {
   gobuild "$here/helm" "$out/helm" helm.sh/helm/v3/cmd/helm "$ld"
 }
 
+build_grafana_dashboard_check() {
+  # The schema check of deploy/grafana/pko.json: tools/grafana-dashboard/main.go over the Grafana Foundation SDK's
+  # typed dashboard model (keyed by the SDK version and the checker's source hash).
+  gobuild "$here/grafana-dashboard" "$1/grafana-dashboard-check" . "-s -w"
+}
+
 group kubernetes "$K8S_VERSION" build_kubernetes
 group kube-node "$K8S_VERSION" build_kube_node
 group crictl "$CRICTL_VERSION" build_crictl
@@ -210,11 +217,13 @@ group pulumi-yaml "$PULUMI_YAML_VERSION" build_pulumi_yaml
 group source-controller "$SOURCE_CONTROLLER_VERSION" build_source_controller
 group helm "$HELM_VERSION" build_helm
 group pko-go "$PKO_GO_VERSION-$PKO_GO_COMMIT" build_pko_go
+group grafana-dashboard-check "$GRAFANA_SDK_VERSION-$(cat "$here"/grafana-dashboard/{go.mod,go.sum,main.go} | sha256sum | cut -c1-12)" \
+  build_grafana_dashboard_check
 
 [ ${#only[@]} -eq 0 ] || { echo "$BIN_DIR"; exit 0; }
 for b in kube-apiserver kube-controller-manager kubectl etcd kubelet kube-proxy kube-scheduler crictl coredns \
   pulumi pulumi-language-python pulumi-language-python-exec pulumi-language-yaml source-controller helm \
-  pko-go-manager pko-go-agent; do
+  pko-go-manager pko-go-agent grafana-dashboard-check; do
   [ -x "$BIN_DIR/$b" ] || { log "missing $BIN_DIR/$b after the build"; exit 1; }
 done
 log "kube-apiserver: $("$BIN_DIR/kube-apiserver" --version)"

@@ -1,13 +1,15 @@
 """The shipped Grafana dashboard (`deploy/grafana/pko.json`) and Prometheus alert rules
-(`deploy/prometheus/rules.yaml`): each is well-formed for what loads it (Grafana's dashboard model: panels with
-grid positions, targets, a data source variable; Prometheus's rule file: groups of alerts with durations, labels
-and annotations), every expression parses as PromQL (`promql.py`), and every series it selects is one the operator
-exports — the names come from the registry of the operator as `pko operator` wires it, not from a list."""
+(`deploy/prometheus/rules.yaml`): each is well-formed for what loads it (the dashboard is schema-checked by
+`grafana-dashboard-check`, which loads it into the Grafana Foundation SDK's typed dashboard model with its strict
+decoder; Prometheus's rule file: groups of alerts with durations, labels and annotations), every expression parses
+as PromQL (`promql.py`), and every series it selects is one the operator exports — the names come from the registry
+of the operator as `pko operator` wires it, not from a list."""
 
 from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,7 @@ from helmchart import ROOT
 from prometheus_client import CollectorRegistry
 from promql import parse, parse_variable_query
 
-from pko.testing import operator
+from pko.testing import binaries, operator
 
 DASHBOARD = ROOT / "deploy" / "grafana" / "pko.json"
 RULES = ROOT / "deploy" / "prometheus" / "rules.yaml"
@@ -68,6 +70,73 @@ def test_the_registry_has_the_new_families(exported: set[str]) -> None:
 
 
 # --- the dashboard -----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def dashboard_check() -> Path:
+    try:
+        return binaries.require("grafana-dashboard-check")
+    except binaries.MissingBinaryError as err:
+        pytest.fail(str(err), pytrace=False)
+
+
+def _schema_problems(check: Path, path: Path) -> list[str]:
+    result = subprocess.run([str(check), str(path)], capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode in (0, 1), result.stderr
+    problems = [line.removeprefix(f"{path}: ") for line in result.stdout.splitlines()]
+    assert bool(problems) == (result.returncode == 1), result
+    return problems
+
+
+def test_the_dashboard_loads_into_grafanas_typed_dashboard_model(dashboard_check: Path) -> None:
+    assert _schema_problems(dashboard_check, DASHBOARD) == []
+
+
+def _misspelt_option(d: dict[str, Any]) -> None:
+    legend = next(p for p in d["panels"] if p["type"] == "timeseries")["options"]["legend"]
+    legend["placment"] = legend.pop("placement")
+
+
+def _stat_without_reduce_options(d: dict[str, Any]) -> None:
+    del next(p for p in d["panels"] if p["type"] == "stat")["options"]["reduceOptions"]
+
+
+def _grid_width_as_text(d: dict[str, Any]) -> None:
+    d["panels"][0]["gridPos"]["w"] = "4"
+
+
+def _unknown_panel_type(d: dict[str, Any]) -> None:
+    d["panels"][0]["type"] = "stats"
+
+
+def _misspelt_query_field(d: dict[str, Any]) -> None:
+    target = d["panels"][0]["targets"][0]
+    target["exprr"] = target.pop("expr")
+
+
+def _unknown_top_level_field(d: dict[str, Any]) -> None:
+    d["refreshEvery"] = "1m"
+
+
+@pytest.mark.parametrize(("damage", "named"), [
+    (_misspelt_option, "unexpected field 'placment'"),
+    (_stat_without_reduce_options, "options.reduceOptions: required field is missing"),
+    (_grid_width_as_text, "panels[0].gridPos.w"),
+    (_unknown_panel_type, 'unknown panel type "stats"'),
+    (_misspelt_query_field, "unexpected field 'exprr'"),
+    (_unknown_top_level_field, "unexpected field 'refreshEvery'"),
+], ids=lambda v: v.__name__.strip("_") if callable(v) else "")
+def test_the_schema_check_names_what_a_damaged_dashboard_gets_wrong(
+    dashboard_check: Path, tmp_path: Path, damage: Any, named: str
+) -> None:
+    """The check is the schema's, not a rubber stamp: each kind of mistake in a copy of the dashboard fails it,
+    and the message says where."""
+    document = _dashboard()
+    damage(document)
+    copy = tmp_path / "pko.json"
+    copy.write_text(json.dumps(document))
+    problems = _schema_problems(dashboard_check, copy)
+    assert any(named in problem for problem in problems), problems
 
 
 def test_the_dashboard_has_a_prometheus_datasource_variable_the_others_use() -> None:
