@@ -23,6 +23,7 @@ SOURCE_CONTROLLER_VERSION=v1.9.1
 HELM_VERSION=v3.22.0
 CRICTL_VERSION=v1.34.0
 COREDNS_VERSION=v1.13.1
+PROMETHEUS_VERSION=v0.316.0  # the Go module of Prometheus 3 (its promtool checks and unit-tests the alert rules)
 GRAFANA_SDK_VERSION=v0.0.22  # github.com/grafana/grafana-foundation-sdk/go, pinned in tools/grafana-dashboard/go.mod
 # The Go reference operator in ../shared/third_party/pulumi-kubernetes-operator (see its README): v2.9.0 at
 # upstream commit 475dbc6c. Its binaries report v2.9.0.
@@ -197,6 +198,11 @@ build_helm() {
   gobuild "$here/helm" "$out/helm" helm.sh/helm/v3/cmd/helm "$ld"
 }
 
+build_promtool() {
+  gobuild "$here/promtool" "$1/promtool" github.com/prometheus/prometheus/cmd/promtool \
+    "-s -w -X github.com/prometheus/common/version.Version=$2"
+}
+
 build_grafana_dashboard_check() {
   # The schema check of deploy/grafana/pko.json: tools/grafana-dashboard/main.go over the Grafana Foundation SDK's
   # typed dashboard model (keyed by the SDK version and the checker's source hash).
@@ -217,13 +223,14 @@ group pulumi-yaml "$PULUMI_YAML_VERSION" build_pulumi_yaml
 group source-controller "$SOURCE_CONTROLLER_VERSION" build_source_controller
 group helm "$HELM_VERSION" build_helm
 group pko-go "$PKO_GO_VERSION-$PKO_GO_COMMIT" build_pko_go
+group promtool "$PROMETHEUS_VERSION" build_promtool
 group grafana-dashboard-check "$GRAFANA_SDK_VERSION-$(cat "$here"/grafana-dashboard/{go.mod,go.sum,main.go} | sha256sum | cut -c1-12)" \
   build_grafana_dashboard_check
 
 [ ${#only[@]} -eq 0 ] || { echo "$BIN_DIR"; exit 0; }
 for b in kube-apiserver kube-controller-manager kubectl etcd kubelet kube-proxy kube-scheduler crictl coredns \
   pulumi pulumi-language-python pulumi-language-python-exec pulumi-language-yaml source-controller helm \
-  pko-go-manager pko-go-agent grafana-dashboard-check; do
+  pko-go-manager pko-go-agent promtool grafana-dashboard-check; do
   [ -x "$BIN_DIR/$b" ] || { log "missing $BIN_DIR/$b after the build"; exit 1; }
 done
 log "kube-apiserver: $("$BIN_DIR/kube-apiserver" --version)"

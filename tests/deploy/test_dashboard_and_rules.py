@@ -1,15 +1,17 @@
 """The shipped Grafana dashboard (`deploy/grafana/pko.json`) and Prometheus alert rules
 (`deploy/prometheus/rules.yaml`): each is well-formed for what loads it (the dashboard is schema-checked by
 `grafana-dashboard-check`, which loads it into the Grafana Foundation SDK's typed dashboard model with its strict
-decoder; Prometheus's rule file: groups of alerts with durations, labels and annotations), every expression parses
-as PromQL (`promql.py`), and every series it selects is one the operator exports — the names come from the registry
-of the operator as `pko operator` wires it, not from a list."""
+decoder; the rule file by Prometheus's own `promtool check rules`, and its alerts by `promtool test rules` over the
+unit tests shipped beside it), every expression parses as PromQL (`promql.py`), and every series it selects is one
+the operator exports — the names come from the registry of the operator as `pko operator` wires it, not from a
+list."""
 
 from __future__ import annotations
 
 import json
 import re
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ from pko.testing import binaries, operator
 
 DASHBOARD = ROOT / "deploy" / "grafana" / "pko.json"
 RULES = ROOT / "deploy" / "prometheus" / "rules.yaml"
+RULES_TESTS = ROOT / "deploy" / "prometheus" / "rules.test.yaml"
 SUFFIXES = {"counter": ("_total", "_created"), "histogram": ("_bucket", "_count", "_sum", "_created"),
             "summary": ("_count", "_sum", "_created"), "gauge": ("",), "info": ("_info",), "unknown": ("",)}
 PANEL_TYPES = {"stat", "timeseries", "table", "gauge", "bargauge", "heatmap", "text", "row", "piechart"}
@@ -72,12 +75,25 @@ def test_the_registry_has_the_new_families(exported: set[str]) -> None:
 # --- the dashboard -----------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def dashboard_check() -> Path:
+def _binary(name: str) -> Path:
     try:
-        return binaries.require("grafana-dashboard-check")
+        return binaries.require(name)
     except binaries.MissingBinaryError as err:
         pytest.fail(str(err), pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def dashboard_check() -> Path:
+    return _binary("grafana-dashboard-check")
+
+
+@pytest.fixture(scope="module")
+def promtool() -> Path:
+    return _binary("promtool")
+
+
+def _run(*argv: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=120, check=False, cwd=cwd)
 
 
 def _schema_problems(check: Path, path: Path) -> list[str]:
@@ -242,6 +258,52 @@ def test_the_rules_cover_staleness_stalls_and_failure_rates() -> None:
 def test_every_rule_parses_and_selects_only_exported_series(exported: set[str]) -> None:
     unknown = {rule["alert"]: sorted(parse(rule["expr"]).metrics - exported) for rule in _rules()}
     assert not {k: v for k, v in unknown.items() if v}, f"series the operator does not export: {unknown}"
+
+
+def test_promtool_checks_the_rules_file(promtool: Path) -> None:
+    done = _run(promtool, "check", "rules", RULES)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"SUCCESS: {len(_rules())} rules found" in done.stdout, done.stdout
+
+
+def _damaged_rules(tmp_path: Path, change: Callable[[dict[str, Any]], None]) -> Path:
+    document = yaml.safe_load(RULES.read_text())
+    change(document["groups"][0]["rules"][1])
+    path = tmp_path / "rules.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return path
+
+
+@pytest.mark.parametrize(("change", "named"), [
+    (lambda rule: rule.update(expr="max by (namespace (pulumi_stack_stalled)"), "parse error"),
+    (lambda rule: rule.update({"for": "10 minutes"}), "in duration \"10 minutes\""),
+    (lambda rule: rule.update(severity="warning"), "field severity not found"),
+], ids=["unbalanced-expression", "bad-duration", "misplaced-field"])
+def test_promtool_refuses_a_damaged_rules_file(promtool: Path, tmp_path: Path,
+                                              change: Callable[[dict[str, Any]], None], named: str) -> None:
+    done = _run(promtool, "check", "rules", _damaged_rules(tmp_path, change))
+    assert done.returncode != 0, done.stdout
+    assert named in done.stdout + done.stderr, done.stdout + done.stderr
+
+
+def test_the_alerts_pass_their_unit_tests(promtool: Path) -> None:
+    """`promtool test rules`: each alert fires on the series it is for, after its `for:`, with its labels and
+    rendered annotations, and stays quiet on the healthy Stacks beside them."""
+    done = _run(promtool, "test", "rules", RULES_TESTS.name, cwd=RULES_TESTS.parent)
+    assert done.returncode == 0, done.stdout + done.stderr
+    tests = yaml.safe_load(RULES_TESTS.read_text())
+    assert tests["rule_files"] == [RULES.name]
+    firing = {case["alertname"] for test in tests["tests"] for case in test["alert_rule_test"] if case["exp_alerts"]}
+    assert firing == {rule["alert"] for rule in _rules()}, "every alert has a unit test where it fires"
+
+
+def test_a_retuned_rule_fails_its_unit_test(promtool: Path, tmp_path: Path) -> None:
+    """The unit tests bind the rules: a rule whose `for:` changed without its test being updated fails."""
+    (tmp_path / RULES.name).write_text(_damaged_rules(tmp_path, lambda rule: rule.update({"for": "30m"})).read_text())
+    (tmp_path / RULES_TESTS.name).write_text(RULES_TESTS.read_text())
+    done = _run(promtool, "test", "rules", RULES_TESTS.name, cwd=tmp_path)
+    assert done.returncode != 0, done.stdout
+    assert "PulumiStackStalled" in done.stdout + done.stderr, done.stdout + done.stderr
 
 
 def test_annotation_templates_are_balanced() -> None:
