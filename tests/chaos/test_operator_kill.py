@@ -3,12 +3,15 @@ then restarted: every Stack still converges to Ready with the right outputs, no 
 no backend is left locked, no finalizer is lost (each deleted Stack's stack was destroyed first) and no process
 of the operator's outlives it.
 
-The kill points are drawn from a seeded generator (the seed is printed; ``PKO_CHAOS_SEED`` replays a run): right
-after the new generation is written (source fetch, agent start), while `up`s run, right after an Update
-completed (its status and the Stack's being written), and while the finalizer's `destroy` runs.
+The kill points come in an order drawn from a seeded generator (the seed is printed; ``PKO_CHAOS_SEED`` replays a
+run), each point once before any repeats: right after the new generation is written (source fetch, agent start),
+during `pulumi install` (an operator's new agents install the program's dependencies before their first Update: the
+round kills right after the change, restarts the operator, and kills it again while its agents' `pulumi install`
+processes run), while `up`s run, right after an Update completed (its status and the Stack's being written), and —
+after the last round — while the finalizers' `destroy` runs.
 
-`make test` runs a few rounds over a few Stacks; ``make soak`` (``PKO_SOAK=1``) runs 20 rounds over 10 and ends
-with the tally line ``soak: rounds=R updates=U lost=0 duplicated=0 locked=0 orphaned=0``.
+`make test` runs one round per kill point over a few Stacks; ``make soak`` (``PKO_SOAK=1``) runs 20 rounds over 10
+and ends with the tally line ``soak: rounds=R updates=U lost=0 duplicated=0 locked=0 orphaned=0``.
 """
 
 from __future__ import annotations
@@ -26,9 +29,30 @@ from pko.testing.waiting import condition, eventually
 from . import chaos
 
 SOAK = bool(os.environ.get("PKO_SOAK"))
-ROUNDS = 20 if SOAK else 3
+KILL_POINTS = ("fetch", "install", "up", "status")
+ROUNDS = 20 if SOAK else len(KILL_POINTS)
 STACKS = 10 if SOAK else 4
-KILL_POINTS = ("fetch", "up", "status")
+
+
+def _schedule(rng: random.Random) -> list[str]:
+    """`ROUNDS` kill points: every point once in a random order, then again, so each is exercised."""
+    points: list[str] = []
+    while len(points) < ROUNDS:
+        points += rng.sample(KILL_POINTS, len(KILL_POINTS))
+    return points[:ROUNDS]
+
+
+def installing(run: str) -> list[int]:
+    """This run's `pulumi install` processes (the agents' CLI installing a program's dependencies)."""
+    found = []
+    for pid in chaos.marked(run):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and Path(argv[0].decode(errors="replace")).name == "pulumi" and b"install" in argv[1:]:
+            found.append(pid)
+    return found
 
 
 async def _kill_point(kc: kclient.Client, namespace: str, point: str, rng: random.Random) -> str:
@@ -75,10 +99,17 @@ async def test_operator_sigkill_rounds(ckc: kclient.Client, cns: str, tmp_path: 
     diagnostics = op.tail
     await chaos.wait_converged(ckc, fleet, 0, timeout=300, diagnostics=diagnostics)
 
-    for round_ in range(1, ROUNDS + 1):
+    for round_, point in enumerate(_schedule(rng), start=1):
         await chaos.start_round(ckc, fleet, round_)
-        point = rng.choice(KILL_POINTS)
-        seen = await _kill_point(ckc, cns, point, rng)
+        if point == "install":
+            op.kill()
+            tally.orphaned += len(await chaos.wait_no_orphans(run, []))
+            op.start()
+            await eventually(lambda: bool(installing(run)), "a `pulumi install` of the restarted operator's agents",
+                             120, interval=0.02)
+            seen = "during `pulumi install` (of the agents of an operator restarted right after the change)"
+        else:
+            seen = await _kill_point(ckc, cns, point, rng)
         op.kill()
         print(f"round {round_}: SIGKILL {seen} ({point})")
         left = await chaos.wait_no_orphans(run, [])
