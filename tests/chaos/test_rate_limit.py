@@ -65,3 +65,25 @@ async def test_a_fleet_converges_under_a_low_qps(ckc: kclient.Client, cns: str, 
     for sign in (" 429 ", "TooManyRequests", "Too Many Requests"):
         assert sign not in log
     assert await op.terminate() == 0, op.tail()
+
+
+async def test_the_lease_is_renewed_while_the_request_budget_is_spent(
+    ckc: kclient.Client, cns: str, tmp_path: Path, operators: Callable[..., chaos.OperatorProcess]
+) -> None:
+    """Leader election under a tight limit: the controllers' requests queue for tokens far longer than the renew
+    deadline, yet the leader keeps its Lease — its renewals have a token bucket of their own (as controller-runtime's
+    leader election has its own client). Sharing the controllers' bucket, a renewal waited behind their queue, the
+    leader lost its Lease, stopped its controllers and started again, over and over (found with 50 workspace pods at
+    5 requests a second)."""
+    op = operators("--kube-api-qps", "2", "--kube-api-burst", "2", "--leader-elect",
+                   "--leader-election-lease-duration", "6s", "--leader-election-renew-deadline", "4s",
+                   "--leader-election-retry-period", "1s", "--metrics-bind-address", f"127.0.0.1:{ports.free_port()}")
+    op.start()
+    await op.ready()
+    await eventually(lambda: "leading as" in op.tail(100_000), "the operator to lead", 60)
+    fleet = await chaos.create_fleet(ckc, cns, tmp_path, 8)
+    await chaos.wait_converged(ckc, fleet, 0, timeout=600, diagnostics=op.tail)
+    log = op.tail(10_000_000)
+    assert log.count("leading as") == 1, "the leader lost its Lease while its controllers waited for tokens"
+    assert "lost the lease" not in log
+    assert await op.terminate() == 0, op.tail()

@@ -39,16 +39,24 @@ def _log_level(text: str) -> int:
     return {"debug": logging.DEBUG, "info": logging.INFO, "error": logging.ERROR}.get(text, logging.INFO)
 
 
+def _client(settings: operator_settings.Settings) -> kclient.Client:
+    """A client of the operator's API server with its own ``--kube-api-qps``/``--kube-api-burst`` token bucket."""
+    burst = settings.kube_api_burst or math.ceil(settings.kube_api_qps)
+    return kclient.Client.from_kubeconfig(settings.kubeconfig, timeout=settings.kube_api_timeout,
+                                          limiter=ratelimit.TokenBucket(settings.kube_api_qps, burst))
+
+
 async def run(settings: operator_settings.Settings) -> int:
-    limiter = ratelimit.TokenBucket(settings.kube_api_qps, settings.kube_api_burst or math.ceil(settings.kube_api_qps))
-    client = kclient.Client.from_kubeconfig(settings.kubeconfig, timeout=settings.kube_api_timeout, limiter=limiter)
+    client = _client(settings)
+    limiter = client.limiter
     election = None
     if settings.leader_elect:
+        # The Lease's renewals have a client and a budget of their own (see manager.LeaderElection).
         election = manager.LeaderElection(namespace=settings.operator_namespace, timing=leaderelection.Timing(
-            settings.lease_duration, settings.renew_deadline, settings.retry_period))
+            settings.lease_duration, settings.renew_deadline, settings.retry_period), client=_client(settings))
     mgr = manager.Manager(client, leader_election=election, health_address=settings.health_address,
                           metrics_address=settings.metrics_address)
-    if limiter.limited:
+    if limiter is not None:
         mgr.registry.register(_LimiterMetrics(limiter))
     controllers = wiring.setup(mgr, client, settings)
     task = asyncio.create_task(controllers.run(), name="operator")
@@ -61,6 +69,8 @@ async def run(settings: operator_settings.Settings) -> int:
             await task
     finally:
         await client.close()
+        if election is not None and election.client is not None:
+            await election.client.close()
     log.info("pko operator stopped")
     return 0
 

@@ -35,12 +35,16 @@ Check = Callable[[], Awaitable[bool] | bool]
 
 @dataclasses.dataclass(frozen=True)
 class LeaderElection:
-    """``--leader-elect`` and its timings; ``namespace`` is where the Lease lives (``$POD_NAMESPACE``)."""
+    """``--leader-elect`` and its timings; ``namespace`` is where the Lease lives (``$POD_NAMESPACE``). ``client``
+    reads and renews the Lease (``None``: the manager's client). The operator gives it a client with a request budget
+    of its own, as controller-runtime's leader election has its own client: under ``--kube-api-qps`` a renewal
+    sharing the controllers' token bucket would queue behind their requests past the renew deadline."""
 
     namespace: str
     name: str = leaderelection.DEFAULT_LEASE_NAME
     identity: str | None = None
     timing: leaderelection.Timing = dataclasses.field(default_factory=leaderelection.Timing)
+    client: kube.Client | None = None
 
 
 class Manager:
@@ -62,7 +66,7 @@ class Manager:
         self.registry = registry if registry is not None else prometheus_client.REGISTRY
         self.metrics = metrics.Metrics(self.registry)
         self.elector = (
-            leader.LeaderElector(client, leader_election.namespace, name=leader_election.name,
+            leader.LeaderElector(leader_election.client or client, leader_election.namespace, name=leader_election.name,
                                  identity=leader_election.identity, timing=leader_election.timing)
             if leader_election is not None else None
         )
