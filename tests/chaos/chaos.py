@@ -33,7 +33,7 @@ from typing import Any
 from pko.kube import client as kclient
 from pko.kube import errors, objects, resources
 from pko.testing import filebackend, ports
-from pko.testing.waiting import condition, eventually
+from pko.testing.waiting import at_round, condition, eventually
 
 RUN_ENV = "PKO_CHAOS_RUN"
 PASSPHRASE = {"type": "Literal", "literal": {"value": "chaos"}}
@@ -259,12 +259,7 @@ async def start_round(kc: kclient.Client, fleet: list[Member], round_: int) -> N
         await kc.patch(resources.STACK, member.name, {"spec": {"config": {"round": str(round_)}}}, member.namespace)
 
 
-def converged(obj: dict[str, Any], round_: int) -> bool:
-    status = obj.get("status") or {}
-    return (condition(obj, "Ready").get("status") == "True"
-            and status.get("observedGeneration") == obj["metadata"]["generation"]
-            and (status.get("lastUpdate") or {}).get("generation") == obj["metadata"]["generation"]
-            and str((status.get("outputs") or {}).get("round")) == str(round_))
+converged = at_round
 
 
 async def wait_converged(kc: kclient.Client, fleet: list[Member], round_: int, timeout: float,
@@ -300,36 +295,10 @@ async def delete_all(kc: kclient.Client, fleet: list[Member]) -> None:
             await kc.delete(resources.STACK, member.name, member.namespace)
 
 
-@dataclass
-class Tally:
-    """What the fleet's backends and /proc say after a run (the soak's closing line)."""
-
-    rounds: int = 0
-    updates: int = 0
-    lost: int = 0
-    duplicated: int = 0
-    locked: int = 0
-    orphaned: int = 0
-    details: list[str] = field(default_factory=list)
-
-    def line(self) -> str:
-        return (f"soak: rounds={self.rounds} updates={self.updates} lost={self.lost} duplicated={self.duplicated} "
-                f"locked={self.locked} orphaned={self.orphaned}")
-
-    def clean(self) -> bool:
-        return self.lost == self.duplicated == self.locked == self.orphaned == 0
+Tally = filebackend.Tally
 
 
 def count_backends(fleet: list[Member], tally: Tally) -> None:
     """Add the fleet's finished `up`s, repeated `up`s of one round and leftover locks to `tally`."""
     for member in fleet:
-        ups = member.succeeded_ups()
-        tally.updates += sum(ups.values())
-        for round_, count in ups.items():
-            if count > 1:
-                tally.duplicated += count - 1
-                tally.details.append(f"{member.name}: round {round_} succeeded {count} times")
-        locks = member.locks()
-        if locks:
-            tally.locked += len(locks)
-            tally.details.append(f"{member.name}: locked by {[p.name for p in locks]}")
+        tally.count(member.name, member.backend)

@@ -143,8 +143,6 @@ async def test_operator_sigkill_rounds(ckc: kclient.Client, cns: str, tmp_path: 
     tally.orphaned += len(left)
 
     chaos.count_backends(fleet, tally)
-    print(tally.line())
-    if os.environ.get("PKO_SOAK_TALLY"):  # `make soak` prints it after pytest's summary: the run's last line
-        Path(os.environ["PKO_SOAK_TALLY"]).write_text(tally.line() + "\n")
+    tally.record()
     assert tally.updates >= STACKS * (ROUNDS + 1)
     assert tally.clean(), "\n".join(tally.details)

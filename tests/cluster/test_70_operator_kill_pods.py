@@ -1,51 +1,68 @@
-"""The operator SIGKILLed on the `pod` runtime (docs/reliability.md): its container killed by containerd at three
-moments of a round of changes over a fleet of workspace pods — right after the Stacks changed (sources and
-Workspaces being worked out), while their `up`s run in the workspace pods, and as the first Updates complete (the
-status writes) — and its pod then replaced, so the next one waits for the dead leader's Lease to expire.
+"""The operator SIGKILLed on the `pod` runtime (docs/reliability.md): its container killed by containerd, then its
+pod replaced (so the next one waits for the dead leader's Lease to expire), at each moment a fleet of workspace
+pods can be caught in:
 
-After each round every Stack is Ready at its new generation with that generation's output. At the end, read on the
-node from each workspace pod's `share` volume (where its file backend lives): no round's `up` succeeded twice for
-a Stack, no lock is left; and every Stack kept its finalizer, its one workspace pod (the same pod throughout: config
-changes apply in place, and an operator's restart rolls nothing) and nothing else.
+- during `pulumi install`: the fleet's new workspace pods install the program before their first Update (the kill
+  comes while a `pulumi install` process runs in one of them, seen in /proc on the node);
+- in the rounds of changes that follow, in an order drawn at random (the seed is printed), each moment once before
+  any repeats: right after the Stacks changed (sources and Workspaces being worked out), while their `up`s run in
+  the workspace pods, and as the first Updates complete (the status writes);
+- while the finalizers' `destroy`s run, once every Stack is deleted.
+
+After each round every Stack is Ready at its new generation with that generation's output. Read on the node from
+each Stack's backend directory (a hostPath volume of its workspace pod, so it outlives any pod): no round's `up`
+succeeded twice for a Stack and no lock is left; every Stack kept its finalizer, its one workspace pod (the same
+pod throughout: config changes apply in place, and an operator's restart rolls nothing) and nothing else; and each
+deleted Stack's stack was destroyed, leaving no lock.
+
+`make test` runs 3 rounds over 4 Stacks; ``make soak`` (``PKO_SOAK=1``) 20 rounds over 10 and adds its tally line.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+import os
 import random
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 from pko.kube import client as kclient
 from pko.kube import objects, resources
 from pko.testing import cluster, filebackend
-from pko.testing.clusterbed import OPERATOR_NAMESPACE, Release, diagnose, passphrase_env, workspace_template
-from pko.testing.waiting import condition, eventually
+from pko.testing.clusterbed import OPERATOR_NAMESPACE, Release, RoundFleet
+from pko.testing.waiting import at_round, condition, eventually
 
-STACKS = 4
+SOAK = bool(os.environ.get("PKO_SOAK"))
+ROUNDS = 20 if SOAK else 3
+STACKS = 10 if SOAK else 4
 FINALIZER = "finalizer.stack.pulumi.com"
+MOMENTS = ("right after the change", "while an up runs", "as the first Updates complete")
 
 
-def _stack(name: str, namespace: str, round_: int) -> dict[str, Any]:
-    return resources.STACK.new(name, namespace, spec={
-        "stack": "dev", "programRef": {"name": name}, "backend": "file:///share", "envRefs": passphrase_env(),
-        "config": {"round": str(round_)}, "destroyOnFinalize": True, "workspaceTemplate": workspace_template(),
-    })
+def _schedule(rng: random.Random) -> list[str]:
+    moments: list[str] = []
+    while len(moments) < ROUNDS:
+        moments += rng.sample(MOMENTS, len(MOMENTS))
+    return moments[:ROUNDS]
 
 
-def _converged(obj: dict[str, Any], round_: int) -> bool:
-    status = obj.get("status") or {}
-    return (condition(obj, "Ready").get("status") == "True"
-            and status.get("observedGeneration") == obj["metadata"]["generation"]
-            and (status.get("lastUpdate") or {}).get("generation") == obj["metadata"]["generation"]
-            and str((status.get("outputs") or {}).get("round")) == str(round_))
-
-
-def _share(real_cluster: cluster.Cluster, pod: dict[str, Any]) -> Path:
-    volumes = real_cluster.paths.kubelet_root / "pods" / str(pod["metadata"]["uid"]) / "volumes"
-    return volumes / "kubernetes.io~empty-dir" / "share"
+def _pulumi_installs(pod_uids: set[str]) -> list[int]:
+    """`pulumi install` processes running in the pods `pod_uids` (their cgroup names the pod, on the node)."""
+    marks = {uid for uid in pod_uids} | {uid.replace("-", "_") for uid in pod_uids}
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            if not (argv and Path(argv[0].decode(errors="replace")).name == "pulumi" and b"install" in argv[1:]):
+                continue
+            cgroup = (entry / "cgroup").read_text()
+        except OSError:
+            continue
+        if any(mark in cgroup for mark in marks):
+            found.append(int(entry.name))
+    return found
 
 
 async def _kill_operator(ckc: kclient.Client, real_cluster: cluster.Cluster) -> str:
@@ -62,70 +79,84 @@ async def _kill_operator(ckc: kclient.Client, real_cluster: cluster.Cluster) -> 
 
 
 async def test_operator_sigkill_rounds_on_the_pod_runtime(ckc: kclient.Client, cnamespace: str,
-                                                          real_cluster: cluster.Cluster,
-                                                          operator_release: Release) -> None:
+                                                          real_cluster: cluster.Cluster, operator_release: Release,
+                                                          tmp_path: Path) -> None:
     ns = cnamespace
-    names = [f"k{index}" for index in range(STACKS)]
-    for name in names:
-        await ckc.create(resources.PROGRAM.new(name, ns, program={
-            "configuration": {"round": {"type": "String"}}, "outputs": {"round": "${round}"}}))
-        await ckc.create(_stack(name, ns, 0))
+    fleet = await RoundFleet.create(ckc, real_cluster, ns, "k", STACKS, tmp_path)
+    names, states, stacks, wait_round = fleet.names, fleet.states, fleet.stacks, fleet.wait_round
+    tally = filebackend.Tally()
 
-    async def stacks() -> list[dict[str, Any]]:
-        return [o for o in (await ckc.list(resources.STACK, ns)).items if objects.name_of(o) in names]
+    async def installing() -> bool:
+        uids = {str(p["metadata"]["uid"]) for p in (await ckc.list(resources.POD, ns)).items}
+        return bool(uids and await asyncio.to_thread(_pulumi_installs, uids))
 
-    async def wait_round(round_: int, timeout: float) -> None:
-        async def done() -> bool:
-            return sum(1 for o in await stacks() if _converged(o, round_)) == STACKS
-        try:
-            await eventually(done, f"{STACKS} Stacks Ready at round {round_}", timeout, interval=0.5)
-        except AssertionError as err:
-            left = {objects.name_of(o): (o.get("status") or {}) for o in await stacks() if not _converged(o, round_)}
-            raise AssertionError(f"{err}\n{json.dumps(left, indent=1)[:5000]}\n{diagnose(real_cluster, ns)}") from None
-
-    await wait_round(0, 600)
+    await eventually(installing, "a `pulumi install` in a new workspace pod", 300, interval=0.05)
+    print(f"round 0: SIGKILL {await _kill_operator(ckc, real_cluster)} during `pulumi install` in a workspace pod")
+    await wait_round(0, 600 if SOAK else 300)
     pods = {name: await ckc.get(resources.POD, f"{name}-workspace-0", ns) for name in names}
 
     async def updates_running() -> bool:
         return any(condition(u, "Progressing").get("status") == "True"
                    for u in (await ckc.list(resources.UPDATE, ns)).items)
 
-    def some_converged(round_: int) -> Callable[[], Awaitable[bool]]:
-        async def check() -> bool:
-            return any(_converged(o, round_) for o in await stacks())
-        return check
+    def waits(moment: str, round_: int) -> Callable[[], Awaitable[bool]] | None:
+        if moment == "while an up runs":
+            return updates_running
+        if moment == "as the first Updates complete":
+            async def some_converged() -> bool:
+                return any(at_round(o, round_) for o in await stacks())
+            return some_converged
+        return None
 
-    seed = random.randrange(1_000_000)
-    print(f"operator kill seed: {seed}")
-    jitter = random.Random(seed)
-    moments: list[tuple[str, Callable[[int], Callable[[], Awaitable[bool]]] | None]] = [
-        ("right after the change", None),
-        ("while an up runs", lambda _round: updates_running),
-        ("as the first Updates complete", some_converged),
-    ]
-    for round_, (moment, wait) in enumerate(moments, start=1):
-        for name in names:
-            await ckc.patch(resources.STACK, name, {"spec": {"config": {"round": str(round_)}}}, ns)
+    seed = int(os.environ.get("PKO_CHAOS_SEED") or random.randrange(1_000_000))
+    print(f"operator kill seed: {seed} (PKO_CHAOS_SEED={seed} replays the order)")
+    rng = random.Random(seed)
+    for round_, moment in enumerate(_schedule(rng), start=1):
+        await fleet.change(round_)
+        wait = waits(moment, round_)
         if wait is None:
-            await asyncio.sleep(jitter.uniform(0.0, 1.0))
+            await asyncio.sleep(rng.uniform(0.0, 1.0))
         else:
-            await eventually(wait(round_), moment, 180, interval=0.1)
+            await eventually(wait, moment, 180, interval=0.1)
         killed = await _kill_operator(ckc, real_cluster)
         print(f"round {round_}: SIGKILL {killed} {moment}")
         await wait_round(round_, 420)
+        tally.rounds += 1
 
-    duplicated, locked = [], []
     for name in names:
         pod = await ckc.get(resources.POD, f"{name}-workspace-0", ns)
         assert pod["metadata"]["uid"] == pods[name]["metadata"]["uid"], f"{name}: its workspace pod was replaced"
-        share = _share(real_cluster, pod)
-        ups = filebackend.succeeded_ups(share)
-        assert set(ups) >= {"0", "1", "2", "3"}, f"{name}: the backend's history lacks rounds: {dict(ups)}"
-        duplicated += [f"{name}: round {r} succeeded {n} times" for r, n in ups.items() if n > 1]
-        locked += [f"{name}: {p.name}" for p in filebackend.locks(share)]
-    assert not duplicated, duplicated
-    assert not locked, locked
+        ups = filebackend.succeeded_ups(states[name])
+        assert set(ups) >= {str(r) for r in range(ROUNDS + 1)}, f"{name}: the backend lacks rounds: {dict(ups)}"
+        tally.count(name, states[name])
+    assert tally.clean(), "\n".join(tally.details)
     for stack in await stacks():
         assert FINALIZER in (stack["metadata"].get("finalizers") or []), objects.name_of(stack)
     workspace_pods = sorted(objects.name_of(p) for p in (await ckc.list(resources.POD, ns)).items)
     assert workspace_pods == sorted(f"{name}-workspace-0" for name in names), workspace_pods
+
+    # Deletion: the operator dies while the finalizers' `destroy`s run in the pods (each Stack's backend is on the
+    # node, so what its destroy did is read after everything is gone).
+    for name in names:
+        await ckc.delete(resources.STACK, name, ns)
+
+    async def destroy_running() -> bool:
+        return any(condition(u, "Progressing").get("status") == "True"
+                   and (u.get("spec") or {}).get("type") == "destroy"
+                   for u in (await ckc.list(resources.UPDATE, ns)).items)
+
+    await eventually(destroy_running, "a destroy in flight", 180, interval=0.05)
+    print(f"final: SIGKILL {await _kill_operator(ckc, real_cluster)} during the finalizers' destroy")
+
+    async def all_gone() -> bool:
+        return not await stacks()
+
+    await eventually(all_gone, "every Stack deleted", 420, interval=0.5)
+    destroyed = {name for name in names if filebackend.destroyed(states[name])}
+    locked = {name for name in names if filebackend.locks(states[name])}
+    tally.locked += len(locked)
+    tally.details += [f"{name}: locked after its destroy" for name in sorted(locked)]
+    tally.lost = len(set(names) - destroyed)
+    tally.details += [f"{name}: deleted without its stack destroyed" for name in sorted(set(names) - destroyed)]
+    tally.record()
+    assert tally.clean(), "\n".join(tally.details)

@@ -22,7 +22,7 @@ import pytest
 
 from pko.kube import client as kclient
 from pko.kube import errors, resources
-from pko.testing import binaries, cluster, gitserver, images
+from pko.testing import binaries, cluster, gitserver, images, waiting
 
 ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "deploy" / "helm" / "pko"
@@ -199,3 +199,77 @@ def workspace_template(**extra: Any) -> dict[str, Any]:
 
 def passphrase_env() -> dict[str, Any]:
     return {"PULUMI_CONFIG_PASSPHRASE": {"type": "Literal", "literal": {"value": PASSPHRASE}}}
+
+
+
+def state_dir(root: Path, name: str) -> Path:
+    """A directory on the node for one Stack's file backend, writable by the workspace pods' uid 1000, so the
+    state outlives any pod (a rolled or replaced pod finds its stack where it left it)."""
+    path = root / name
+    path.mkdir(mode=0o777, parents=True)
+    path.chmod(0o777)
+    root.chmod(0o755)
+    return path
+
+
+def round_stack(name: str, namespace: str, round_: int, state: Path) -> dict[str, Any]:
+    """A fault test's Stack on the Program `name` (which exports its `round` config), in a workspace pod that
+    mounts `state` (see :func:`state_dir`) as its file backend, destroyed on deletion."""
+    pod = {"volumes": [{"name": "state", "hostPath": {"path": str(state), "type": "Directory"}}],
+           "containers": [{"name": "pulumi", "volumeMounts": [{"name": "state", "mountPath": "/state"}]}]}
+    return resources.STACK.new(name, namespace, spec={
+        "stack": "dev", "programRef": {"name": name}, "backend": "file:///state", "envRefs": passphrase_env(),
+        "config": {"round": str(round_)}, "destroyOnFinalize": True,
+        "workspaceTemplate": workspace_template(podTemplate={"spec": pod}),
+    })
+
+
+def round_program(name: str, namespace: str) -> dict[str, Any]:
+    """A Program exporting its `round` config: each round is a new Stack generation with a known output."""
+    return resources.PROGRAM.new(name, namespace, program={
+        "configuration": {"round": {"type": "String"}}, "outputs": {"round": "${round}"}})
+
+
+@dataclass
+class RoundFleet:
+    """The fault tests' fleet: `names` Stacks in one namespace, each on its own round Program and state directory,
+    changed a round at a time and waited on until every one is Ready at that round."""
+
+    ckc: kclient.Client
+    real_cluster: cluster.Cluster
+    namespace: str
+    states: dict[str, Path]
+
+    @classmethod
+    async def create(cls, ckc: kclient.Client, real_cluster: cluster.Cluster, namespace: str, prefix: str,
+                     count: int, root: Path) -> RoundFleet:
+        states = {f"{prefix}{index}": state_dir(root, f"{prefix}{index}") for index in range(count)}
+        fleet = cls(ckc, real_cluster, namespace, states)
+        for name, state in fleet.states.items():
+            await ckc.create(round_program(name, namespace))
+            await ckc.create(round_stack(name, namespace, 0, state))
+        return fleet
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.states)
+
+    async def stacks(self) -> list[dict[str, Any]]:
+        return [o for o in (await self.ckc.list(resources.STACK, self.namespace)).items
+                if o["metadata"]["name"] in self.states]
+
+    async def change(self, round_: int) -> None:
+        for name in self.states:
+            await self.ckc.patch(resources.STACK, name, {"spec": {"config": {"round": str(round_)}}}, self.namespace)
+
+    async def wait_round(self, round_: int, timeout: float) -> None:
+        """Until every Stack is Ready at `round_`; else fail with what is left and the namespace's diagnostics."""
+        async def done() -> bool:
+            return sum(1 for o in await self.stacks() if waiting.at_round(o, round_)) == len(self.states)
+        try:
+            await waiting.eventually(done, f"{len(self.states)} Stacks Ready at round {round_}", timeout, interval=0.5)
+        except AssertionError as err:
+            left = {o["metadata"]["name"]: o.get("status") or {} for o in await self.stacks()
+                    if not waiting.at_round(o, round_)}
+            raise AssertionError(f"{err}\n{json.dumps(left, indent=1)[:5000]}\n"
+                                 f"{diagnose(self.real_cluster, self.namespace)}") from None

@@ -1,12 +1,15 @@
 """What a Pulumi `file://` backend's directory says, read from outside the CLI: its lock files and the history of
 operations it recorded. Chaos and cluster tests judge "locked" and "ran twice" from these, without trusting the
-operator's own account (the backend may be a local directory or a workspace pod's volume read on the node)."""
+operator's own account (the backend may be a local directory or a workspace pod's volume read on the node), and
+add them up in a :class:`Tally`, whose line ends a soak run."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,3 +42,43 @@ def succeeded_ups(backend: Path, key: str = "round") -> Counter[str]:
 def destroyed(backend: Path) -> bool:
     """A `destroy` succeeded."""
     return any(e.get("kind") == "destroy" and e.get("result") == "succeeded" for e in history(backend))
+
+
+@dataclass
+class Tally:
+    """What a fault run's backends (and, on the local runtime, /proc) say: the soak's closing line."""
+
+    rounds: int = 0
+    updates: int = 0
+    lost: int = 0
+    duplicated: int = 0
+    locked: int = 0
+    orphaned: int = 0
+    details: list[str] = field(default_factory=list)
+
+    def count(self, name: str, backend: Path) -> None:
+        """Add one Stack's finished `up`s, its `up`s repeated for one round and its leftover locks."""
+        ups = succeeded_ups(backend)
+        self.updates += sum(ups.values())
+        for round_, times in ups.items():
+            if times > 1:
+                self.duplicated += times - 1
+                self.details.append(f"{name}: round {round_} succeeded {times} times")
+        held = locks(backend)
+        if held:
+            self.locked += len(held)
+            self.details.append(f"{name}: locked by {[p.name for p in held]}")
+
+    def line(self) -> str:
+        return (f"soak: rounds={self.rounds} updates={self.updates} lost={self.lost} duplicated={self.duplicated} "
+                f"locked={self.locked} orphaned={self.orphaned}")
+
+    def clean(self) -> bool:
+        return self.lost == self.duplicated == self.locked == self.orphaned == 0
+
+    def record(self) -> None:
+        """Print the line, and append it to ``$PKO_SOAK_TALLY`` when set (`make soak` sums those lines)."""
+        print(self.line())
+        if os.environ.get("PKO_SOAK_TALLY"):
+            with Path(os.environ["PKO_SOAK_TALLY"]).open("a") as out:
+                out.write(self.line() + "\n")

@@ -29,6 +29,16 @@ def condition(obj: Object | None, type_: str) -> Object:
     return objects.condition(obj or {}, type_)
 
 
+def at_round(obj: Object, round_: int, output: str = "round") -> bool:
+    """The fault tests' Stack has converged on round `round_`: Ready, its status and last Update at its current
+    generation, and the output `output` (which the program copies from the Stack's `round` config) is `round_`."""
+    status = obj.get("status") or {}
+    return (condition(obj, "Ready").get("status") == "True"
+            and status.get("observedGeneration") == obj["metadata"]["generation"]
+            and (status.get("lastUpdate") or {}).get("generation") == obj["metadata"]["generation"]
+            and str((status.get("outputs") or {}).get(output)) == str(round_))
+
+
 async def eventually(condition: Callable[[], bool | Awaitable[bool]], what: str, timeout: float = 60.0,
                      interval: float = 0.05) -> None:
     """Poll `condition` (plain or async) until it holds; AssertionError naming `what` after `timeout` seconds."""

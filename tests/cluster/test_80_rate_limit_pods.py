@@ -1,0 +1,124 @@
+"""A fleet of Stacks on the `pod` runtime with the operator's API request rate bounded low (the chart's
+`kubeAPI.qps`/`kubeAPI.burst`, i.e. ``--kube-api-qps``/``--kube-api-burst``): every Stack's workspace pod starts and
+its Stack converges, the operator never gets a 429, its request count stays within the token bucket's bound, the
+limit really paced it (requests waited for tokens), and every work queue drains. The figures are printed (they go
+into docs/performance.md).
+
+`make test` runs 10 Stacks; ``make soak`` (``PKO_SOAK=1``) runs 50.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from pko.kube import client as kclient
+from pko.kube import objects, resources
+from pko.testing import cluster, crossrun
+from pko.testing.clusterbed import (
+    CHART,
+    OPERATOR_NAMESPACE,
+    Release,
+    diagnose,
+    helm,
+    passphrase_env,
+    workspace_template,
+)
+from pko.testing.waiting import condition, eventually
+
+STACKS = 50 if os.environ.get("PKO_SOAK") else 10
+QPS, BURST = 5, 10
+
+
+def _totals(real_cluster: cluster.Cluster) -> dict[str, float]:
+    """Each sample name of the operator's /metrics, summed over its labels."""
+    totals: dict[str, float] = {}
+    for family in text_string_to_metric_families(crossrun.scrape(real_cluster, OPERATOR_NAMESPACE)):
+        for sample in family.samples:
+            totals[sample.name] = totals.get(sample.name, 0.0) + sample.value
+    return totals
+
+
+@pytest.fixture
+def rate_limited(real_cluster: cluster.Cluster, operator_release: Release) -> Iterator[None]:
+    """The shared operator upgraded to the low limits (a new operator pod); restored afterwards."""
+    def upgrade(*sets: str) -> None:
+        done = helm(real_cluster, "upgrade", operator_release.name, str(CHART), "--namespace",
+                    operator_release.namespace, "--reuse-values", *(a for s in sets for a in ("--set", s)),
+                    "--wait", "--timeout", "240s", check=False)
+        assert done.returncode == 0, f"helm upgrade:\n{done.stderr}\n{diagnose(real_cluster, OPERATOR_NAMESPACE)}"
+
+    upgrade(f"kubeAPI.qps={QPS}", f"kubeAPI.burst={BURST}")
+    yield
+    upgrade("kubeAPI.qps=", "kubeAPI.burst=")
+
+
+def _ready(obj: dict[str, Any]) -> bool:
+    status = obj.get("status") or {}
+    return (condition(obj, "Ready").get("status") == "True"
+            and status.get("observedGeneration") == obj["metadata"]["generation"]
+            and (status.get("outputs") or {}).get("name") == obj["metadata"]["name"])
+
+
+async def test_a_fleet_of_workspace_pods_converges_under_a_low_qps(
+    ckc: kclient.Client, cnamespace: str, real_cluster: cluster.Cluster, rate_limited: None
+) -> None:
+    ns = cnamespace
+    started = time.monotonic()
+    for index in range(STACKS):
+        name = f"q{index:02d}"
+        await ckc.create(resources.PROGRAM.new(name, ns, program={
+            "configuration": {"name": {"type": "String"}}, "outputs": {"name": "${name}"}}))
+        await ckc.create(resources.STACK.new(name, ns, spec={
+            "stack": "dev", "programRef": {"name": name}, "backend": "file:///share", "envRefs": passphrase_env(),
+            "config": {"name": name},
+            # a small CPU request, so that 50 workspace pods fit on the 2-core node
+            "workspaceTemplate": workspace_template(resources={"requests": {"cpu": "10m", "memory": "48Mi"}})}))
+
+    async def converged() -> bool:
+        return sum(1 for o in (await ckc.list(resources.STACK, ns)).items if _ready(o)) == STACKS
+
+    try:
+        await eventually(converged, f"{STACKS} Stacks Ready", 120 + STACKS * 20, interval=1.0)
+    except AssertionError as err:
+        raise AssertionError(f"{err}\n{diagnose(real_cluster, ns)}") from None
+    converged_after = time.monotonic() - started
+
+    def drained() -> bool:
+        totals = _totals(real_cluster)
+        return totals.get("workqueue_depth", 1) == 0 and totals.get("controller_runtime_active_workers", 1) == 0
+
+    await eventually(drained, "every work queue drained", 180, interval=1.0)
+    totals = _totals(real_cluster)
+    elapsed = time.time() - totals["process_start_time_seconds"]  # the operator's whole life, all under the limit
+    requests = totals.get("pko_kube_api_rate_limited_requests_total", 0.0)
+    waited = totals.get("pko_kube_api_rate_limit_wait_seconds_total", 0.0)
+    print(f"{STACKS} Stacks on pods under qps={QPS} burst={BURST}: all Ready in {converged_after:.0f}s; "
+          f"{requests:.0f} API requests ({requests / elapsed:.2f}/s over the operator's {elapsed:.0f}s), "
+          f"{waited:.0f}s waited for tokens")
+    assert requests > STACKS * 3, "the limiter saw too few requests: it is not on the operator's client"
+    assert requests <= QPS * elapsed + BURST, f"{requests} requests in {elapsed:.0f}s exceed {QPS}/s + {BURST}"
+    assert waited > 0, "the limit never paced a request: the test did not exercise it"
+    pods = [p for p in (await ckc.list(resources.POD, OPERATOR_NAMESPACE)).items
+            if not p["metadata"].get("deletionTimestamp")]
+    log = "".join(real_cluster.kubectl("logs", "-n", OPERATOR_NAMESPACE, objects.name_of(p), "-c", "manager").stdout
+                  for p in pods)
+    for sign in (" 429 ", "TooManyRequests", "Too Many Requests"):
+        assert sign not in log, f"the operator met {sign.strip()!r} under its own limit"
+    restarts = [s.get("restartCount", 0) for p in pods for s in p["status"].get("containerStatuses", [])]
+    assert restarts, "no operator container"
+    assert not any(restarts), f"the operator restarted under load: {restarts}"
+
+    # Leave the node as found for the next tests: the Stacks (no destroyOnFinalize) and their pods go.
+    for index in range(STACKS):
+        await ckc.delete(resources.STACK, f"q{index:02d}", ns)
+
+    async def pods_gone() -> bool:
+        return not (await ckc.list(resources.POD, ns)).items and not (await ckc.list(resources.STACK, ns)).items
+
+    await eventually(pods_gone, "the fleet's Stacks and workspace pods gone", 300, interval=1.0)
