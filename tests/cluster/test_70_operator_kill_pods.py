@@ -123,6 +123,13 @@ async def test_operator_sigkill_rounds_on_the_pod_runtime(ckc: kclient.Client, c
         await wait_round(round_, 420)
         tally.rounds += 1
 
+    # Judge the backends once nothing runs: an operation still in flight holds its lock (and a second `up` of a
+    # round, if the operator started one, counts as duplicated once it ends).
+    async def settled() -> bool:
+        return all(condition(u, "Complete").get("status") == "True"
+                   for u in (await ckc.list(resources.UPDATE, ns)).items)
+
+    await eventually(settled, "every Update complete", 300, interval=0.5)
     for name in names:
         pod = await ckc.get(resources.POD, f"{name}-workspace-0", ns)
         assert pod["metadata"]["uid"] == pods[name]["metadata"]["uid"], f"{name}: its workspace pod was replaced"
