@@ -24,6 +24,7 @@ from pathlib import Path
 
 from pko.kube import client as kclient
 from pko.kube import resources
+from pko.testing import faults
 from pko.testing.waiting import condition, eventually
 
 from . import chaos
@@ -34,25 +35,9 @@ ROUNDS = 20 if SOAK else len(KILL_POINTS)
 STACKS = 10 if SOAK else 4
 
 
-def _schedule(rng: random.Random) -> list[str]:
-    """`ROUNDS` kill points: every point once in a random order, then again, so each is exercised."""
-    points: list[str] = []
-    while len(points) < ROUNDS:
-        points += rng.sample(KILL_POINTS, len(KILL_POINTS))
-    return points[:ROUNDS]
-
-
 def installing(run: str) -> list[int]:
     """This run's `pulumi install` processes (the agents' CLI installing a program's dependencies)."""
-    found = []
-    for pid in chaos.marked(run):
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if argv and Path(argv[0].decode(errors="replace")).name == "pulumi" and b"install" in argv[1:]:
-            found.append(pid)
-    return found
+    return [pid for pid in chaos.marked(run) if faults.is_pulumi_install(pid)]
 
 
 async def _kill_point(kc: kclient.Client, namespace: str, point: str, rng: random.Random) -> str:
@@ -99,7 +84,7 @@ async def test_operator_sigkill_rounds(ckc: kclient.Client, cns: str, tmp_path: 
     diagnostics = op.tail
     await chaos.wait_converged(ckc, fleet, 0, timeout=300, diagnostics=diagnostics)
 
-    for round_, point in enumerate(_schedule(rng), start=1):
+    for round_, point in enumerate(faults.schedule(rng, KILL_POINTS, ROUNDS), start=1):
         await chaos.start_round(ckc, fleet, round_)
         if point == "install":
             op.kill()

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from pko.kube import client as kclient
 from pko.kube import objects, resources
-from pko.testing import cluster, filebackend
+from pko.testing import cluster, faults, filebackend
 from pko.testing.clusterbed import OPERATOR_NAMESPACE, Release, RoundFleet
 from pko.testing.waiting import at_round, condition, eventually
 
@@ -39,24 +39,14 @@ FINALIZER = "finalizer.stack.pulumi.com"
 MOMENTS = ("right after the change", "while an up runs", "as the first Updates complete")
 
 
-def _schedule(rng: random.Random) -> list[str]:
-    moments: list[str] = []
-    while len(moments) < ROUNDS:
-        moments += rng.sample(MOMENTS, len(MOMENTS))
-    return moments[:ROUNDS]
-
-
 def _pulumi_installs(pod_uids: set[str]) -> list[int]:
     """`pulumi install` processes running in the pods `pod_uids` (their cgroup names the pod, on the node)."""
-    marks = {uid for uid in pod_uids} | {uid.replace("-", "_") for uid in pod_uids}
+    marks = pod_uids | {uid.replace("-", "_") for uid in pod_uids}
     found = []
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
+        if not (entry.name.isdigit() and faults.is_pulumi_install(int(entry.name))):
             continue
         try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-            if not (argv and Path(argv[0].decode(errors="replace")).name == "pulumi" and b"install" in argv[1:]):
-                continue
             cgroup = (entry / "cgroup").read_text()
         except OSError:
             continue
@@ -111,7 +101,7 @@ async def test_operator_sigkill_rounds_on_the_pod_runtime(ckc: kclient.Client, c
     seed = int(os.environ.get("PKO_CHAOS_SEED") or random.randrange(1_000_000))
     print(f"operator kill seed: {seed} (PKO_CHAOS_SEED={seed} replays the order)")
     rng = random.Random(seed)
-    for round_, moment in enumerate(_schedule(rng), start=1):
+    for round_, moment in enumerate(faults.schedule(rng, MOMENTS, ROUNDS), start=1):
         await fleet.change(round_)
         wait = waits(moment, round_)
         if wait is None:

@@ -17,7 +17,7 @@ from pko.kube import client as kclient
 from pko.kube import objects, resources
 from pko.runtime.leaderelection import DEFAULT_LEASE_NAME
 from pko.testing import cluster, filebackend
-from pko.testing.clusterbed import CHART, OPERATOR_NAMESPACE, Release, RoundFleet, diagnose, helm
+from pko.testing.clusterbed import OPERATOR_NAMESPACE, Release, RoundFleet, upgrade_pko
 from pko.testing.waiting import condition, eventually
 
 STACKS = 10
@@ -26,15 +26,9 @@ STACKS = 10
 @pytest.fixture
 def two_replicas(real_cluster: cluster.Cluster, operator_release: Release) -> Iterator[None]:
     """The shared operator scaled to two replicas (leader election is always on in the chart); back to one after."""
-    def upgrade(replicas: int) -> None:
-        done = helm(real_cluster, "upgrade", operator_release.name, str(CHART), "--namespace",
-                    operator_release.namespace, "--reuse-values", "--set", f"replicaCount={replicas}",
-                    "--wait", "--timeout", "240s", check=False)
-        assert done.returncode == 0, f"helm upgrade:\n{done.stderr}\n{diagnose(real_cluster, OPERATOR_NAMESPACE)}"
-
-    upgrade(2)
+    upgrade_pko(real_cluster, operator_release, "replicaCount=2")
     yield
-    upgrade(1)
+    upgrade_pko(real_cluster, operator_release, "replicaCount=1")
 
 
 async def _holder(ckc: kclient.Client) -> str:

@@ -21,12 +21,11 @@ from pko.kube import client as kclient
 from pko.kube import objects, resources
 from pko.testing import cluster, crossrun
 from pko.testing.clusterbed import (
-    CHART,
     OPERATOR_NAMESPACE,
     Release,
     diagnose,
-    helm,
     passphrase_env,
+    upgrade_pko,
     workspace_template,
 )
 from pko.testing.waiting import condition, eventually
@@ -47,15 +46,9 @@ def _totals(real_cluster: cluster.Cluster) -> dict[str, float]:
 @pytest.fixture
 def rate_limited(real_cluster: cluster.Cluster, operator_release: Release) -> Iterator[None]:
     """The shared operator upgraded to the low limits (a new operator pod); restored afterwards."""
-    def upgrade(*sets: str) -> None:
-        done = helm(real_cluster, "upgrade", operator_release.name, str(CHART), "--namespace",
-                    operator_release.namespace, "--reuse-values", *(a for s in sets for a in ("--set", s)),
-                    "--wait", "--timeout", "240s", check=False)
-        assert done.returncode == 0, f"helm upgrade:\n{done.stderr}\n{diagnose(real_cluster, OPERATOR_NAMESPACE)}"
-
-    upgrade(f"kubeAPI.qps={QPS}", f"kubeAPI.burst={BURST}")
+    upgrade_pko(real_cluster, operator_release, f"kubeAPI.qps={QPS}", f"kubeAPI.burst={BURST}")
     yield
-    upgrade("kubeAPI.qps=", "kubeAPI.burst=")
+    upgrade_pko(real_cluster, operator_release, "kubeAPI.qps=", "kubeAPI.burst=")
 
 
 def _ready(obj: dict[str, Any]) -> bool:

@@ -201,6 +201,13 @@ def passphrase_env() -> dict[str, Any]:
     return {"PULUMI_CONFIG_PASSPHRASE": {"type": "Literal", "literal": {"value": PASSPHRASE}}}
 
 
+def upgrade_pko(real_cluster: cluster.Cluster, release: Release, *sets: str) -> None:
+    """`helm upgrade --reuse-values` of an installed release with more `--set` pairs, waiting for its new pods."""
+    done = helm(real_cluster, "upgrade", release.name, str(CHART), "--namespace", release.namespace,
+                "--reuse-values", *(arg for pair in sets for arg in ("--set", pair)), "--wait", "--timeout", "240s",
+                check=False)
+    assert done.returncode == 0, f"helm upgrade failed:\n{done.stderr}\n{diagnose(real_cluster, release.namespace)}"
+
 
 def state_dir(root: Path, name: str) -> Path:
     """A directory on the node for one Stack's file backend, writable by the workspace pods' uid 1000, so the
