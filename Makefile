@@ -22,15 +22,20 @@ tools: venv
 
 # The README's main job: a local control plane, the operator, an example Program + Stack; prints status and
 # outputs, then tears down. `make dev` keeps it running until Ctrl-C.
-demo: tools
+# Builds only what it runs: etcd, kube-apiserver, kubectl, the Pulumi CLI and its YAML host (no images).
+demo: venv
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash tools/build.sh --for demo
 	$(VENV)/bin/pko dev --once
 
-dev: tools
+dev: venv
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash tools/build.sh --for demo
 	$(VENV)/bin/pko dev
 
 # The same demo the way production runs it: a real single-node cluster on this machine (root), the operator
 # installed by Helm from the image built from the Dockerfile, the Stack in a workspace pod; then tears down.
-demo-cluster: tools
+# Builds what the pod runtime runs (the node's binaries, Helm, the Python host; the images but the Go operator's).
+demo-cluster: venv
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash tools/build.sh --for demo-cluster
 	$(VENV)/bin/pko dev --runtime pod --once
 
 # The standalone agent executable the operator image ships (static launcher + PyInstaller onedir tree, one file);

@@ -10,6 +10,8 @@
 # put it on PATH. The last line printed is that directory.
 #
 # Usage: tools/build.sh [GROUP...]   builds every group, or only the named ones (e.g. `pulumi-language-python`).
+#        tools/build.sh --for demo   only what `make demo` runs (the local control plane, the CLI, the YAML host)
+#        tools/build.sh --for demo-cluster   what `make demo-cluster` runs (adds the node, Helm, the Python host)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -37,8 +39,20 @@ export GONOSUMDB=${GONOSUMDB:-github.com/pulumi,sigs.k8s.io/cri-tools}
 
 log() { printf '[tools %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
+# Named sets of groups: a quick start builds only what it runs.
+profile=all
+if [ "${1:-}" = "--for" ]; then
+  profile=${2:?"--for needs demo or demo-cluster"}
+  shift 2
+  case $profile in
+    demo) set -- kubernetes etcd pulumi pulumi-yaml ;;
+    demo-cluster) set -- kubernetes kube-node crictl coredns etcd pulumi pulumi-language-python pulumi-yaml helm ;;
+    *) log "unknown set '$profile' (demo, demo-cluster)"; exit 1 ;;
+  esac
+fi
+
 # The Debian packages the test bed needs come first: a missing one stops here (or, as root, gets installed).
-bash "$here/debian-packages.sh"
+bash "$here/debian-packages.sh" "$profile"
 command -v go >/dev/null || { log "go is not on PATH: install Go >= 1.25 first"; exit 1; }
 mkdir -p "$BIN_DIR"
 

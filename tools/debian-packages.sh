@@ -9,11 +9,16 @@
 # another user, stops with the exact command to run as root.
 set -euo pipefail
 
-packages=(
-  git openssl openssh-server openssh-client make
-  containerd runc containernetworking-plugins iptables conntrack
-  mmdebstrap buildah gcc libc6-dev tini
-)
+# Usage: debian-packages.sh [all|demo|demo-cluster]: `make demo` needs only openssl (the local control plane's
+# certificates) and make; the rest is for the test servers and the single-node cluster.
+case ${1:-all} in
+  demo) packages=(openssl make) ;;
+  *) packages=(
+       git openssl openssh-server openssh-client make
+       containerd runc containernetworking-plugins iptables conntrack
+       mmdebstrap buildah gcc libc6-dev tini
+     ) ;;
+esac
 
 say() { printf '[tools] %s\n' "$*" >&2; }
 
