@@ -16,9 +16,13 @@ venv: $(VENV)/.installed
 
 # Real binaries built from Go modules into $(PKO_BIN_DIR), cached by name and version, then the test cluster's
 # images (below), cached by content hash. Installs the Debian packages the test bed needs first (as root).
-tools: venv
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash tools/build.sh
+tools: bins
 	$(PY) -m pko.testing.images build
+
+# The binaries alone (no images): what `make check` needs.
+.PHONY: bins
+bins: venv
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash tools/build.sh
 
 # The README's main job: a local control plane, the operator, an example Program + Stack; prints status and
 # outputs, then tears down. `make dev` keeps it running until Ctrl-C.
@@ -63,9 +67,15 @@ lint: venv
 unit: venv
 	$(PY) -m pytest tests/unit -q
 
-# The README's test command: lint, then every tier against the real binaries.
+# The README's test command: lint, then every tier against the real binaries; ends with the 25 slowest steps.
 test: tools lint
-	$(PY) -m pytest tests -ra
+	$(PY) -m pytest tests -ra --durations=25
+
+# The developers' inner loop (a few minutes): lint, the unit and deploy tiers, and one end-to-end smoke test (a
+# Program Stack to Ready on the local control plane with the real Pulumi CLI).
+.PHONY: check
+check: bins lint
+	$(PY) -m pytest tests/unit tests/deploy tests/e2e/test_program_stack.py -q -ra --durations=10
 
 # The long versions of the fault tests (docs/reliability.md): 20 operator SIGKILL rounds over 10 Stacks on the local
 # runtime and 20 over 10 workspace pods on the real cluster (root, as the cluster tier), 200 Stacks under a low

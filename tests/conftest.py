@@ -24,7 +24,11 @@ from lightkube import AsyncClient, KubeConfig
 from pko.cli import logs
 from pko.kube import client as kclient
 from pko.kube import errors, resources
-from pko.testing import controlplane, gitserver, operator, ports, pulumi
+from pko.testing import controlplane, gitserver, operator, ports, pulumi, tiercost
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(tiercost.TierCostPlugin(), "pko-tier-cost")
 
 
 @pytest.fixture(scope="session")
