@@ -1,11 +1,22 @@
 """Fixtures of the cluster tier: a real single-node Kubernetes cluster (`pko.testing.cluster`) with the images
 `make images` built, pko installed into it with its Helm chart, and a git server that pods reach (all from
-`pko.testing.clusterbed`, which the interop tier shares).
+`pko.testing.clusterbed`).
 
-The cluster lives for this package only. Tests here run in file order: `test_00_*` checks teardown before the
-shared cluster exists, `test_90_*` upgrades and uninstalls the shared operator last.
+The cluster is the run's one cluster, shared with the interop tier, which runs right after this one
+(`clusterbed.pytest_collection_modifyitems`, registered here). Tests here run in file order: `test_00_*` and
+`test_05_*` boot clusters of their own before the shared one starts, `test_90_*` upgrades and uninstalls the shared
+operator last; the interop tier then gets the cluster emptied (`clusterbed.hand_over`).
 """
 
-from pko.testing.clusterbed import built_images, ckc, cnamespace, operator_release, pod_git, real_cluster
+from pko.testing.clusterbed import (
+    built_images,
+    ckc,
+    cnamespace,
+    operator_release,
+    pod_git,
+    pytest_collection_modifyitems,
+    real_cluster,
+)
 
-__all__ = ["built_images", "ckc", "cnamespace", "operator_release", "pod_git", "real_cluster"]
+__all__ = ["built_images", "ckc", "cnamespace", "operator_release", "pod_git", "pytest_collection_modifyitems",
+           "real_cluster"]

@@ -1,8 +1,9 @@
-"""Fixtures of the interop tier: the real cluster of `pko.testing.clusterbed` (its own, for this package), the Go
-reference operator's image beside pko's, and a record of what each operator showed, for the parity checks.
+"""Fixtures of the interop tier: the real cluster of `pko.testing.clusterbed` (the run's one cluster: the cluster
+tier's, handed over empty when that tier runs too), the Go reference operator's image beside pko's, and a record of
+what each operator showed, for the parity checks.
 
 Files run in name order: `test_01_*` needs no cluster (the `local` runtime with the Go agent), then pko's operator
-with the Go agent, the Go operator with pko's agent, and the migrations between them.
+with the Go agent, the Go operator with pko's agent, the migration between them and the benchmark's smoke run.
 """
 
 from __future__ import annotations

@@ -2,16 +2,24 @@
 cross-runs with the Go operator (`tests/interop`).
 
 Why a module of its own: both tiers need the same cluster, namespaces, git server and Helm calls, and a test module
-cannot import another directory's `conftest`. Each tier's conftest imports the fixtures it uses, so every package
-gets its own cluster (package scope), started when its first test needs it and torn down when it ends: only one
-cluster runs on a machine at a time, and the tiers after it need no kubelet.
+cannot import another directory's `conftest`. Each tier's conftest imports the fixtures it uses.
+
+One cluster per run: booting a node costs a minute or more, and only one cluster runs on a machine at a time. The
+cluster is started when the first test needs it and kept for every later package that uses it; the two tiers run
+one right after the other (:func:`pytest_collection_modifyitems`), each package hands the next a cluster emptied of
+its namespaces and operators (:func:`hand_over`), and the last package that uses it stops it and checks that it
+left nothing on the machine, so the tiers after it run without a kubelet beside them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
+import os
 import subprocess
+import sys
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -46,27 +54,163 @@ class Release:
     installed: bool = True
 
 
-@pytest.fixture(scope="package")
-def built_images() -> dict[str, images.BuiltImage]:
-    try:
-        return images.build()
-    except images.ImageError as err:
-        pytest.fail(f"the test images could not be built: {err}", pytrace=False)
+#: The packages that run on the shared cluster, in the order they run.
+CLUSTER_PACKAGES = ("tests/cluster/", "tests/interop/")
+#: Namespaces every cluster has; anything else a package leaves is removed before the next one starts.
+SYSTEM_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
+#: pko's kinds, whose finalizers no operator removes once every operator is uninstalled.
+OPERATOR_KINDS = ("stacks.pulumi.com", "programs.pulumi.com", "workspaces.auto.pulumi.com",
+                  "updates.auto.pulumi.com")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the cluster tier and the interop tier one right after the other (in that order), where the first of
+    them would run, so the one cluster they share is up only while they run (imported by the cluster tier's
+    conftest: pytest calls it with every collected test)."""
+    def package(item: pytest.Item) -> int | None:
+        return next((index for index, prefix in enumerate(CLUSTER_PACKAGES) if item.nodeid.startswith(prefix)), None)
+
+    chosen = [item for item in items if package(item) is not None]
+    if not chosen:
+        return
+    first = next(index for index, item in enumerate(items) if package(item) is not None)
+    rest = [item for item in items if package(item) is None]
+    chosen.sort(key=lambda item: package(item) or 0)  # stable: each package keeps its file order
+    items[:] = rest[:first] + chosen + rest[first:]
+
+
+@dataclass
+class SharedCluster:
+    """The run's one cluster (while it runs), its work directory and the images built for it, kept in the pytest
+    config's stash: a session fixture imported by two conftests would be two fixtures, each with its own value."""
+
+    workdir: Path
+    images: dict[str, images.BuiltImage] | None = None
+    running: cluster.Cluster | None = None
+
+    def stop(self) -> list[str]:
+        """Stop the cluster (if it runs); what it left on the machine."""
+        if self.running is None:
+            return []
+        running, self.running = self.running, None
+        running.stop()
+        return cluster.leftovers(self.workdir, running.net)
+
+
+SHARED = pytest.StashKey[SharedCluster]()
+
+
+def _shared(config: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> SharedCluster:
+    if SHARED not in config.stash:
+        shared = config.stash[SHARED] = SharedCluster(tmp_path_factory.mktemp("real-cluster"))
+
+        def last_resort() -> None:
+            """A run that ended before the cluster's last package did (-x, Ctrl-C): stop it here."""
+            left = shared.stop()
+            if left:
+                print(f"\nthe real cluster left things behind: {left}", file=sys.stderr)
+
+        config.add_cleanup(last_resort)
+    return config.stash[SHARED]
 
 
 @pytest.fixture(scope="package")
-def real_cluster(tmp_path_factory: pytest.TempPathFactory,
+def built_images(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+                 ) -> dict[str, images.BuiltImage]:
+    """The test images (`make images`), built or found in the cache once per run."""
+    shared = _shared(request.config, tmp_path_factory)
+    if shared.images is None:
+        try:
+            shared.images = images.build()
+        except images.ImageError as err:
+            pytest.fail(f"the test images could not be built: {err}", pytrace=False)
+    return shared.images
+
+
+def _users_after(request: pytest.FixtureRequest) -> bool:
+    """Whether a test that will still run after the requesting package uses the real cluster."""
+    session = request.session
+    if session.shouldstop or session.shouldfail:
+        return False
+    here = Path(request.node.path)
+    mine = [index for index, item in enumerate(session.items) if Path(item.path).is_relative_to(here)]
+    later = session.items[max(mine, default=-1) + 1:]
+    return any("real_cluster" in getattr(item, "fixturenames", ()) for item in later)
+
+
+@pytest.fixture(scope="package")
+def real_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
                  built_images: dict[str, images.BuiltImage]) -> Iterator[cluster.Cluster]:
-    workdir = tmp_path_factory.mktemp("real-cluster")
-    try:
-        running = cluster.start(workdir, images=built_images.values())
-    except Exception as err:  # a broken test bed fails the tests, never skips them
-        pytest.fail(f"could not start the real cluster: {err}", pytrace=False)
-    running.tag_image(built_images["pko"].refs[0], PKO_IMAGE)
-    yield running
-    running.stop()
-    left = cluster.leftovers(workdir, running.net)
+    """The run's real cluster, with every built image and pko's under the chart's tag: started for the first
+    package that needs it, handed over empty to the next, stopped (nothing left behind) after the last."""
+    shared = _shared(request.config, tmp_path_factory)
+    if shared.running is None:
+        try:
+            shared.running = cluster.start(shared.workdir, images=built_images.values())
+        except Exception as err:  # a broken test bed fails the tests, never skips them
+            pytest.fail(f"could not start the real cluster: {err}", pytrace=False)
+        shared.running.tag_image(built_images["pko"].refs[0], PKO_IMAGE)
+    yield shared.running
+    if _users_after(request):
+        hand_over(shared.running)
+        return
+    left = shared.stop()
     assert not left, f"the cluster left things behind: {left}"
+
+
+def hand_over(real_cluster: cluster.Cluster, timeout: float = 240) -> None:
+    """Empty the cluster for the next package, as a fresh one would be: every Helm release uninstalled, every
+    namespace but the system ones deleted and gone (pko's objects in them lose their finalizers once no operator
+    is left to remove them), no CRD half deleted. CRDs that stay are the kept ones of an uninstalled chart."""
+    listed = helm(real_cluster, "list", "--all-namespaces", "--output", "json", check=False)
+    for release in json.loads(listed.stdout or "[]") if listed.returncode == 0 else []:
+        helm(real_cluster, "uninstall", release["name"], "--namespace", release["namespace"], "--wait",
+             check=False)
+
+    def namespaces() -> list[str]:
+        listing = real_cluster.api_get("/api/v1/namespaces") or {}
+        return [n["metadata"]["name"] for n in listing.get("items", [])
+                if n["metadata"]["name"] not in SYSTEM_NAMESPACES]
+
+    for name in namespaces():
+        real_cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+    _strip_finalizers(real_cluster)  # no operator is left to run them
+    deadline = time.monotonic() + timeout
+    while namespaces() or _crds_terminating(real_cluster):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the cluster could not be emptied for the next package: namespaces "
+                                 f"{namespaces()}, CRDs being deleted {_crds_terminating(real_cluster)}")
+        time.sleep(0.5)
+
+
+def _crds_terminating(real_cluster: cluster.Cluster) -> list[str]:
+    listing = real_cluster.api_get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions") or {}
+    return [c["metadata"]["name"] for c in listing.get("items", []) if c["metadata"].get("deletionTimestamp")]
+
+
+def _strip_finalizers(real_cluster: cluster.Cluster) -> None:
+    for kind in OPERATOR_KINDS:
+        listed = real_cluster.kubectl("get", kind, "--all-namespaces", "-o", "json", check=False)
+        if listed.returncode != 0:
+            continue
+        for obj in json.loads(listed.stdout).get("items", []):
+            meta = obj["metadata"]
+            if meta.get("finalizers"):
+                print(f"hand-over: removing the finalizers of {kind} {meta['namespace']}/{meta['name']}")
+                real_cluster.kubectl("patch", kind, meta["name"], "-n", meta["namespace"], "--type=merge",
+                                     "-p", '{"metadata":{"finalizers":null}}', check=False)
+
+
+def lock_free() -> bool:
+    """Whether no cluster holds the machine's cluster lock."""
+    fd = os.open(cluster.LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+    return True
 
 
 @pytest.fixture
