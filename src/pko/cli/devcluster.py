@@ -4,7 +4,11 @@ A real single-node cluster on this machine (`pko.testing.cluster`: containerd, k
 guard; root only), the operator installed with the Helm chart from the image built from the Dockerfile, and the
 example Stack in a workspace pod running the stand-in of Pulumi's nonroot image. It prints what `pko dev` prints
 plus `kubectl get pods -o wide` while the workspace pod runs; with `--once` it deletes the Stack (destroying it in
-the pod) and tears the cluster down, leaving nothing on the machine.
+the pod) and tears the cluster down, leaving nothing on the machine; without, it tears it down on SIGINT/SIGTERM.
+
+Every run starts from an empty control plane: the node's pods and containers never outlive a run, so the etcd data
+an earlier run left under `--dir` (its Helm release, its Stack) would describe a cluster that is gone, and the
+chart's install would fail on the release it names.
 """
 
 from __future__ import annotations
@@ -53,9 +57,11 @@ async def run(root: Path, *, once: bool, timeout: float) -> int:
     except (cluster.ClusterError, binaries.MissingBinaryError, images.ImageError) as err:
         demo.say(f"error: {err}")
         return 2
-    demo.say(f"starting a real single-node cluster in {root / 'real-cluster'} (egress guard first) ...")
+    workdir = root / "real-cluster"
+    demo.say(f"starting a real single-node cluster in {workdir} (egress guard first) ...")
     try:
-        running = await asyncio.to_thread(cluster.start, root / "real-cluster", images=built.values())
+        await asyncio.to_thread(cluster.remove_workdir, workdir)  # what an earlier run left: start empty
+        running = await asyncio.to_thread(cluster.start, workdir, images=built.values())
     except (cluster.ClusterError, OSError) as err:
         demo.say(f"error: the cluster did not start: {err}")
         return 1

@@ -466,6 +466,21 @@ def leftovers(workdir: Path, net: hostnet.Network | None = None) -> list[str]:
     return found
 
 
+def remove_workdir(workdir: Path) -> None:
+    """Remove a stopped cluster's work directory (etcd's data, certificates, logs) so that the next start in it
+    begins from an empty control plane, not from objects that name pods and releases of a node long gone. Takes
+    the machine's lock, so it refuses while any cluster runs; first sweeps whatever a killed run left."""
+    workdir = workdir.resolve()
+    if not workdir.exists():
+        return
+    lock_fd = _lock()
+    try:
+        sweep()
+        _remove_tree(workdir)
+    finally:
+        os.close(lock_fd)
+
+
 # --- start ---------------------------------------------------------------------------------------------------------
 
 
