@@ -8,13 +8,18 @@
 - The pod deleted (SIGTERM, then the grace period): the agent cancels the CLI, which releases its lock before the
   pod's volume goes; the Update ends Failed and the retry runs in the StatefulSet's new pod.
 
-The lock files are read on the node, in the kubelet's directory of the pod's `share` volume.
+The lock files are read on the node, in the kubelet's directory of the pod's `share` volume. The SIGKILL lands only
+while the lock is held by the live CLI that took it (the lock's pid, seen in /proc on the node in the pod's
+cgroup), and the lock is read again as soon as that CLI is dead, before the container can restart: the restarted
+agent releases it before the retry's `up`, and says so in its log.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +47,37 @@ def _share(real_cluster: cluster.Cluster, pod: dict[str, Any]) -> Path:
     return volumes / "kubernetes.io~empty-dir" / "share"
 
 
+def _holder(lock: Path, pod_uid: str) -> int | None:
+    """The node's pid of the live Pulumi CLI in the pod `pod_uid` that holds `lock` (the lock names the CLI's pid in
+    its container), if it is alive."""
+    try:
+        pid_in_pod = json.loads(lock.read_text())["pid"]
+    except (OSError, ValueError, KeyError):
+        return None
+    marks = (pod_uid, pod_uid.replace("-", "_"))
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if Path(os.readlink(entry / "exe")).name != "pulumi" or not any(
+                    mark in (entry / "cgroup").read_text() for mark in marks):
+                continue
+            nspid = next(line.split()[-1] for line in (entry / "status").read_text().splitlines()
+                         if line.startswith("NSpid:"))
+        except (OSError, StopIteration):
+            continue
+        if int(nspid) == pid_in_pod:
+            return int(entry.name)
+    return None
+
+
+def _dead(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return True
+
+
 def _container_id(pod: dict[str, Any]) -> str:
     status = next(s for s in pod["status"]["containerStatuses"] if s["name"] == "pulumi")
     return str(status["containerID"]).removeprefix("containerd://")
@@ -64,18 +100,20 @@ async def test_a_workspace_pod_fault_mid_update(ckc: kclient.Client, cnamespace:
     def report() -> str:
         return diagnose(real_cluster, ns)
 
-    # the `up` runs and holds the stack's lock
+    # the `up` runs and its live CLI holds the stack's lock
     seen: dict[str, Any] = {}
 
     async def locked() -> bool:
         pod = await ckc.get_or_none(resources.POD, "slow-workspace-0", ns)
         if pod is None or not pod.get("status", {}).get("containerStatuses"):
             return False
-        seen["pod"], seen["locks"] = pod, filebackend.locks(_share(real_cluster, pod))
-        return bool(seen["locks"])
+        held = filebackend.locks(_share(real_cluster, pod))
+        holders = [_holder(lock, str(pod["metadata"]["uid"])) for lock in held]
+        seen["pod"], seen["locks"], seen["holders"] = pod, held, holders
+        return bool(held) and all(pid is not None for pid in holders)
 
     try:
-        await eventually(locked, "the workspace pod's `pulumi up` to hold the stack's lock", 600, interval=0.2)
+        await eventually(locked, "the workspace pod's `pulumi up` to hold the stack's lock", 600, interval=0.1)
     except AssertionError as err:
         raise AssertionError(f"{err}\n{report()}") from None
     pod, held = seen["pod"], seen["locks"]
@@ -86,7 +124,10 @@ async def test_a_workspace_pod_fault_mid_update(ckc: kclient.Client, cnamespace:
     if fault == "container-sigkill":
         real_cluster.ctr("task", "kill", "--signal", "SIGKILL", _container_id(pod))
         # the CLI died with its container: its lock is left in the volume, which the restarted container keeps
-        await asyncio.sleep(2)
+        deadline = time.monotonic() + 30
+        while not all(_dead(pid) for pid in seen["holders"]):
+            assert time.monotonic() < deadline, "the CLI outlived its container's SIGKILL"
+            await asyncio.sleep(0.01)
         left = [p.name for p in filebackend.locks(share)]
         assert left == [p.name for p in held], "a SIGKILLed CLI cannot release its lock"
     else:

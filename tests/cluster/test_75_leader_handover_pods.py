@@ -1,9 +1,10 @@
 """Leader handover on the `pod` runtime under load (docs/reliability.md): the chart's operator with two replicas
 and leader election; 10 Stacks change at once and, while their `up`s run in the workspace pods, the leader's pod is
-deleted (as a node drain or `kubectl delete pod` does). The other replica takes the Lease and picks up every
-in-flight Update — it waits for the `up` already running in a workspace pod rather than starting a second one —
-so every Stack converges at its new generation, every Update completes, and the backends (directories on the node
-mounted into the pods) show no round's `up` succeeding twice and no lock. The workspace pods are the same throughout.
+deleted (as a node drain or `kubectl delete pod` does). A healthy replica takes the Lease — the standing one or the
+Deployment's replacement pod, whichever wins the election (either is right) — and picks up every in-flight Update:
+it waits for the `up` already running in a workspace pod rather than starting a second one, so every Stack
+converges at its new generation, every Update completes, and the backends (directories on the node mounted into
+the pods) show no round's `up` succeeding twice and no lock. The workspace pods are the same throughout.
 """
 
 from __future__ import annotations
@@ -68,10 +69,15 @@ async def test_the_new_leader_picks_up_in_flight_updates_in_workspace_pods(
     async def handed_over() -> bool:
         return (await _holder(ckc)) not in ("", holder)
 
-    await eventually(handed_over, "the other replica to take the Lease", 120, interval=0.2)
+    await eventually(handed_over, "another replica to take the Lease", 120, interval=0.2)
     new_leader = (await _holder(ckc)).split("_")[0]
-    assert new_leader in replicas - {leader}, f"the Lease went to {new_leader}, not the standing replica"
+    assert new_leader != leader, "the deleted pod still holds the Lease"
+    pod = await ckc.get_or_none(resources.POD, new_leader, OPERATOR_NAMESPACE)
+    assert pod is not None, f"the Lease went to {new_leader}, which is no replica"
+    assert not pod["metadata"].get("deletionTimestamp"), f"the Lease went to {new_leader}, which is going"
     await fleet.wait_round(1, 420)
+    pod = await ckc.get(resources.POD, new_leader, OPERATOR_NAMESPACE)
+    assert condition(pod, "Ready").get("status") == "True", f"the new leader is not Ready: {pod.get('status')}"
 
     incomplete = [objects.name_of(u) for u in (await ckc.list(resources.UPDATE, ns)).items
                   if condition(u, "Complete").get("status") != "True"]
