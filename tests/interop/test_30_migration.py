@@ -28,7 +28,8 @@ from pko.testing import cluster, crossrun, gitserver
 from pko.testing.clusterbed import OPERATOR_NAMESPACE, RELEASE, diagnose, install_pko, passphrase_env, uninstall
 from pko.testing.waiting import condition, eventually, wait_for, wait_gone
 
-#: The rollback to the Go operator runs only under `make soak`: `make test` keeps the way in (Go → pko).
+#: The way back to the Go operator (a rollback) runs only under `make soak`: `make test` keeps the way in (Go → pko),
+#: with every check of a switch, and pko destroying on delete.
 ROUND_TRIP = bool(os.environ.get("PKO_SOAK"))
 #: The Stacks in this test and the kinds of Pulumi project they run (their state lives on the node, see `state`).
 READY_STACKS = ("prog", "gitstack")
@@ -148,7 +149,7 @@ async def assert_kept(ckc: kclient.Client, ns: str, before: dict[str, Any]) -> d
 
 
 @pytest.mark.timeout(1800 if ROUND_TRIP else 1200)  # helm installs and uninstalls, StatefulSet rolls, backoffs
-async def test_go_to_pko_in_place(
+async def test_go_to_pko_and_back(
     ckc: kclient.Client, real_cluster: cluster.Cluster, pod_git: gitserver.GitServer,
     new_ns: Callable[[str], Awaitable[str]], state: Path, no_operator_left: None,
 ) -> None:
