@@ -102,7 +102,7 @@ async def test_a_config_change_keeps_the_pod_and_an_idle_workspace_sleeps(
 
     # Scale to zero: the idle timeout is not part of the pod (the update it causes runs in the same pod), then the
     # workspace sleeps; the Stack stays Ready.
-    await ckc.patch(resources.STACK, "fleet", {"spec": {"workspaceIdleTimeout": "20s"}}, ns)
+    await ckc.patch(resources.STACK, "fleet", {"spec": {"workspaceIdleTimeout": "5s"}}, ns)
     await wait_for(ckc, resources.STACK, "fleet", ns, _ready_with("two"), timeout=300)
     try:
         workspace = await wait_for(ckc, resources.WORKSPACE, "fleet", ns,

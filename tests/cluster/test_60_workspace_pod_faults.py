@@ -35,7 +35,7 @@ SLOW_PROGRAM = """import time
 
 import pulumi
 
-for _ in range(60):  # long enough to be interrupted in the middle, short enough for the retry to finish
+for _ in range(40):  # long enough to be interrupted in the middle, short enough for the retry to finish
     time.sleep(0.5)
 pulumi.export("done", pulumi.get_stack())
 """
