@@ -39,6 +39,7 @@ class Settings:
     kubeconfig: str | None = None  # also handed to local agents for their TokenReviews
     kube_api_timeout: float = 30.0
     git_timeout: float = 60.0  # seconds a git server may stay silent while a Stack's branch is resolved
+    min_resync: float = 60.0  # seconds; the floor under a Stack's resyncFrequencySeconds (resync and branch polling)
     kube_api_qps: float = 0.0  # requests a second to the API server (0: no limit, the reference's behaviour)
     kube_api_burst: int = 0  # requests allowed at once above that rate (0: as many as one second's qps)
     metrics_address: str = "0"
@@ -202,6 +203,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("--git-timeout", "git_timeout",
            "how long a git server may stay silent while a Stack's branch is resolved before the Stack is "
            "Stalled with SourceUnavailable", env="GIT_TIMEOUT", default="60s", parse=_POSITIVE_DURATION),
+    Option("--min-resync-frequency", "min_resync",
+           "the shortest resync period and branch poll interval a Stack's resyncFrequencySeconds may ask for (the "
+           "Go operator's fixed 60s)", env="MIN_RESYNC_FREQUENCY", default="60s", parse=_POSITIVE_DURATION,
+           helm="controller.minResyncFrequency"),
     Option("--max-concurrent-updates", "max_operations",
            "Pulumi operations in flight at once (they do not hold reconcile workers)", env="MAX_CONCURRENT_UPDATES",
            default=str(DEFAULT_MAX_OPERATIONS), parse=int, helm="controller.maxConcurrentUpdates"),

@@ -123,6 +123,7 @@ class StackReconciler:
         *,
         clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
         retry_policy: sync.RetryPolicy = sync.DEFAULT_POLICY,
+        min_resync: float = sync.MIN_RESYNC,
         watch_approvals: Callable[[], None] = lambda: None,
     ) -> None:
         self.client = client
@@ -130,6 +131,7 @@ class StackReconciler:
         self.resolver = resolver
         self.clock = clock
         self.retry_policy = retry_policy  # the operator-wide failure policy; a Stack's retryPolicy overrides it
+        self.min_resync = min_resync  # the floor under a Stack's resyncFrequencySeconds (--min-resync-frequency)
         self.watch_approvals = watch_approvals  # starts the StackApproval watch, once a Stack needs it
         self._applied = applied.Applied()  # the Workspaces this process applied (skips applies that change nothing)
 
@@ -194,7 +196,7 @@ class StackReconciler:
             return await self._stall(s, conditions.STALLED_SPEC_INVALID, str(err), True, None)
 
         synced, message = sync.is_synced(stack.model_copy(update={"status": status}), resolved.commit, self.clock(),
-                                         defaults=self.retry_policy)
+                                         defaults=self.retry_policy, min_resync=self.min_resync)
         remediation = drift.remediation_due(stack.model_copy(update={"status": status}), s.conditions)
         if synced and remediation is not None:
             synced, message = False, remediation
@@ -536,7 +538,7 @@ class StackReconciler:
             await self._save(s)
             await self._remove_finalizer(s)
             return None
-        after = sync.requeue_after(stack, now, defaults=self.retry_policy)
+        after = sync.requeue_after(stack, now, defaults=self.retry_policy, min_resync=self.min_resync)
         retry_at = sync.next_retry_at(stack, defaults=self.retry_policy)
         s.status.next_retry_time = conditions.format_time(retry_at) if retry_at is not None else None
         if check.wait is not None:  # the next drift check

@@ -272,7 +272,7 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings, *,
             approval_watch.ensure()
 
     reconciler = stack_reconciler.StackReconciler(client, recorder, resolver, retry_policy=retry_policy(settings),
-                                                  watch_approvals=watch_approvals)
+                                                  min_resync=settings.min_resync, watch_approvals=watch_approvals)
     controller = mgr.controller(names.STACK_CONTROLLER, reconciler, workers=workers)
     flux_watches = FluxWatches(client, mgr.namespace, stacks, lambda key: controller.queue.add(key))
     approval_watch = ApprovalWatch(client, mgr.namespace, lambda key: controller.queue.add(key))

@@ -9,6 +9,8 @@ pko additions, inert unless configured: the failure policy (:class:`RetryPolicy`
 base and factor, cap, and an automatic retry of a Stalled Stack) comes from operator flags and a Stack's
 `spec.retryPolicy`; with neither it is the reference's hard-coded 3 / 10s / 3 / 24h / never. `spec.suspend`
 (:func:`is_suspended`, :func:`mark_suspended`) stops new updates and says so in the conditions.
+The floor under `resyncFrequencySeconds` (resync and branch polling) is the operator's `--min-resync-frequency`,
+by default the reference's fixed 60s.
 
 Must never: read the clock or do I/O (callers pass `now` and the observed objects).
 """
@@ -91,8 +93,10 @@ def reconcile_request(stack: stack_api.Stack) -> str:
     return (stack.metadata.annotations or {}).get(names.ANNOTATION_RECONCILE_REQUEST, "")
 
 
-def resync_frequency(spec: stack_api.StackSpec) -> float:
-    return max(float(spec.resync_frequency_seconds or 0), MIN_RESYNC)
+def resync_frequency(spec: stack_api.StackSpec, minimum: float = MIN_RESYNC) -> float:
+    """The Stack's resync period and branch poll interval: its `resyncFrequencySeconds`, never below `minimum` (the
+    operator's `--min-resync-frequency`; the reference's fixed 60s)."""
+    return max(float(spec.resync_frequency_seconds or 0), minimum)
 
 
 def cooldown(spec: stack_api.StackSpec, last: stack_api.StackUpdateState | None,
@@ -106,7 +110,8 @@ def cooldown(spec: stack_api.StackSpec, last: stack_api.StackUpdateState | None,
 
 
 def is_synced(stack: stack_api.Stack, commit: str, now: datetime.datetime,
-              default_cap: float | None = None, *, defaults: RetryPolicy = DEFAULT_POLICY) -> tuple[bool, str]:
+              default_cap: float | None = None, *, defaults: RetryPolicy = DEFAULT_POLICY,
+              min_resync: float = MIN_RESYNC) -> tuple[bool, str]:
     """(synced, message): when not synced, the message says why an update is needed (it becomes the event
     `StackUpdateDetected` and the Update's `spec.message`)."""
     status = stack.status or stack_api.StackStatus()
@@ -128,7 +133,7 @@ def is_synced(stack: stack_api.Stack, commit: str, now: datetime.datetime,
             return False, f"New commit detected: {json.dumps(commit)}"
         if not spec.continue_resync_on_commit_match:
             return True, ""
-        frequency = resync_frequency(spec)
+        frequency = resync_frequency(spec, min_resync)
         if elapsed >= frequency:
             return False, f"Resync time elapsed: {durations.format_seconds(frequency)}"
         return True, ""
@@ -245,7 +250,8 @@ def masked_outputs(data: Mapping[str, bytes], secret_keys: Sequence[str]) -> dic
 
 
 def requeue_after(stack: stack_api.Stack, now: datetime.datetime,
-                  default_cap: float | None = None, *, defaults: RetryPolicy = DEFAULT_POLICY) -> float | None:
+                  default_cap: float | None = None, *, defaults: RetryPolicy = DEFAULT_POLICY,
+                  min_resync: float = MIN_RESYNC) -> float | None:
     """When to look again at a synced Stack: backoff retry (or stalled retry), resync, or branch polling (the
     smallest)."""
     spec = stack_api.spec_of(stack)
@@ -260,9 +266,9 @@ def requeue_after(stack: stack_api.Stack, now: datetime.datetime,
     elif stalled(last, policy) and policy.stalled_retry_interval > 0:
         after = max(1.0, policy.stalled_retry_interval - since)
     if last.state == stack_api.STATE_SUCCEEDED and spec.continue_resync_on_commit_match:
-        after = max(1.0, resync_frequency(spec) - since)
+        after = max(1.0, resync_frequency(spec, min_resync) - since)
     if spec.project_repo and spec.branch:
-        poll = resync_frequency(spec)
+        poll = resync_frequency(spec, min_resync)
         after = max(1.0, min(poll, after) if after else poll)
     return after
 
