@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -59,8 +58,8 @@ def _holder(lock: Path, pod_uid: str) -> int | None:
         if not entry.name.isdigit():
             continue
         try:
-            if Path(os.readlink(entry / "exe")).name != "pulumi" or not any(
-                    mark in (entry / "cgroup").read_text() for mark in marks):
+            argv0 = (entry / "cmdline").read_bytes().split(b"\0", 1)[0].decode(errors="replace")
+            if Path(argv0).name != "pulumi" or not any(mark in (entry / "cgroup").read_text() for mark in marks):
                 continue
             nspid = next(line.split()[-1] for line in (entry / "status").read_text().splitlines()
                          if line.startswith("NSpid:"))
