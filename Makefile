@@ -6,9 +6,14 @@ export PKO_BIN_DIR ?= $(HOME)/.cache/pko/bin
 
 .PHONY: venv tools agent-bin quickstart lint test unit demo demo-cluster dev clean soak
 
-$(VENV)/.installed: pyproject.toml
+# Two stamps: the demo needs pko and its runtime dependencies only; the tests add the dev extras.
+$(VENV)/.runtime: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	touch $@
+
+$(VENV)/.installed: $(VENV)/.runtime
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
 
@@ -27,11 +32,11 @@ bins: venv
 # The README's main job: a local control plane, the operator, an example Program + Stack; prints status and
 # outputs, then tears down. `make dev` keeps it running until Ctrl-C.
 # Builds only what it runs: etcd, kube-apiserver, kubectl, the Pulumi CLI and its YAML host (no images).
-demo: venv
+demo: $(VENV)/.runtime
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash tools/build.sh --for demo
 	$(VENV)/bin/pko dev --once
 
-dev: venv
+dev: $(VENV)/.runtime
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash tools/build.sh --for demo
 	$(VENV)/bin/pko dev
 

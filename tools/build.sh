@@ -46,7 +46,7 @@ if [ "${1:-}" = "--for" ]; then
   shift 2
   case $profile in
     demo) set -- kubernetes etcd pulumi pulumi-yaml ;;
-    demo-cluster) set -- kubernetes kube-node crictl coredns etcd pulumi pulumi-language-python pulumi-yaml helm ;;
+    demo-cluster) set -- kubernetes kube-controller-manager kube-node crictl coredns etcd pulumi pulumi-language-python pulumi-yaml helm ;;
     *) log "unknown set '$profile' (demo, demo-cluster)"; exit 1 ;;
   esac
 fi
@@ -115,9 +115,15 @@ k8s_ldflags() {  # k8s_ldflags VERSION: the version stamps a release build sets 
 
 build_kubernetes() {
   local out=$1 v=$2 p
-  for p in kube-apiserver kube-controller-manager kubectl; do
+  for p in kube-apiserver kubectl; do
     gobuild "$here/k8s" "$out/$p" "k8s.io/kubernetes/cmd/$p" "$(k8s_ldflags "$v")"
   done
+}
+
+build_kube_controller_manager() {
+  # A group of its own: `make demo` runs no controller manager (garbage collection matters only to tests).
+  gobuild "$here/k8s" "$1/kube-controller-manager" k8s.io/kubernetes/cmd/kube-controller-manager \
+    "$(k8s_ldflags "$2")"
 }
 
 build_kube_node() {
@@ -224,6 +230,7 @@ build_grafana_dashboard_check() {
 }
 
 group kubernetes "$K8S_VERSION" build_kubernetes
+group kube-controller-manager "$K8S_VERSION" build_kube_controller_manager
 group kube-node "$K8S_VERSION" build_kube_node
 group crictl "$CRICTL_VERSION" build_crictl
 group coredns "$COREDNS_VERSION" build_coredns
