@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Build the self-contained workspace agent executable into a cache outside the repository:
 #   $PKO_BIN_DIR/pko-agent-<version>-<source hash>/pko-agent, plus the symlink $PKO_BIN_DIR/pko-agent.
-# The source hash covers src/pko, pyproject.toml and this directory, so a changed agent is rebuilt and an unchanged
-# one is reused. Prints the executable's path as its last line. Needs the dev venv with pyinstaller 6.22 (PYTHON
-# overrides it) and a C compiler that links statically (gcc and libc6-dev on Debian; CC overrides it).
+# The source hash (sources.py hash) covers what the agent is built from: the import closure of `pko agent` under
+# src/pko, pyproject.toml and this directory. A changed agent is rebuilt and an unchanged one reused; an edit to code
+# the agent never imports (the controllers, the test bed, the operator's command line) rebuilds nothing. Prints the
+# executable's path as its last line. Needs the dev venv with pyinstaller 6.22 (PYTHON overrides it) and a C compiler
+# that links statically (gcc and libc6-dev on Debian; CC overrides it).
 # One file in three parts: launcher.c (static, runs in any Linux image), then PyInstaller's onedir tree of
 # `pko agent` (pko-agent.spec) as an uncompressed archive, then a trailer (pack.py). The launcher unpacks the tree
 # beside itself on the first run and only execs it afterwards, where a PyInstaller onefile would unpack ~60 MB on
@@ -26,11 +28,9 @@ command -v "$CC" >/dev/null || {
   exit 1
 }
 
-VERSION="$("$PYTHON" -c 'import pko; print(pko.__version__)')"
-HASH="$(cd "$ROOT" && find src/pko pyproject.toml tools/agent-bin -type f \( -name '*.py' -o -name '*.pyi' \
-          -o -name '*.proto' -o -name '*.toml' -o -name '*.sh' -o -name '*.c' -o -name '*.spec' \) -print0 \
-        | LC_ALL=C sort -z \
-        | xargs -0 sha256sum | sha256sum | cut -c1-12)"
+# From the source tree, not an installed pko: the image's build venv holds only the dependencies.
+VERSION="$(PYTHONPATH="$ROOT/src" "$PYTHON" -c 'import pko; print(pko.__version__)')"
+HASH="$("$PYTHON" "$ROOT/tools/agent-bin/sources.py" hash "$ROOT")"
 OUT="$BIN_DIR/pko-agent-$VERSION-$HASH"
 
 if [[ ! -x "$OUT/pko-agent" ]]; then
