@@ -12,10 +12,14 @@ import datetime
 import json
 from typing import Any
 
+import pytest
+
 from pko.api import names
+from pko.controllers import settings as operator_settings
 from pko.kube import client as kclient
 from pko.kube import objects, resources
-from pko.testing import gitserver
+from pko.runtime import controller as ctl
+from pko.testing import gitserver, waiting
 from pko.testing.waiting import condition, wait_for, wait_gone  # noqa: F401 (re-exported for the tests)
 
 PROJECT = "Pulumi.yaml"
@@ -113,7 +117,29 @@ def git_stack(name: str, namespace: str, url: str, *, commit: str | None = None,
     return resources.STACK.new(name, namespace, spec=body)
 
 
+def with_settings(monkeypatch: pytest.MonkeyPatch, **fields: Any) -> None:
+    """Operators started in this test get these :class:`~pko.controllers.settings.Settings` fields, as the flags
+    of `pko operator` would set them (`pko.testing.operator` passes only a few settings through)."""
+    made = operator_settings.from_environment
+
+    def from_environment(version: str, environ: Any = None, **given: Any) -> operator_settings.Settings:
+        return made(version, environ, **(given | fields))
+
+    monkeypatch.setattr(operator_settings, "from_environment", from_environment)
+
+
 # --- reading and waiting ---------------------------------------------------------------------------------------
+
+async def quiet(registry: Any, name: str, controller: ctl.Controller, key: objects.ObjectKey,
+                timeout: float = 60.0) -> None:
+    """Until controller `name` has no look at `key` scheduled and nothing running or queued: every timer its
+    reconciles set for `key` (an idle timeout, a drift check, a resync) has fired and been handled, and from now
+    on only an event brings `key` back. Waits for what a fixed sleep "longer than the timer" waited for, no
+    longer."""
+    await waiting.eventually(
+        lambda: waiting.next_look(controller, key) is None and waiting.idle(registry, name),
+        f"{name}: the looks scheduled for {key} to run out", timeout, interval=0.1)
+
 
 def last_update(obj: dict[str, Any]) -> dict[str, Any]:
     return dict((obj.get("status") or {}).get("lastUpdate") or {})
