@@ -15,11 +15,17 @@ from pko.kube import objects, resources
 from pko.testing import gitserver, operator
 from pko.testing.waiting import condition, reconciles, settled, wait_for
 
-SLOW_PROGRAM = """import time
+# Blocks until the test creates the file named by the `release` config value (or for ten minutes): the test knows
+# the Update is in flight for as long as it needs, and ends it when it is done looking.
+SLOW_PROGRAM = """import os
+import time
 
 import pulumi
 
-time.sleep(8)
+release = pulumi.Config().require("release")
+deadline = time.monotonic() + 600
+while not os.path.exists(release) and time.monotonic() < deadline:
+    time.sleep(0.1)
 pulumi.export("done", True)
 """
 
@@ -29,10 +35,11 @@ async def test_a_request_during_an_update_waits_for_it(
 ) -> None:
     repo = f"slow-{namespace}"
     commit = git.create_repo(repo, {"Pulumi.yaml": "name: slow\nruntime: python\n", "__main__.py": SLOW_PROGRAM})
-    backend = tmp_path / "state"
+    backend, release = tmp_path / "state", tmp_path / "release"
     backend.mkdir()
     await kc.create(resources.STACK.new("slow", namespace, spec={
         "stack": "dev", "projectRepo": git.http_url(repo), "commit": commit, "backend": f"file://{backend}",
+        "config": {"release": str(release)},
         "envRefs": {"PULUMI_CONFIG_PASSPHRASE": {"type": "Literal", "literal": {"value": "inflight"}}},
     }))
     running = await wait_for(kc, resources.STACK, "slow", namespace,
@@ -53,6 +60,7 @@ async def test_a_request_during_an_update_waits_for_it(
     updates = (await kc.list(resources.UPDATE, namespace)).items
     in_flight = [u for u in updates if condition(u, "Complete").get("status") != "True"]
     assert [objects.name_of(u) for u in in_flight] == [first], "a second Update started while one was running"
+    release.touch()  # the first Update may finish now; the next one runs without waiting
 
     done = await wait_for(kc, resources.STACK, "slow", namespace, lambda o: (
         condition(o, "Ready").get("status") == "True"

@@ -15,8 +15,18 @@ from pko.kube import client as kclient
 from pko.kube import objects, resources
 from pko.testing import gitserver, operator, waiting
 
-# The shared e2e program, a few seconds slower: long enough to suspend the Stack while its Update runs.
-SLOW_PROGRAM = "import time\n\ntime.sleep(8)\n" + e2e.PROGRAM
+# The shared e2e program, held until the test creates the file named by the `release` config value (or for ten
+# minutes): the Stack is suspended while its Update is known to run, and the Update ends when the test lets it.
+SLOW_PROGRAM = """import os
+import time
+
+import pulumi
+
+release = pulumi.Config().require("release")
+deadline = time.monotonic() + 600
+while not os.path.exists(release) and time.monotonic() < deadline:
+    time.sleep(0.1)
+""" + e2e.PROGRAM
 SUSPENDED_MESSAGE = "the stack is suspended (spec.suspend is true): no new update starts until it is false"
 
 
@@ -39,10 +49,12 @@ async def _settle(op: operator.Operator, before: float) -> None:
 
 async def test_suspend_lets_the_running_update_finish_and_resume_runs_one(
     kc: kclient.Client, namespace: str, git: gitserver.GitServer, stack_operator: operator.Operator,
+    tmp_path: Path,
 ) -> None:
-    repo = f"suspend-{namespace}"
+    repo, release = f"suspend-{namespace}", tmp_path / "release"
     commit = git.create_repo(repo, {**e2e.program_files(marker="v1"), "__main__.py": SLOW_PROGRAM})
-    await kc.create(e2e.git_stack("paused", namespace, git.http_url(repo), commit=commit))
+    await kc.create(e2e.git_stack("paused", namespace, git.http_url(repo), commit=commit,
+                                  config={"release": str(release)}))
     running = await e2e.wait_for(kc, resources.STACK, "paused", namespace,
                                  lambda o: bool((o.get("status") or {}).get("currentUpdate")), interval=0.1)
     first = running["status"]["currentUpdate"]["name"]
@@ -59,7 +71,8 @@ async def test_suspend_lets_the_running_update_finish_and_resume_runs_one(
     assert e2e.condition(in_flight, "Reconciling")["status"] == "True"
     assert in_flight["status"]["currentUpdate"]["name"] == first
 
-    # It finishes and is reported; nothing starts after it.
+    # Let it finish: it is reported, and nothing starts after it.
+    release.touch()
     stack = await e2e.wait_for(kc, resources.STACK, "paused", namespace, _suspended)
     last = e2e.last_update(stack)
     assert (last["name"], last["state"]) == (first, "succeeded")
