@@ -10,6 +10,7 @@ cannot save plans, the Stack stalls with a clear condition and nothing is applie
 from __future__ import annotations
 
 import asyncio
+import datetime
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -22,7 +23,7 @@ import yaml
 from pko.api import names
 from pko.kube import client as kclient
 from pko.kube import errors, objects, resources
-from pko.testing import binaries, controlplane, gitserver, operator
+from pko.testing import binaries, controlplane, gitserver, operator, waiting
 
 ROOT = Path(__file__).resolve().parents[2]
 APPROVAL = resources.STACK_APPROVAL
@@ -260,7 +261,15 @@ async def test_an_awaited_plan_keeps_an_idle_workspace_awake(
     await _gated(kc, git, namespace, "awake", managed)
     await kc.patch(resources.STACK, "awake", {"spec": {"workspaceIdleTimeout": "1s"}}, namespace)
     stack = await e2e.wait_for(kc, resources.STACK, "awake", namespace, awaiting(), timeout=120)
-    await asyncio.sleep(4)  # the idle timeout is long past: a workspace with nothing to keep would sleep now
+    # A workspace with nothing to keep would fall asleep 1s after the preview completed (timestamps are whole
+    # seconds: 2s) on a timer its controller set; once that moment is past and every look the controller scheduled
+    # has come and gone, it would be asleep, and no look is due again.
+    previews = [u for u in await e2e.updates_of(kc, "awake", namespace) if e2e.update_complete(u)]
+    done = e2e.timestamp(e2e.condition(previews[-1], "Complete")["lastTransitionTime"])
+    await waiting.eventually(lambda: datetime.datetime.now(datetime.UTC) >= done + datetime.timedelta(seconds=2),
+                             "the idle timeout to pass", timeout=30)
+    await e2e.quiet(stack_operator.manager.registry, names.WORKSPACE_CONTROLLER,
+                    stack_operator.controllers.workspaces.controller, objects.ObjectKey(namespace, "awake"))
     workspace = await kc.get(resources.WORKSPACE, "awake", namespace)
     assert e2e.condition(workspace, "Ready").get("reason") != "Sleeping", workspace.get("status")
 

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import stack_e2e as e2e
 
+from pko.api import names
 from pko.kube import client as kclient
 from pko.kube import errors, objects, resources
 from pko.testing import controlplane, gitserver, operator
@@ -231,8 +232,10 @@ async def test_the_operators_default_idle_timeout_and_a_stack_that_opts_out(
         await e2e.wait_for(kc, resources.WORKSPACE, "defaulted", namespace,
                            lambda o: _workspace_reason(o) == "Sleeping", timeout=60)
         await _no_agent(runtime, objects.ObjectKey(namespace, "defaulted"))
-        # long past the operator's 2s, the opted-out workspace still runs its agent
-        await asyncio.sleep(4)
+        # Once every look the workspace controller scheduled for it has come and gone (the idle timer an opt-out
+        # failed to cancel would be one), the opted-out workspace still runs its agent, and nothing will stop it.
+        await e2e.quiet(op.manager.registry, names.WORKSPACE_CONTROLLER, op.controllers.workspaces.controller,
+                        objects.ObjectKey(namespace, "always-on"))
         always_on = await kc.get(resources.WORKSPACE, "always-on", namespace)
         assert _workspace_reason(always_on) == "Succeeded"
         agent = runtime.get(objects.ObjectKey(namespace, "always-on"))
