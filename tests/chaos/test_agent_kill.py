@@ -28,12 +28,17 @@ from pko.testing.waiting import condition, eventually, wait_for
 
 from . import chaos
 
-SLOW_PROGRAM = """import time
+# Held until the test creates the file named by the `release` config value (or for ten minutes): the first `up`
+# is surely in the middle when its agent is killed, and the retry, run once the test has looked, does not wait.
+SLOW_PROGRAM = """import os
+import time
 
 import pulumi
 
-for _ in range(40):  # long enough to be killed in the middle, short enough for the retry to finish
-    time.sleep(0.5)
+release = pulumi.Config().require("release")
+deadline = time.monotonic() + 600
+while not os.path.exists(release) and time.monotonic() < deadline:
+    time.sleep(0.1)
 pulumi.export("done", pulumi.get_stack())
 """
 
@@ -92,10 +97,11 @@ async def test_agent_killed_mid_update(ckc: kclient.Client, cns: str, tmp_path: 
     await op.ready()
     repo = f"slow-{cns}"
     commit = git.create_repo(repo, {"Pulumi.yaml": "name: slow\nruntime: python\n", "__main__.py": SLOW_PROGRAM})
-    backend = tmp_path / "state"
+    backend, release = tmp_path / "state", tmp_path / "release"
     backend.mkdir()
     await ckc.create(resources.STACK.new("slow", cns, spec={
         "stack": "dev", "projectRepo": git.http_url(repo), "commit": commit, "backend": f"file://{backend}",
+        "config": {"release": str(release)},
         "envRefs": {"PULUMI_CONFIG_PASSPHRASE": chaos.PASSPHRASE},
         "retryPolicy": {"backoffBaseSeconds": 1, "backoffFactor": 1, "maxFailures": 3},
     }))
@@ -125,6 +131,7 @@ async def test_agent_killed_mid_update(ckc: kclient.Client, cns: str, tmp_path: 
     # language host would wait forever for the gone engine: the operator kills what the dead agent left.
     left = await chaos.wait_no_orphans(run, [op.pid], timeout=30)
     assert left == [], f"processes outlived their agent:\n{chaos.describe(left)}"
+    release.touch()  # the retry's program runs through
 
     failed = await wait_for(ckc, resources.UPDATE, first, cns,
                             lambda u: condition(u, "Complete").get("status") == "True", timeout=120,
