@@ -37,7 +37,9 @@ if [[ ! -x "$OUT/pko-agent" ]]; then
   WORK="$(mktemp -d "${TMPDIR:-/tmp}/pko-agent-build.XXXXXX")"
   trap 'rm -rf "$WORK"' EXIT
   echo "building the pko agent executable into $OUT" >&2
-  "$PYTHON" -m PyInstaller --noconfirm --clean --log-level WARN \
+  # pko from the source tree (the spec's collect_submodules imports its packages in a child interpreter): the
+  # image's build venv has only the dependencies installed.
+  PYTHONPATH="$ROOT/src${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m PyInstaller --noconfirm --clean --log-level WARN \
     --distpath "$WORK/dist" --workpath "$WORK/build" "$ROOT/tools/agent-bin/pko-agent.spec" >&2
   "$CC" -static -O2 -s -Wall -Wextra -Werror -o "$WORK/launcher" "$ROOT/tools/agent-bin/launcher.c" >&2
   mkdir -p "$OUT.partial"
