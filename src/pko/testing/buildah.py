@@ -4,14 +4,21 @@ Images built from a Dockerfile or Containerfile (pko's own, the workspace and Go
 Debian's buildah with chroot isolation and no registry: the base image is loaded into buildah's storage from our
 own OCI archive under the exact name the Dockerfile's ``FROM`` resolves to, pulls are forbidden, and the result is
 pushed to an OCI layout directory. The storage root lives in the image cache (never the system's
-``/var/lib/containers``), registry configuration is our own file (short names resolve to docker.io, nothing from
-``/etc/containers/registries.conf*``), and every build starts from an emptied store, so leftovers of a killed build
-cannot leak into the next one.
+``/var/lib/containers``) and registry configuration is our own file (short names resolve to docker.io, nothing from
+``/etc/containers/registries.conf*``).
+
+The store is kept between builds and every build runs with ``--layers``: a step whose inputs are unchanged (the
+same parent layer and instruction; for ``COPY``, the same copied content) is taken from the previous build. That is
+what makes an edit under ``src/`` cheap: pko's Dockerfile keeps the Debian packages, the dependencies and the agent
+executable in layers that such an edit does not touch. Working containers (a killed build's too) are removed before
+and after each build; the cached images go only when there are more than `MAX_CACHED_IMAGES` of them (then the
+whole store, and the next build is a cold one).
 """
 
 from __future__ import annotations
 
 import collections
+import json
 import os
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
@@ -74,6 +81,11 @@ short-name-mode = "permissive"
 """
 
 
+# Beyond this many images in the store (each build step's layer is one), the next build starts from an empty store:
+# an edit under src/ adds about ten, a rebuilt agent a hundred or so megabytes.
+MAX_CACHED_IMAGES = 400
+
+
 class Buildah:
     """buildah with its own storage root and registry configuration under `state`."""
 
@@ -85,6 +97,7 @@ class Buildah:
         self._registries_conf = state / "registries.conf"
         self._registries_dir = state / "registries.conf.d"
         self._aliases = state / "short-name-aliases.conf"
+        self._loaded = state / "loaded.json"
 
     def _prepare(self) -> None:
         self._registries_dir.mkdir(parents=True, exist_ok=True)
@@ -109,15 +122,55 @@ class Buildah:
         )
 
     def reset(self) -> None:
-        """Remove every working container and image (a previous build's, even a killed one's)."""
+        """Remove every working container and image (a previous build's, even a killed one's), cache included."""
         self.run("rm", "--all")
         self.run("rmi", "--all", "--force")
+        self._loaded.unlink(missing_ok=True)
 
-    def load(self, archive: Path, name: str) -> None:
-        """Load a one-image OCI archive into the store and name it `name` (e.g. a Dockerfile's base image)."""
+    def remove_containers(self) -> None:
+        """Remove every working container (a killed build's too); the images, the layer cache, stay."""
+        self.run("rm", "--all")
+
+    def prepare(self, max_images: int = MAX_CACHED_IMAGES) -> None:
+        """Before a build: no working containers left, and a store within its bounds (else emptied)."""
+        self.remove_containers()
+        count = len(self.run("images", "--all", "--quiet", "--no-trunc").split())
+        if count > max_images:
+            self.log(f"the build cache holds {count} images (more than {max_images}): emptying it")
+            self.reset()
+
+    def _loaded_images(self) -> dict[str, str]:
+        try:
+            loaded = json.loads(self._loaded.read_text())
+        except (OSError, ValueError):
+            return {}
+        return {str(k): str(v) for k, v in loaded.items()} if isinstance(loaded, dict) else {}
+
+    def load(self, archive: Path, name: str, digest: str | None = None) -> None:
+        """Load a one-image OCI archive into the store and name it `name` (e.g. a Dockerfile's base image).
+
+        With the archive's manifest `digest`, a store that already holds that image under `name` is left as it is
+        (the same image ID either way: a reload would change nothing, the layer cache included).
+        """
+        loaded = self._loaded_images()
+        recorded = loaded.get(name, "").split()
+        if digest is not None and recorded and recorded[0] == digest and recorded[1:] == [self._image_id(name)]:
+            return
         out = self.run("pull", "--quiet", "--policy", "always", f"oci-archive:{archive}")
-        image_id = out.strip().splitlines()[-1].strip()
+        image_id = out.strip().splitlines()[-1].strip().removeprefix("sha256:")
         self.run("tag", image_id, name)
+        if digest is not None:
+            loaded[name] = f"{digest} {image_id}"
+            self._loaded.write_text(json.dumps(loaded, indent=2, sort_keys=True) + "\n")
+
+    def _image_id(self, name: str) -> str | None:
+        """The full ID of the image named `name` in the store, or None."""
+        try:
+            out = self.run("images", "--quiet", "--no-trunc", name)
+        except CommandError:
+            return None
+        ids = out.split()
+        return ids[0].removeprefix("sha256:") if ids else None
 
     def build(
         self,
@@ -127,13 +180,14 @@ class Buildah:
         build_args: Mapping[str, str] | None = None,
         volumes: Sequence[str] = (),
     ) -> None:
-        """``buildah bud`` of `containerfile` in `context` with chroot isolation, pulls forbidden, into `tag`.
+        """``buildah bud --layers`` of `containerfile` in `context` with chroot isolation, pulls forbidden, into `tag`.
 
-        Timestamps (the image's, and its files' in the new layers) are the epoch, so the same inputs give the same
-        image where the build steps themselves are deterministic. `volumes` (``HOST:CONTAINER[:OPTIONS]``) are
+        Unchanged steps come from the layer cache of earlier builds in this store. Timestamps (the image's, and its
+        files' in the new layers) are the epoch, so the same inputs give the same image where the build steps
+        themselves are deterministic. `volumes` (``HOST:CONTAINER[:OPTIONS]``) are
         mounted into every ``RUN`` step only, never into the image.
         """
-        args = ["bud", "--isolation", "chroot", "--pull=never", "--layers=false", "--format", "oci", "--timestamp", "0"]
+        args = ["bud", "--isolation", "chroot", "--pull=never", "--layers=true", "--format", "oci", "--timestamp", "0"]
         for key, value in (build_args or {}).items():
             args += ["--build-arg", f"{key}={value}"]
         for volume in volumes:

@@ -12,7 +12,11 @@ Images (``python -m pko.testing.images build [NAMES...]``, or ``make images``):
 - ``coredns``: the CoreDNS binary from ``make tools``.
 - ``python-base``: Debian bookworm with Python 3.11 (mmdebstrap), standing in for the official
   ``python:3.11-slim-bookworm`` that pko's Dockerfile builds on.
-- ``pko``: pko's image, built from the repository's ``Dockerfile`` with buildah on that base.
+- ``pko``: pko's image, built from the repository's ``Dockerfile`` with buildah on that base. Its key covers the
+  build context (``.dockerignore``: pyproject.toml, src/ without the test bed, tools/agent-bin/; not the README), so
+  any edit there rebuilds it, but buildah's layer cache is kept between builds: such a rebuild redoes only the layers
+  the edited files go into (pko's own files, about a minute), not the Debian packages, the dependencies or, unless
+  the agent's own sources changed, the agent executable.
 - ``workspace``: a stand-in for Pulumi's ``pulumi/pulumi:<version>-nonroot``: the Pulumi CLI, its YAML and official
   Python language hosts, a non-root user, and a local wheelhouse so ``pulumi install`` works without PyPI.
 - ``pko-go``: the Go reference operator's ``manager``, ``agent`` and ``tini``, for the drop-in cross-runs.
@@ -316,7 +320,7 @@ def _pko_inputs(base: BuiltImage | None) -> dict[str, str]:
     root = repo_root()
     files = buildcontext.context_files(root)
     return {
-        "recipe": "pko/1",
+        "recipe": "pko/2",
         **_base_input(base),
         "Dockerfile": file_digest(root / "Dockerfile"),
         "context": buildcontext.tree_hash(root, files),
@@ -343,16 +347,16 @@ def _buildah_image(
     """Build `containerfile` on the base image with buildah, run `checks` in it, and export it as `job.archive`."""
     assert job.base is not None
     buildah = job.buildah()
-    buildah.reset()
+    buildah.prepare()
     try:
-        buildah.load(job.base.archive, job.base.refs[0])
+        buildah.load(job.base.archive, job.base.refs[0], job.base.digest)
         buildah.build(context, containerfile, job.refs[0], build_args, _host_trust())
         outputs = buildah.check(job.refs[0], checks) if checks else []
         layout = job.work / "layout"
         buildah.export(job.refs[0], layout)
         oci.repack_layout(layout, job.archive, job.refs)
     finally:
-        buildah.reset()
+        buildah.remove_containers()
     return outputs
 
 
@@ -360,7 +364,11 @@ def _pko_make(job: _Job) -> None:
     root = repo_root()
     # `pko --help` proves the operator's venv and entry point; `/agent version` the PyInstaller executable (as the
     # image's non-root user); `/tini --version` the static tini the bootstrap container copies.
-    _buildah_image(job, root, root / "Dockerfile", [["pko", "--help"], ["/agent", "version"], ["/tini", "--version"]])
+    outputs = _buildah_image(
+        job, root, root / "Dockerfile", [["pko", "--help"], ["/agent", "version"], ["/tini", "--version"], ["id", "-u"]]
+    )
+    if outputs[3].strip().splitlines()[-1] != "65532":
+        raise ImageError(f"pko's image runs as uid {outputs[3].strip()!r}, not 65532")
 
 
 _WORKSPACE_BINARIES = (

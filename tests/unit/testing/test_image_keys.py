@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import struct
 from pathlib import Path
 
@@ -177,3 +178,23 @@ def test_every_recipe_has_refs_and_known_base() -> None:
         assert recipe.refs
         assert recipe.base is None or recipe.base in images.RECIPES
     assert oci.DEFAULT_PATH.startswith("/usr/local/sbin")
+
+
+def test_pko_key_covers_the_build_context_but_not_the_readme(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pko's image is rebuilt for an edit to what goes into it (here the controllers), never for the README: the
+    Dockerfile writes a stub in its place and .dockerignore leaves it out of the context (issue #27)."""
+    root = Path(__file__).resolve().parents[3]
+    checkout = tmp_path / "repo"
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
+    for name in ("src", "tools/agent-bin"):
+        shutil.copytree(root / name, checkout / name, ignore=ignore)
+    for name in ("pyproject.toml", "README.md", "Dockerfile", ".dockerignore"):
+        shutil.copyfile(root / name, checkout / name)
+    monkeypatch.setattr(images, "repo_root", lambda: checkout)
+    recipe = images.RECIPES["pko"]
+    first = recipe.inputs(_base())
+    (checkout / "README.md").write_text("# a rewritten README\n")
+    assert recipe.inputs(_base()) == first, "an edit to README.md changed pko's image key"
+    controllers = checkout / "src/pko/controllers/stack/__init__.py"
+    controllers.write_text(controllers.read_text() + "\n# an edit\n")
+    assert recipe.inputs(_base()) != first, "the operator's code is in the image"
