@@ -47,7 +47,7 @@ async def test_api_server_and_etcd_restart_mid_reconcile(
     op = operators("--leader-elect")
     op.start()
     await op.ready()
-    fleet = await chaos.create_fleet(ckc, cns, tmp_path, 4)
+    fleet = await chaos.create_fleet(ckc, cns, tmp_path, 2)
     await chaos.wait_converged(ckc, fleet, 0, timeout=300, diagnostics=op.tail)
 
     await chaos.start_round(ckc, fleet, 1)

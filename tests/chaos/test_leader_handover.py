@@ -36,7 +36,7 @@ async def test_the_new_leader_picks_up_in_flight_updates(
     await eventually(lambda: _held(ckc), "the first operator to take the Lease", 60)
     second.start()
     await second.ready()
-    fleet = await chaos.create_fleet(ckc, cns, tmp_path, 4)
+    fleet = await chaos.create_fleet(ckc, cns, tmp_path, 2)
     await chaos.wait_converged(ckc, fleet, 0, timeout=300, diagnostics=lambda: first.tail() + second.tail())
     leader, follower = (first, second) if chaos.descendants(run, first.pid) else (second, first)
     assert chaos.descendants(run, leader.pid)
