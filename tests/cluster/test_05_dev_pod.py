@@ -12,12 +12,12 @@ Runs before the run's shared cluster starts (one cluster per machine at a time).
 
 from __future__ import annotations
 
-import select
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -66,6 +66,7 @@ def _catches_sigterm(pid: int) -> bool:
     return bool(caught & (1 << (signal.SIGTERM - 1)))
 
 
+@pytest.mark.timeout(2400)  # two demos, each up to 900 s (images built first if the sources changed)
 def test_pko_dev_pod_twice_in_one_dir(workdir: Path) -> None:
     net = hostnet.discover()
     node_dir = (workdir / "real-cluster").resolve()
@@ -86,14 +87,16 @@ def test_pko_dev_pod_twice_in_one_dir(workdir: Path) -> None:
         proc = subprocess.Popen(_dev(workdir), stdout=subprocess.PIPE, stderr=err, text=True)
     assert proc.stdout is not None
     lines: list[str] = []
+    # a thread reads the output line by line: a select() on the pipe misses lines already in the reader's buffer
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout or ()), daemon=True)
+    reader.start()
     try:
         deadline = time.monotonic() + 900
-        while not any(line.startswith(f"[pko dev] {RUNNING}") for line in lines):
+        while not any(line.startswith(f"[pko dev] {RUNNING}") for line in list(lines)):
             assert proc.poll() is None, f"pko dev ended with {proc.returncode}:\n{''.join(lines)[-4000:]}\n" \
                                         f"{stderr.read_text()[-4000:]}"
             assert time.monotonic() < deadline, f"no Ready Stack in 900s:\n{''.join(lines)[-4000:]}"
-            if select.select([proc.stdout], [], [], 1.0)[0]:
-                lines.append(proc.stdout.readline())
+            time.sleep(0.2)
         _shown_ready("".join(lines))
         assert hostnet.guard_installed(net), "the egress guard must be in place while the cluster runs"
         assert not lock_free(), "a running cluster holds the machine's cluster lock"
@@ -103,8 +106,9 @@ def test_pko_dev_pod_twice_in_one_dir(workdir: Path) -> None:
             time.sleep(0.05)
     finally:
         proc.send_signal(signal.SIGTERM)
-        rest, _ = proc.communicate(timeout=300)
-    out = "".join(lines) + rest
+        proc.wait(300)
+        reader.join(30)
+    out = "".join(lines)
     assert proc.returncode == 0, out[-4000:] + stderr.read_text()[-4000:]
     assert "the cluster is gone." in out
     assert "not-for-your-eyes" not in out + stderr.read_text()
