@@ -104,8 +104,14 @@ async def test_an_update_waits_for_an_approval_of_its_reviewed_plan(
         accepted = e2e.condition(refused, "Accepted")
         assert (accepted["status"], accepted["reason"]) == ("False", "DigestMismatch")
         assert shown in accepted["message"]
-        assert any(e["reason"] == "StackApprovalRefused" and name in e["message"] and e["type"] == "Warning"
-                   for e in await e2e.events_of(kc, stack_name, namespace))
+
+        async def refusal_event(name: str = name, stack_name: str = stack_name) -> bool:
+            # the event is posted after the approval's status is written: wait for it, do not race it
+            return any(e["reason"] == "StackApprovalRefused" and name in e["message"] and e["type"] == "Warning"
+                       for e in await e2e.events_of(kc, stack_name, namespace))
+
+        await waiting.eventually(refusal_event, f"a StackApprovalRefused event naming {name}", timeout=30,
+                                 interval=0.5)
     assert not managed.exists()
     assert not elsewhere.exists()
     assert awaiting()(await kc.get(resources.STACK, "gated", namespace))
