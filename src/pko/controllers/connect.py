@@ -116,7 +116,8 @@ class Connector:
             raise ConnectionFailed(f"unable to obtain a token for the workspace: {err}") from err
         channel = open_channel(target)
         try:
-            await asyncio.wait_for(channel.channel_ready(), timeout)
+            async with asyncio.timeout(timeout):  # not wait_for: it can lose a cancellation (Python 3.11)
+                await channel.channel_ready()
         except (TimeoutError, grpc.aio.AioRpcError) as err:
             await channel.close(None)
             raise ConnectionFailed(f"unable to connect to the workspace agent at {target}: timed out") from err

@@ -163,7 +163,12 @@ class Controller:
             queue.shutdown()
 
     async def _work(self, queue: workqueue.WorkQueue[objects.ObjectKey]) -> None:
+        task = asyncio.current_task()
         while True:
+            if task is not None and task.cancelling():
+                # A reconcile swallowed this worker's cancellation (as Python 3.11's wait_for can): stop anyway,
+                # or the worker waits on its queue for ever and the controller's shutdown with it.
+                raise asyncio.CancelledError
             try:
                 key = await queue.get()
             except workqueue.ShutDown:

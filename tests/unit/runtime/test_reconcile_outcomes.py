@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+
 import pytest
 from prometheus_client import CollectorRegistry
 
@@ -85,3 +88,23 @@ def test_a_controller_needs_a_worker() -> None:
 
     with pytest.raises(ValueError, match="worker"):
         controller.Controller("c", ok, workers=0)
+
+
+async def test_a_worker_stops_when_a_reconcile_swallowed_its_cancellation() -> None:
+    """Python 3.11's `asyncio.wait_for` can lose a cancellation that arrives as its awaitable completes; a worker
+    whose reconcile lost one must still stop, not wait on its queue for ever (it held up an operator's shutdown)."""
+    entered = asyncio.Event()
+
+    async def swallow(key: ObjectKey) -> controller.Result:
+        entered.set()
+        with contextlib.suppress(asyncio.CancelledError):  # what a lost cancellation looks like to the worker
+            await asyncio.sleep(3600)
+        return controller.Result()
+
+    ctl, queue, _ = make(swallow)
+    queue.add(KEY)
+    worker = asyncio.create_task(ctl._work(queue))
+    await entered.wait()
+    worker.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(worker, 5)

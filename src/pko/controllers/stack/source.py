@@ -112,11 +112,12 @@ class Resolver:
         if _SHA.match(ref):
             commit = ref
         else:
-            # The transports time out on their own; wait_for is the backstop that frees this worker regardless.
+            # The transports time out on their own; the timeout is the backstop that frees this worker regardless
+            # (asyncio.timeout, not wait_for: Python 3.11's wait_for can lose a cancellation).
             try:
-                commit = await asyncio.wait_for(
-                    asyncio.to_thread(_ls_remote_commit, spec.project_repo or "", ref, auth, self.git_timeout),
-                    self.git_timeout + 5)
+                async with asyncio.timeout(self.git_timeout + 5):
+                    commit = await asyncio.to_thread(_ls_remote_commit, spec.project_repo or "", ref, auth,
+                                                     self.git_timeout)
             except TimeoutError:
                 return Unavailable(conditions.STALLED_SOURCE_UNAVAILABLE,
                                    f"listing the refs of {git_source.redact(spec.project_repo or '')} timed out "

@@ -461,16 +461,22 @@ class LocalRuntime:
         if agent.alive:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(agent.process.pid, signal.SIGTERM)
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for loses a cancellation that arrives as the
+            # process exits (the agent ends on its own SIGTERM just as the shutdown cancels this worker), and the
+            # worker then waited on its queue for ever, holding up the shutdown
             try:
-                await asyncio.wait_for(agent.process.wait(), STOP_GRACE)
+                async with asyncio.timeout(STOP_GRACE):
+                    await agent.process.wait()
             except TimeoutError:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(agent.process.pid, signal.SIGKILL)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(agent.process.wait(), STOP_GRACE)
+                    async with asyncio.timeout(STOP_GRACE):
+                        await agent.process.wait()
         # bounded: a process the kernel holds (reading its /proc entry can block) never holds up a shutdown
         try:
-            await asyncio.wait_for(asyncio.to_thread(kill_leftovers, agent.instance), STOP_GRACE)
+            async with asyncio.timeout(STOP_GRACE):
+                await asyncio.to_thread(kill_leftovers, agent.instance)
         except TimeoutError:
             log.warning("gave up looking for processes agent %s left behind after %.0fs", agent.address, STOP_GRACE)
 
