@@ -11,8 +11,8 @@ processes run), while `up`s run, right after an Update completed (its status and
 after the last round — while the finalizers' `destroy` runs.
 
 `make test` runs one round per kill point over four Stacks (two failed once in four runs: fewer Stacks give the
-``install`` kill point a shorter window to land in); ``make soak`` (``PKO_SOAK=1``) runs 20 rounds over 10 and ends with the tally line
-``soak: rounds=R updates=U lost=0 duplicated=0 locked=0 orphaned=0``.
+``install`` kill point a shorter window to land in); ``make soak`` (``PKO_SOAK=1``) runs 20 rounds over 10 and
+ends with the tally line ``soak: rounds=R updates=U lost=0 duplicated=0 locked=0 orphaned=0``.
 """
 
 from __future__ import annotations
