@@ -72,9 +72,11 @@ lint: venv
 unit: venv
 	$(PY) -m pytest tests/unit -q
 
-# The README's test command: lint, then every tier against the real binaries; ends with the 25 slowest steps.
+# The README's test command: lint, then every tier against the real binaries, in two streams at once (the real
+# cluster's tiers beside the local ones: tools/run-tiers.sh; PKO_TEST_SERIAL=1 for one after the other). Each
+# stream ends with its 25 slowest steps and a cost table per tier; the last line sums both.
 test: tools lint
-	$(PY) -m pytest tests -ra --durations=25
+	bash tools/run-tiers.sh $(PY)
 
 # The developers' inner loop (a few minutes): lint, the unit and deploy tiers, and one end-to-end smoke test (a
 # Program Stack to Ready on the local control plane with the real Pulumi CLI).
