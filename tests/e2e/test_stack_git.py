@@ -9,29 +9,27 @@ shows the floor at work (the resync's message names the floor, not the Stack's f
 from __future__ import annotations
 
 import datetime
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 import stack_e2e as e2e
 
 from pko.kube import client as kclient
 from pko.kube import objects, resources
-from pko.testing import controlplane, gitserver, operator
+from pko.testing import gitserver, operator
 
 MIN_RESYNC = 8  # seconds: the operator's floor; each Stack asks for 1s
 
 
 @pytest.fixture
-async def polling_operator(cluster: controlplane.ControlPlane, namespace: str, tmp_path: Path,
-                           pulumi_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
-                           ) -> AsyncIterator[operator.Operator]:
-    """The operator on the test's namespace, run as `pko operator --min-resync-frequency 8s`."""
-    for key, value in pulumi_env.items():
-        monkeypatch.setenv(key, value)
+def min_resync_floor(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Operators started after this run as `pko operator --min-resync-frequency 8s`."""
     e2e.with_settings(monkeypatch, min_resync=float(MIN_RESYNC))
-    async with operator.running(cluster.kubeconfig, tmp_path / "workspaces", namespace=namespace) as op:
-        yield op
+
+
+@pytest.fixture
+def polling_operator(min_resync_floor: None, stack_operator: operator.Operator) -> operator.Operator:
+    """The suite's operator on the test's namespace, started after (so with) the lowered floor."""
+    return stack_operator
 
 
 async def test_commit_and_branch_stacks_follow_their_source(
