@@ -72,9 +72,9 @@ lint: venv
 unit: venv
 	$(PY) -m pytest tests/unit -q
 
-# The README's test command: lint, then every tier against the real binaries, in two streams at once (the real
-# cluster's tiers beside the local ones: tools/run-tiers.sh; PKO_TEST_SERIAL=1 for one after the other). Each
-# stream ends with its 25 slowest steps and a cost table per tier; the last line sums both.
+# The README's test command: lint, then every tier against the real binaries, in three streams at once (the real
+# cluster's tiers, the e2e tier, the other local tiers: tools/run-tiers.sh; PKO_TEST_SERIAL=1 for one after the
+# other). Each stream ends with its 25 slowest steps and a cost table per tier; the last line sums them all.
 test: tools lint
 	bash tools/run-tiers.sh $(PY)
 

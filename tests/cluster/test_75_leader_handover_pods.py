@@ -1,14 +1,16 @@
 """Leader handover on the `pod` runtime under load (docs/reliability.md): the chart's operator with two replicas
-and leader election; 10 Stacks change at once and, while their `up`s run in the workspace pods, the leader's pod is
-deleted (as a node drain or `kubectl delete pod` does). A healthy replica takes the Lease — the standing one or the
-Deployment's replacement pod, whichever wins the election (either is right) — and picks up every in-flight Update:
-it waits for the `up` already running in a workspace pod rather than starting a second one, so every Stack
-converges at its new generation, every Update completes, and the backends (directories on the node mounted into
-the pods) show no round's `up` succeeding twice and no lock. The workspace pods are the same throughout.
+and leader election; 6 Stacks (10 under ``make soak``) change at once and, while their `up`s run in the workspace
+pods, the leader's pod is deleted (as a node drain or `kubectl delete pod` does). A healthy replica takes the Lease
+— the standing one or the Deployment's replacement pod, whichever wins the election (either is right) — and picks
+up every in-flight Update: it waits for the `up` already running in a workspace pod rather than starting a second
+one, so every Stack converges at its new generation, every Update completes, and the backends (directories on the
+node mounted into the pods) show no round's `up` succeeding twice and no lock. The workspace pods are the same
+throughout.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,7 +23,7 @@ from pko.testing import cluster, filebackend
 from pko.testing.clusterbed import OPERATOR_NAMESPACE, Release, RoundFleet, upgrade_pko
 from pko.testing.waiting import condition, eventually
 
-STACKS = 10
+STACKS = 10 if os.environ.get("PKO_SOAK") else 6
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ its Stack converges, the operator never gets a 429, its request count stays with
 limit really paced it (requests waited for tokens), and every work queue drains. The figures are printed (they go
 into docs/performance.md).
 
-`make test` runs 10 Stacks; ``make soak`` (``PKO_SOAK=1``) runs 50.
+`make test` runs 6 Stacks; ``make soak`` (``PKO_SOAK=1``) runs 50.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from pko.testing.clusterbed import (
 )
 from pko.testing.waiting import condition, eventually
 
-STACKS = 50 if os.environ.get("PKO_SOAK") else 10
-QPS, BURST = 5, 10
+STACKS = 50 if os.environ.get("PKO_SOAK") else 6
+QPS, BURST = 5, 6
 
 
 def _totals(real_cluster: cluster.Cluster) -> dict[str, float]:

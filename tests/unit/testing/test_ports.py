@@ -1,0 +1,30 @@
+"""free_port picks listener ports below the ephemeral range, and never one that is taken."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from pko.testing import ports
+
+
+def test_a_port_is_below_the_ephemeral_range_and_bindable() -> None:
+    port = ports.free_port()
+    assert ports.LOW <= port <= ports.HIGH
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        assert port < int(f.read().split()[0])  # outgoing connections never take it
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", port))
+
+
+def test_a_taken_port_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        taken = held.getsockname()[1]
+        picks = iter([taken, taken])  # the first two picks hit the held port, then random ones
+        randint = ports._pick.randint
+        monkeypatch.setattr(ports._pick, "randint", lambda low, high: next(picks, None) or randint(low, high))
+        assert ports.free_port() != taken
+        assert next(picks, None) is None  # both taken picks were tried and refused
