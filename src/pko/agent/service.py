@@ -125,10 +125,12 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
             if not request.stack_name:
                 raise AgentError(grpc.StatusCode.INVALID_ARGUMENT, "invalid stack name")
             async with self._stack_lock:
-                # Each Update selects its stack first: when this agent selected it already and the CLI still
-                # lists it as current, the listing the result needs anyway is the only command run.
-                entry = await self.ws.current_stack() if self.ws.selected == request.stack_name else None
-                if entry is None or entry.get("name") != request.stack_name:
+                # Each Update selects its stack first: when this agent selected it already and the CLI still has
+                # it selected, that one read is the only command run. Nothing here lists the backend's stacks
+                # (pko: the reference's `Stack.Info` does, so every workspace start costs O(stacks in the
+                # backend)); the summary carries the name, the one field the operators read.
+                current = await self.ws.current_stack_name() if self.ws.selected == request.stack_name else None
+                if current != request.stack_name:
                     if request.create:
                         if await self.ws.select_or_create_stack(request.stack_name, request.secrets_provider):
                             log.info("created a stack: %s", request.stack_name)
@@ -137,9 +139,8 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
                             await self.ws.select_stack(request.stack_name)
                         except StackNotFoundError:
                             raise AgentError(grpc.StatusCode.NOT_FOUND, "stack not found") from None
-                    entry = await self.ws.current_stack()
                 log.info("selected a stack: %s", request.stack_name)
-            return agent_pb2.SelectStackResult(summary=results.stack_summary(entry or {}))
+            return agent_pb2.SelectStackResult(summary=agent_pb2.StackSummary(name=request.stack_name))
         return await self._unary(context, call())
 
     async def Info(self, request: agent_pb2.InfoRequest,

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 PROJECT_FILES = ("Pulumi.yaml", "Pulumi.yml", "Pulumi.json")
 _STACK_404 = re.compile(r"no stack named.*found")
+_NO_STACK = re.compile(r"no stack selected|no stack named.*found")
 _CREATED = re.compile(r"Created stack '")
 # As the Automation API sets it: the CLI only accepts the hidden `--event-log` flag with debug commands enabled.
 AUTOMATION_ENV = {"PULUMI_DEBUG_COMMANDS": "true"}
@@ -110,16 +111,34 @@ class Workspace:
         return data if isinstance(data, dict) else {}
 
     async def current_stack(self) -> dict[str, Any] | None:
+        """The current stack's entry in ``pulumi stack ls --json``: a listing of the whole backend, which only
+        ``Info`` pays for (it reports the update time and resource count only the listing gives)."""
         from pko.agent import results
         result = await self.cli.run(["stack", "ls", "--json"], description="could not list stacks", log_output=False)
         entry = results.current_stack(result.stdout)
         self.selected = str(entry["name"]) if entry is not None else None
         return entry
 
+    async def current_stack_name(self) -> str | None:
+        """The stack the CLI has selected here, if it still exists (``pulumi stack --show-name``: the workspace's
+        settings and that one stack's state). Never a listing of the backend: a fleet keeps hundreds of stacks in
+        one backend, so a listing costs as much as the fleet and races with every other stack's writes (a file
+        seen then renamed away, an EOF), which is how one Stack's start failed for another's save."""
+        try:
+            result = await self.cli.run(["stack", "--show-name"], description="could not read the selected stack",
+                                        log_output=False)
+        except CommandError as err:
+            if _NO_STACK.search(err.result.stderr):
+                self.selected = None
+                return None
+            raise
+        self.selected = result.stdout.strip() or None
+        return self.selected
+
     async def selected_stack(self) -> str | None:
         """The selected stack's name: the one this agent selected, else what the CLI says is current."""
         if self.selected is None:
-            await self.current_stack()
+            await self.current_stack_name()
         return self.selected
 
     async def select_stack(self, name: str) -> None:

@@ -95,7 +95,8 @@ async def test_up_result_from_its_events(tmp_path: Path, start_agent: AgentFacto
     assert ran.count("stack output") == output_calls, ran
     assert "stack history" not in ran, ran
     assert "stack select" not in ran, ran  # the agent knows which stack it selected...
-    assert ran.count("stack ls") == 1, ran  # ... and lists the stacks only for SelectStack's summary
+    assert ran.count("stack --show-name") == 1, ran  # ... and checks the CLI still has it selected,
+    assert not [call for call in _calls(bindir) if call.startswith("stack ls")]  # never listing the backend
 
     summary = up.result.summary
     assert (summary.result, summary.message) == ("succeeded", "from the events")

@@ -32,7 +32,7 @@ from pko.api import update as up_api
 from pko.api import workspace as ws_api
 from pko.api.meta import Condition
 from pko.controllers import connect
-from pko.controllers.workspace import fleet, initialize, manifests, runtime
+from pko.controllers.workspace import fleet, initialize, manifests, runtime, transient
 from pko.controllers.workspace.runtime import Pending, WorkspaceRuntime
 from pko.kube import client as kclient
 from pko.kube import events, objects, owners, resources
@@ -252,12 +252,7 @@ class WorkspaceReconciler:
             await conn.stub.Install(agent_pb2.InstallRequest(), metadata=conn.metadata)
             status.install_seconds = time.monotonic() - installing
         except grpc.aio.AioRpcError as err:
-            message = err.details() or str(err.code())
-            await self.recorder.warning(workspace, "InstallationFailure", message)
-            status.stalled(INSTALLATION_FAILED, message, self.clock())
-            status.ready("False", INSTALLATION_FAILED, message, self.clock())
-            await self._save(status)
-            return Result()
+            return await self._failed(workspace, status, err, INSTALLATION_FAILED, "InstallationFailure", "")
 
         status.ready("False", INITIALIZING, "Initializing and selecting a Pulumi stack", self.clock())
         await self._save(status)
@@ -305,14 +300,26 @@ class WorkspaceReconciler:
                     await conn.stub.AddEnvironments(
                         agent_pb2.AddEnvironmentsRequest(environment=stack.environment), metadata=conn.metadata)
             except grpc.aio.AioRpcError as err:
-                message = err.details() or str(err.code())
-                await self.recorder.warning(workspace, "StackInitializationFailure",
-                                            f'Failed to initialize stack "{stack.name}": {message}')
-                status.stalled(INITIALIZATION_FAILED, message, self.clock())
-                status.ready("False", INITIALIZATION_FAILED, message, self.clock())
-                await self._save(status)
-                return Result()
+                return await self._failed(workspace, status, err, INITIALIZATION_FAILED, "StackInitializationFailure",
+                                          f'Failed to initialize stack "{stack.name}": ')
         return None
+
+    async def _failed(self, workspace: ws_api.Workspace, status: _Status, err: grpc.aio.AioRpcError, reason: str,
+                      event: str, event_prefix: str) -> Result:
+        """An initialisation step failed: a passing failure (:mod:`.transient`) leaves the Workspace not Ready and
+        comes back with the controller's backoff; any other is final (`Stalled`) until the spec changes."""
+        message = err.details() or str(err.code())
+        if transient.is_transient(err.code(), message):
+            message = transient.retry_message(message)
+            await self.recorder.warning(workspace, event, event_prefix + message)
+            status.ready("False", reason, message, self.clock())
+            await self._save(status)
+            return Result(requeue=True)
+        await self.recorder.warning(workspace, event, event_prefix + message)
+        status.stalled(reason, message, self.clock())
+        status.ready("False", reason, message, self.clock())
+        await self._save(status)
+        return Result()
 
     def _measure(self, workspace: ws_api.Workspace, fetch: float | None, install: float | None) -> None:
         """The fetch and install phases of a newly initialised agent (pko's `pulumi_update_phase_duration_seconds`),

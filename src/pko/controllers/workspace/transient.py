@@ -1,0 +1,44 @@
+"""Which failures of a workspace's initialisation a retry can fix.
+
+A fleet keeps its state in one backend (a bucket, a Pulumi Cloud organisation) and starts many workspaces at once,
+so an initialisation meets the backend's passing errors: an EOF or a reset connection, a timeout, a throttling or
+unavailable answer, a file another stack's save renamed away while the CLI read the bucket. Taking one of those as
+final left Stacks `Stalled` until a person touched them. Such a failure leaves the Workspace not Ready and is
+retried with the controller's backoff; `Stalled` stays for what a retry cannot fix (a wrong passphrase, a stack that
+does not exist and may not be created, an invalid config value, a program whose dependencies cannot install).
+
+The classification is by the agent's gRPC status and the CLI's error text. It is deliberately a list of known
+passing failures: anything else is final, as the reference treats every failure.
+"""
+
+from __future__ import annotations
+
+import re
+
+import grpc
+
+#: gRPC statuses that say the agent or the way to it failed, not the request: the pod restarted, the call timed out.
+TRANSIENT_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
+                             grpc.StatusCode.CANCELLED, grpc.StatusCode.ABORTED,
+                             grpc.StatusCode.RESOURCE_EXHAUSTED})
+
+_TRANSIENT_TEXT = re.compile("|".join((
+    r"\bEOF\b",                                       # a connection or read cut short ("error: EOF")
+    r"blob \(code=(NotFound|Unavailable|DeadlineExceeded|ResourceExhausted)\)",  # a bucket listing raced a save
+    r"connection reset by peer", r"broken pipe", r"connection refused", r"no route to host",
+    r"i/o timeout", r"TLS handshake timeout", r"context deadline exceeded", r"Client\.Timeout exceeded",
+    r"timed out", r"temporar(il)?y (unavailable|failure)",
+    r"\b(SlowDown|RequestTimeout|ServiceUnavailable|InternalError|Throttling|TooManyRequests)\b",  # object stores
+    r"\[(429|500|502|503|504)\]",                      # Pulumi Cloud: "[503] Service Unavailable"
+    r"(status(Code)?|HTTP)[ :=]*(429|500|502|503|504)\b", r"Too Many Requests",
+)), re.IGNORECASE)
+
+
+def is_transient(code: grpc.StatusCode | None, message: str) -> bool:
+    """Whether an initialisation step that failed with `code` and `message` may succeed when tried again."""
+    return code in TRANSIENT_CODES or _TRANSIENT_TEXT.search(message) is not None
+
+
+def retry_message(message: str) -> str:
+    """The status and event text of a failure that will be retried."""
+    return f"{message} (a passing failure: retrying with backoff)"
