@@ -13,9 +13,11 @@ $(VENV)/.runtime: pyproject.toml
 	$(PY) -m pip install -q -e .
 	touch $@
 
-$(VENV)/.installed: $(VENV)/.runtime
+# A new venv for the tests installs everything in one pip run (and stamps the runtime as installed too).
+$(VENV)/.installed: pyproject.toml
+	[ -x $(PY) ] || { $(PYTHON) -m venv $(VENV) && $(PY) -m pip install -q --upgrade pip; }
 	$(PY) -m pip install -q -e '.[dev]'
-	touch $@
+	touch $(VENV)/.runtime $@
 
 venv: $(VENV)/.installed
 
