@@ -16,7 +16,7 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pko
 from pko.cli import lifeline
@@ -81,9 +81,24 @@ def _normalize(argv: Sequence[str]) -> list[str]:
     return args
 
 
+#: The reference agent's switch (its PR#1306) for JSON log lines, which log pipelines (ELK, OpenSearch) read as is.
+JSON_LOG_ENV = "AGENT_JSON_LOG"
+
+
+def json_log_requested(environ: Mapping[str, str]) -> bool:
+    """Whether the agent's environment (the Workspace's `env`, the pod template's, the operator's for `local`)
+    asks for JSON log lines: ``AGENT_JSON_LOG`` set to true (``true``, ``1``, ``yes``; any case)."""
+    return environ.get(JSON_LOG_ENV, "").strip().lower() in {"true", "1", "yes"}
+
+
 def _setup_logging(verbose: bool) -> None:
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    level = logging.DEBUG if verbose else logging.INFO
+    if json_log_requested(os.environ):
+        from pko.cli import logs  # structlog's renderer, loaded only when asked for: the agent starts on every pod
+
+        logs.configure(level, json_lines=True)
+        return
+    logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
