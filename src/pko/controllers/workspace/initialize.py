@@ -20,6 +20,16 @@ from pko.protocol.proto import agent_pb2
 JSON_CONFIG_MIN_VERSION = versions.Version(3, 202, 0)
 
 
+def needs_install(spec: ws_api.WorkspaceSpec) -> bool:
+    """Whether the agent must run `pulumi install` before the workspace is ready: not for a workspace built from
+    `projectInfo` alone (the source-free workspace the Stack controller makes to destroy a Stack whose source is
+    gone, with `runProgram` off). It holds only a project file naming the runtime: there is no program to install
+    for, `destroy` needs none, and installing for the runtime there fails (no `package.json`, no `go.mod`, no
+    language host in the image), which stalled the destroy and stranded the Stack's resources in the Go operator
+    (PKO#1299, fixed in its 2.9.1)."""
+    return spec.project_info is None or any(source is not None for source in (spec.git, spec.flux, spec.local))
+
+
 def uses_json_config(stacks: Sequence[ws_api.WorkspaceStack] | None) -> bool:
     """Structured values (non-string `value`, or `valueFrom.json`) need CLI >= 3.202.0 on the agent side."""
     for stack in stacks or ():

@@ -245,14 +245,17 @@ class WorkspaceReconciler:
         if refused is not None:
             return refused
 
-        status.ready("False", INSTALLING, "Installing packages and plugins required by the program", self.clock())
-        await self._save(status)
-        try:
-            installing = time.monotonic()
-            await conn.stub.Install(agent_pb2.InstallRequest(), metadata=conn.metadata)
-            status.install_seconds = time.monotonic() - installing
-        except grpc.aio.AioRpcError as err:
-            return await self._failed(workspace, status, err, INSTALLATION_FAILED, "InstallationFailure", "")
+        if initialize.needs_install(workspace.spec or ws_api.WorkspaceSpec()):
+            status.ready("False", INSTALLING, "Installing packages and plugins required by the program", self.clock())
+            await self._save(status)
+            try:
+                installing = time.monotonic()
+                await conn.stub.Install(agent_pb2.InstallRequest(), metadata=conn.metadata)
+                status.install_seconds = time.monotonic() - installing
+            except grpc.aio.AioRpcError as err:
+                return await self._failed(workspace, status, err, INSTALLATION_FAILED, "InstallationFailure", "")
+        else:
+            log.info("not installing: the workspace holds a project file only (projectInfo), no program")
 
         status.ready("False", INITIALIZING, "Initializing and selecting a Pulumi stack", self.clock())
         await self._save(status)

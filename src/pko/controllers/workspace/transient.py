@@ -18,9 +18,9 @@ import re
 import grpc
 
 #: gRPC statuses that say the agent or the way to it failed, not the request: the pod restarted, the call timed out.
+#: (Not ABORTED: the agent answers a failed `pulumi install` with it, whatever the cause; the text decides.)
 TRANSIENT_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
-                             grpc.StatusCode.CANCELLED, grpc.StatusCode.ABORTED,
-                             grpc.StatusCode.RESOURCE_EXHAUSTED})
+                             grpc.StatusCode.CANCELLED, grpc.StatusCode.RESOURCE_EXHAUSTED})
 
 _TRANSIENT_TEXT = re.compile("|".join((
     r"\bEOF\b",                                       # a connection or read cut short ("error: EOF")

@@ -194,3 +194,14 @@ def test_item_without_a_value_carries_only_its_key() -> None:
 def test_no_config_no_items() -> None:
     assert initialize.config_items(None) == []
     assert initialize.config_items([]) == []
+
+
+@pytest.mark.parametrize(("spec", "install"), [
+    ({"projectInfo": {"name": "p", "runtime": "nodejs"}}, False),  # PKO#1299: the source-free destroy workspace
+    ({"projectInfo": {"name": "p", "runtime": "go"}, "local": {"dir": "/app"}}, True),  # a program is there
+    ({"git": {"url": "https://example.com/r.git", "ref": "main"}}, True),
+    ({"flux": {"url": "http://source/a.tar.gz", "digest": "sha256:" + "0" * 64}}, True),
+    ({}, True),  # the image's own program
+])
+def test_only_a_program_is_installed_for(spec: dict[str, object], install: bool) -> None:
+    assert initialize.needs_install(ws_api.WorkspaceSpec.model_validate(spec)) is install

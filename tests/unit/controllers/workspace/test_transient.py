@@ -50,7 +50,7 @@ def test_an_agent_out_of_reach_is_retried(code: grpc.StatusCode) -> None:
     assert transient.is_transient(code, "")
 
 
-@pytest.mark.parametrize("code", [grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT,
+@pytest.mark.parametrize("code", [grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.ABORTED,
                                   grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.UNAUTHENTICATED])
 def test_a_refused_request_is_final(code: grpc.StatusCode) -> None:
     assert not transient.is_transient(code, "stack not found")
