@@ -74,7 +74,9 @@ def parsed(raw):
 config = pulumi.Config()
 path = config.get("path")
 if path:
-    f = File("file", {"path": path, "content": config.get("content") or "hello", "guard": config.get("guard") or ""})
+    source = config.get("contentFile")  # read when the program runs: an up can differ from its preview
+    content = open(source).read() if source else config.get("content") or "hello"
+    f = File("file", {"path": path, "content": content, "guard": config.get("guard") or ""})
     pulumi.export("path", f.path)
 for key in ("greeting", "settings", "cmPlain", "cmJson", "content"):
     raw = config.get(key)

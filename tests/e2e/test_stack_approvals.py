@@ -284,3 +284,30 @@ async def test_an_awaited_plan_keeps_an_idle_workspace_awake(
     assert managed.read_text() == "v1"
     await e2e.wait_for(kc, resources.WORKSPACE, "awake", namespace,
                        lambda o: e2e.condition(o, "Ready").get("reason") == "Sleeping", timeout=60)
+
+
+async def test_an_approved_plan_that_the_program_no_longer_matches_is_refused_and_nothing_applied(
+    kc: kclient.Client, namespace: str, git: gitserver.GitServer, stack_operator: operator.Operator,
+    tmp_path: Path,
+) -> None:
+    """The approved `up` applies exactly the reviewed plan (`up --plan`): when the program would now do something
+    else (here, write other content than the preview showed), Pulumi's plan check refuses the update, the Stack
+    says so in its last update, and nothing outside the review is applied."""
+    managed, source = tmp_path / "managed.txt", tmp_path / "source.txt"
+    source.write_text("reviewed")
+    repo = f"drifting-{namespace}"
+    commit = e2e.create_repo(git, repo)
+    await kc.create(e2e.git_stack("drifting", namespace, git.http_url(repo), commit=commit,
+                                  approval={"required": True},
+                                  config={"path": str(managed), "contentFile": str(source)}))
+    digest = _review(await e2e.wait_for(kc, resources.STACK, "drifting", namespace, awaiting(), timeout=120))["digest"]
+    source.write_text("changed after the review")
+
+    await kc.create(approval("ok", namespace, "drifting", digest))
+    failed = await e2e.wait_for(kc, resources.STACK, "drifting", namespace,
+                                lambda o: e2e.last_update(o).get("state") == "failed", timeout=120)
+    assert "plan" in e2e.last_update(failed).get("message", "").lower(), failed["status"]
+    assert not managed.exists(), "an update outside the reviewed plan was applied"
+    [up] = [u for u in await e2e.updates_of(kc, "drifting", namespace) if u["spec"]["type"] == "up"]
+    assert up["metadata"]["annotations"][names.ANNOTATION_PLAN_DIGEST] == digest
+    assert e2e.condition(up, "Failed")["status"] == "True"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from agent_testlib import AgentFactory, drive
+from agent_testlib import AgentFactory, config_item, copy_program, drive
 
 from pko.protocol.proto import agent_pb2
 
@@ -61,3 +61,38 @@ async def test_plans_are_saved_applied_once_and_a_destroy_preview_deletes_nothin
     info = await stub.Info(agent_pb2.InfoRequest())  # the stack is still there, with its resource
     assert info.summary.name == "dev"
     assert info.summary.resource_count == 1
+
+
+DRIFTING_PROGRAM = '''
+config = pulumi.Config()
+# what the update writes is read when the program runs: it can differ between the preview and the up
+target = File("greeting", path=config.require("path"), content=open(config.require("source")).read())
+pulumi.export("content", target.content)
+'''
+
+
+async def test_an_up_that_would_differ_from_the_reviewed_plan_is_refused_by_pulumi(
+    tmp_path: Path, start_agent: AgentFactory,
+) -> None:
+    """The approved `up` runs with `--plan`: Pulumi itself refuses an update whose changes differ from the saved
+    plan, and applies nothing. Without `--plan` reaching the CLI, the changed content would be written."""
+    workspace = copy_program("dynamic-python", tmp_path / "ws")
+    main = workspace / "__main__.py"
+    main.write_text(main.read_text().split("config = pulumi.Config()")[0] + DRIFTING_PROGRAM)
+    target, source = tmp_path / "managed.txt", tmp_path / "source.txt"
+    source.write_text("reviewed")
+    agent = await start_agent(workspace)
+    stub = agent.stub
+    await stub.SelectStack(agent_pb2.SelectStackRequest(stack_name="dev", create=True))
+    await stub.SetAllConfig(agent_pb2.SetAllConfigRequest(config=[
+        config_item("path", str(target)), config_item("source", str(source))]))
+
+    preview = await drive(stub.Preview(agent_pb2.PreviewRequest(save_plan=True)))
+    assert preview.error is None, preview.error
+    source.write_text("changed after the review")  # the program's up would now differ from the reviewed preview
+
+    up = await drive(stub.Up(agent_pb2.UpRequest(plan_digest=preview.result.plan_digest)))
+    text = (up.error.details() if up.error is not None else up.result.summary.message) or ""
+    assert up.error is not None or up.result.summary.result == "failed", up
+    assert "plan" in text.lower(), text
+    assert not target.exists() or target.read_text() != "changed after the review"
