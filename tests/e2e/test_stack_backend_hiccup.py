@@ -1,9 +1,10 @@
-"""A backend's passing error during a workspace's start is retried, not final (docs/reliability.md, "A backend
-shared by a fleet").
+"""A backend's passing error is retried, not final (docs/reliability.md, "A backend shared by a fleet"): during a
+workspace's start, and during an update, even for a Stack whose retry policy stalls at the first failure.
 
-The real Pulumi CLI, behind a wrapper that answers the first two `pulumi stack select` of the test with the
-error a shared backend gave 200 Stacks (`error: EOF`) and otherwise runs the CLI itself: the Workspace says
-it is retrying (not Stalled), and the Stack reaches Ready at its first generation with no one touching it.
+The real Pulumi CLI, behind a wrapper that answers the first two `pulumi stack select` (or `pulumi up`) of the
+test with the error a shared backend gave 200 Stacks (`error: EOF`) and otherwise runs the CLI itself: the
+Workspace says it is retrying (not Stalled), or the failed Updates are retried, and the Stack reaches Ready at its
+first generation with no one touching it.
 """
 
 from __future__ import annotations
@@ -24,17 +25,16 @@ PASSPHRASE = {"type": "Literal", "literal": {"value": "e2e-passphrase"}}
 FAILURES = 2
 
 
-@pytest.fixture
-def hiccup_cli(tmp_path: Path, pulumi_env: dict[str, str]) -> Path:
-    """Puts first on the agents' PATH a `pulumi` whose first FAILURES `stack select` calls fail as a backend's EOF
-    does; returns the directory whose files count the injected failures."""
+def _wrap(tmp_path: Path, pulumi_env: dict[str, str], command: str) -> Path:
+    """Puts first on the agents' PATH a `pulumi` whose first FAILURES `command` calls fail as a backend's EOF does;
+    returns the directory whose files count the injected failures."""
     real = shutil.which("pulumi", path=pulumi_env["PATH"])
     assert real is not None, "the real Pulumi CLI is not on the test environment's PATH"
     bindir = tmp_path / "hiccup-bin"
     bindir.mkdir()
     script = bindir / "pulumi"
     script.write_text(f"""#!/bin/sh
-if [ "$1 $2" = "stack select" ]; then
+if [ "$1 $2" = "{command}" ] || [ "$1" = "{command}" ]; then
   n=$(ls {bindir}/failed.* 2>/dev/null | wc -l)
   if [ "$n" -lt {FAILURES} ]; then
     touch {bindir}/failed.$n
@@ -47,6 +47,16 @@ exec {real} "$@"
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     pulumi_env["PATH"] = f"{bindir}:{pulumi_env['PATH']}"  # the operator fixture exports this environment
     return bindir
+
+
+@pytest.fixture
+def hiccup_cli(tmp_path: Path, pulumi_env: dict[str, str]) -> Path:
+    return _wrap(tmp_path, pulumi_env, "stack select")
+
+
+@pytest.fixture
+def hiccup_up(tmp_path: Path, pulumi_env: dict[str, str]) -> Path:
+    return _wrap(tmp_path, pulumi_env, "up")
 
 
 async def test_a_backend_eof_at_workspace_start_is_retried_until_ready(
@@ -73,3 +83,25 @@ async def test_a_backend_eof_at_workspace_start_is_retried_until_ready(
                if e["reason"] == "StackInitializationFailure"]
     assert retried, "the failed initialisation left no event"
     assert all("error: EOF" in m and "retrying with backoff" in m for m in retried), retried
+
+
+async def test_a_backend_eof_during_an_update_never_stalls_the_stack(
+    kc: kclient.Client, namespace: str, hiccup_up: Path, running_operator: operator.Operator, tmp_path: Path,
+) -> None:
+    await kc.create(resources.PROGRAM.new("hiccup", namespace, program={"outputs": {"greeting": "hello"}}))
+    backend = tmp_path / "state"
+    backend.mkdir()
+    await kc.create(resources.STACK.new("hiccup", namespace, spec={
+        "stack": "dev", "programRef": {"name": "hiccup"}, "backend": f"file://{backend}",
+        "envRefs": {"PULUMI_CONFIG_PASSPHRASE": PASSPHRASE},
+        # a policy that stalls at the first failure, retrying after 1 s: only a passing failure gets past it
+        "retryPolicy": {"maxFailures": 0, "backoffBaseSeconds": 1, "backoffFactor": 1},
+    }))
+
+    stack = await wait_for(kc, resources.STACK, "hiccup", namespace, e2e.is_ready, timeout=120)
+    assert len(list(hiccup_up.glob("failed.*"))) == FAILURES, "the fault was not injected"
+    assert stack["status"]["outputs"] == {"greeting": "hello"}
+    ups = [u for u in await e2e.updates_of(kc, "hiccup", namespace) if u["spec"]["type"] == "up"]
+    failed = [u for u in ups if condition(u, "Failed").get("status") == "True"]
+    assert len(failed) == FAILURES, [u["status"] for u in ups]
+    assert all("EOF" in (u["status"].get("message") or "") for u in failed)

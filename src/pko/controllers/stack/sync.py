@@ -29,6 +29,7 @@ from pko.api import conditions, durations, names
 from pko.api import stack as stack_api
 from pko.api import update as up_api
 from pko.api.meta import Condition
+from pko.protocol import transient
 
 MAX_UPDATE_FAILURES = 3
 BASE_BACKOFF = 10.0
@@ -85,8 +86,11 @@ def _policy(spec: stack_api.StackSpec, default_cap: float | None, defaults: Retr
 
 
 def stalled(last: stack_api.StackUpdateState | None, policy: RetryPolicy) -> bool:
-    """Too many failures counted: no backoff retry, only a change (or the stalled retry, when on)."""
-    return last is not None and last.state == stack_api.STATE_FAILED and (last.failures or 0) >= policy.max_failures
+    """Too many failures counted: no backoff retry, only a change (or the stalled retry, when on). pko: a last
+    failure that was a passing backend or network error (:mod:`pko.protocol.transient`) never stalls; it is retried
+    with the same backoff, so a fleet outlives an outage of its backend without a person."""
+    return (last is not None and last.state == stack_api.STATE_FAILED and (last.failures or 0) >= policy.max_failures
+            and not transient.is_transient(None, last.message or ""))
 
 
 def reconcile_request(stack: stack_api.Stack) -> str:

@@ -32,11 +32,12 @@ from pko.api import update as up_api
 from pko.api import workspace as ws_api
 from pko.api.meta import Condition
 from pko.controllers import connect
-from pko.controllers.workspace import fleet, initialize, manifests, runtime, transient
+from pko.controllers.workspace import fleet, initialize, manifests, runtime
 from pko.controllers.workspace.runtime import Pending, WorkspaceRuntime
 from pko.kube import client as kclient
 from pko.kube import events, objects, owners, resources
 from pko.protocol import client as agent_client
+from pko.protocol import transient
 from pko.protocol.proto import agent_pb2
 from pko.runtime import metrics
 from pko.runtime.controller import Result

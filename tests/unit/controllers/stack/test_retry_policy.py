@@ -111,6 +111,23 @@ def test_the_operator_limit_applies_to_stacks_without_their_own() -> None:
     assert sync.is_synced(stack, "c", NOW)[0] is False  # the reference's 3
 
 
+@pytest.mark.parametrize(("message", "stalled"), [
+    ("failed to run update: exit status 255\nstderr: error: EOF\n", False),
+    ("failed to run update: error: blob (code=Unavailable): SlowDown: Please reduce your request rate.", False),
+    ("failed to run update: error: [503] Service Unavailable", False),
+    ("failed to run update: error: Program failed with an unhandled exception: RuntimeError: boom", True),
+])
+def test_a_passing_backend_failure_never_stalls(message: str, stalled: bool) -> None:
+    stack = _stack(5, seconds_ago=10**6)
+    assert stack.status is not None
+    last = _last(stack).model_copy(update={"message": message})
+    stack = stack.model_copy(update={"status": stack.status.model_copy(update={"last_update": last})})
+    conditions = _conditions(sync.mark_result(None, last, NOW))
+    assert ("Stalled" in conditions) is stalled
+    # not stalled: retried with the backoff of its failure count, as any failure below the limit
+    assert (sync.requeue_after(stack, NOW) is None) is stalled
+
+
 def test_a_failure_never_counted_stalls_only_with_max_failures_zero() -> None:
     stack = _stack(None, seconds_ago=10**6, retryPolicy={"maxFailures": 0})
     assert _conditions(sync.mark_result(None, _last(stack), NOW, policy=sync.RetryPolicy(max_failures=0)))[

@@ -1,14 +1,18 @@
-"""Which failures of a workspace's initialisation a retry can fix.
+"""Which failures of the agent's work a retry can fix: passing backend and network errors.
 
-A fleet keeps its state in one backend (a bucket, a Pulumi Cloud organisation) and starts many workspaces at once,
-so an initialisation meets the backend's passing errors: an EOF or a reset connection, a timeout, a throttling or
-unavailable answer, a file another stack's save renamed away while the CLI read the bucket. Taking one of those as
-final left Stacks `Stalled` until a person touched them. Such a failure leaves the Workspace not Ready and is
-retried with the controller's backoff; `Stalled` stays for what a retry cannot fix (a wrong passphrase, a stack that
-does not exist and may not be created, an invalid config value, a program whose dependencies cannot install).
+A fleet keeps its state in one backend (a bucket, a Pulumi Cloud organisation) and runs many workspaces at once, so
+the CLI meets the backend's passing errors: an EOF or a reset connection, a timeout, a throttling or unavailable
+answer, a file another stack's save renamed away while the CLI read the bucket. Taking one of those as final left
+Stacks `Stalled` until a person touched them. The operator's two uses:
 
-The classification is by the agent's gRPC status and the CLI's error text. It is deliberately a list of known
-passing failures: anything else is final, as the reference treats every failure.
+- a workspace's initialisation (Install, SelectStack, SetAllConfig, AddEnvironments) that fails so is not Ready
+  and is retried with the controller's backoff, instead of `Stalled`;
+- an update that fails so is retried with the Stack's backoff and never counts toward `Stalled` (`maxFailures`).
+
+`Stalled` stays for what a retry cannot fix (a wrong passphrase, a stack that does not exist and may not be created,
+an invalid config value, a program error, dependencies that cannot install). The classification is by the agent's
+gRPC status and the CLI's error text, and deliberately a list of known passing failures: anything else is final, as
+the reference treats every failure. Pure: shared by the controllers, below them.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ TRANSIENT_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLI
                              grpc.StatusCode.CANCELLED, grpc.StatusCode.RESOURCE_EXHAUSTED})
 
 _TRANSIENT_TEXT = re.compile("|".join((
-    r"\bEOF\b",                                       # a connection or read cut short ("error: EOF")
+    r"(^|: )(unexpected )?EOF\b(?! while)",           # a connection or read cut short ("error: EOF"), not a parser
     r"blob \(code=(NotFound|Unavailable|DeadlineExceeded|ResourceExhausted)\)",  # a bucket listing raced a save
     r"connection reset by peer", r"broken pipe", r"connection refused", r"no route to host",
     r"i/o timeout", r"TLS handshake timeout", r"context deadline exceeded", r"Client\.Timeout exceeded",
@@ -35,7 +39,8 @@ _TRANSIENT_TEXT = re.compile("|".join((
 
 
 def is_transient(code: grpc.StatusCode | None, message: str) -> bool:
-    """Whether an initialisation step that failed with `code` and `message` may succeed when tried again."""
+    """Whether a call that failed with `code` (None: no gRPC status, e.g. an update's recorded message) and
+    `message` may succeed when tried again."""
     return code in TRANSIENT_CODES or _TRANSIENT_TEXT.search(message) is not None
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from pko.controllers.workspace import transient
+from pko.protocol import transient
 
 UNKNOWN = grpc.StatusCode.UNKNOWN
 
@@ -60,3 +60,16 @@ def test_the_retry_message_keeps_the_cause() -> None:
     message = transient.retry_message("could not list stacks: error: EOF")
     assert message.startswith("could not list stacks: error: EOF")
     assert "retrying" in message
+
+
+@pytest.mark.parametrize("message", [
+    "failed to run update: exit status 1\nstderr: error: EOF\n",
+    "error: unexpected EOF",
+])
+def test_an_eof_is_passing_wherever_the_cli_prints_it(message: str) -> None:
+    assert transient.is_transient(None, message)
+
+
+def test_a_program_that_does_not_parse_is_final() -> None:
+    message = "error: Program failed with an unhandled exception:\n  SyntaxError: unexpected EOF while parsing"
+    assert not transient.is_transient(None, message)
