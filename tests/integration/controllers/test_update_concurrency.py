@@ -20,7 +20,7 @@ import pytest
 
 from pko.kube import client as kclient
 from pko.kube import objects, owners, resources
-from pko.testing import controlplane, gitserver, operator
+from pko.testing import controlplane, gitserver, operator, waiting
 
 WORKERS = 4
 COUNT = 12
@@ -120,7 +120,9 @@ async def test_updates_overlap_beyond_the_worker_count(
         done = await _wait_all(kc, resources.UPDATE, namespace, updates,
                                lambda o: _condition(o, "Complete").get("status") == "True", timeout=240,
                                what="Complete")
-        assert op.controllers.updates.running == 0
+        # an operation's task leaves the running set just after it wrote Complete: wait for that step, no longer
+        await waiting.eventually(lambda: op.controllers.updates.running == 0, "every operation task to end", 30,
+                                 interval=0.1)
 
     intervals = []
     for name in updates:
