@@ -193,18 +193,27 @@ async def wait_no_orphans(run: str, operators: list[int], timeout: float = 60.0)
             break
         await asyncio.sleep(0.2)
     for pid in left:
+        _DESCRIBED[pid] = _describe_one(pid)  # what it was, read before the SIGKILL empties its /proc entry
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     return left
 
 
+_DESCRIBED: dict[int, str] = {}
+
+
+def _describe_one(pid: int) -> str:
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return ""
+    return f"{command[:200]} (state {stat[0]}, parent {stat[1]})" if command else ""
+
+
 def describe(pids: list[int]) -> str:
-    lines = []
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            lines.append(f"{pid}: {command[:200]}")
-    return "\n".join(lines)
+    """Each process's command line, state and parent: as read before :func:`wait_no_orphans` killed it."""
+    return "\n".join(f"{pid}: {_DESCRIBED.get(pid) or _describe_one(pid)}" for pid in pids)
 
 
 # --- the fleet ------------------------------------------------------------------------------------------------

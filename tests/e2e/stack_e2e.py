@@ -178,6 +178,20 @@ async def events_of(kc: kclient.Client, name: str, namespace: str, kind: str = "
             if e["involvedObject"].get("name") == name and e["involvedObject"].get("kind") == kind]
 
 
+async def events_with(kc: kclient.Client, name: str, namespace: str, reason: str, kind: str = "Stack",
+                      timeout: float = 30.0) -> list[dict[str, Any]]:
+    """The object's events of `reason`, once there is one: a reconcile writes the status first and posts its event
+    after, so a test that has just seen the status waits for the event instead of racing it."""
+    found: list[dict[str, Any]] = []
+
+    async def posted() -> bool:
+        found[:] = [e for e in await events_of(kc, name, namespace, kind) if e["reason"] == reason]
+        return bool(found)
+
+    await waiting.eventually(posted, f"a {reason} event of {kind} {namespace}/{name}", timeout, interval=0.2)
+    return found
+
+
 async def outputs_of(kc: kclient.Client, update: dict[str, Any]) -> dict[str, Any]:
     """The real (unmasked) outputs of a finished `up`, from its outputs Secret."""
     secret = await kc.get(resources.SECRET, update["status"]["outputs"], objects.namespace_of(update))

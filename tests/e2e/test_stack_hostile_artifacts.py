@@ -131,8 +131,7 @@ async def test_hostile_artifact_gives_a_precise_condition_and_event(
     assert reconciling.get("message", "").startswith("waiting for workspace readiness: "), reconciling
     assert waiting.condition(stack, "Ready").get("status") != "True"
     assert e2e.last_update(stack) == {}
-    events = [e for e in await e2e.events_of(kc, case, namespace) if e["reason"] == "WorkspaceNotReady"]
-    assert events, "no WorkspaceNotReady event"
+    events = await e2e.events_with(kc, case, namespace, "WorkspaceNotReady")
     assert all(words in e["message"] and e["type"] == "Warning" for e in events), events
     assert not (tmp_path / "pko-hostile-escape.txt").exists()
     assert not list(tmp_path.rglob("pko-hostile-escape.txt"))

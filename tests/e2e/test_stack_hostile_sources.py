@@ -126,8 +126,7 @@ async def test_oversized_repository_gives_a_precise_condition_until_the_cap_is_r
     assert reconciling.get("message", "").startswith("waiting for workspace readiness: "), reconciling
     assert waiting.condition(stack, "Ready").get("status") != "True"
     assert e2e.last_update(stack) == {}
-    events = [e for e in await e2e.events_of(kc, "big", namespace) if e["reason"] == "WorkspaceNotReady"]
-    assert events, "no WorkspaceNotReady event"
+    events = await e2e.events_with(kc, "big", namespace, "WorkspaceNotReady")
     assert all(words in e["message"] and e["type"] == "Warning" for e in events), events
 
     # The operator keeps working: with the cap raised, the same Stack checks out and deploys.
