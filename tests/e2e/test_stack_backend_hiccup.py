@@ -59,16 +59,21 @@ def hiccup_up(tmp_path: Path, pulumi_env: dict[str, str]) -> Path:
     return _wrap(tmp_path, pulumi_env, "up")
 
 
-async def test_a_backend_eof_at_workspace_start_is_retried_until_ready(
-    kc: kclient.Client, namespace: str, hiccup_cli: Path, running_operator: operator.Operator, tmp_path: Path,
-) -> None:
+async def _program_stack(kc: kclient.Client, namespace: str, tmp_path: Path, **spec: object) -> None:
+    """A one-output Program and its Stack "hiccup" on a file backend of its own."""
     await kc.create(resources.PROGRAM.new("hiccup", namespace, program={"outputs": {"greeting": "hello"}}))
     backend = tmp_path / "state"
     backend.mkdir()
     await kc.create(resources.STACK.new("hiccup", namespace, spec={
         "stack": "dev", "programRef": {"name": "hiccup"}, "backend": f"file://{backend}",
-        "envRefs": {"PULUMI_CONFIG_PASSPHRASE": PASSPHRASE},
+        "envRefs": {"PULUMI_CONFIG_PASSPHRASE": PASSPHRASE}, **spec,
     }))
+
+
+async def test_a_backend_eof_at_workspace_start_is_retried_until_ready(
+    kc: kclient.Client, namespace: str, hiccup_cli: Path, running_operator: operator.Operator, tmp_path: Path,
+) -> None:
+    await _program_stack(kc, namespace, tmp_path)
 
     stack = await wait_for(kc, resources.STACK, "hiccup", namespace, e2e.is_ready, timeout=120)
     assert len(list(hiccup_cli.glob("failed.*"))) == FAILURES, "the fault was not injected"
@@ -79,24 +84,17 @@ async def test_a_backend_eof_at_workspace_start_is_retried_until_ready(
     workspace = await kc.get(resources.WORKSPACE, "hiccup", namespace)
     assert condition(workspace, "Ready").get("status") == "True"
     assert e2e.reason(workspace, "Stalled") is None
-    retried = [e["message"] for e in await e2e.events_of(kc, "hiccup", namespace, kind="Workspace")
-               if e["reason"] == "StackInitializationFailure"]
-    assert retried, "the failed initialisation left no event"
+    retried = [e["message"] for e in await e2e.events_with(kc, "hiccup", namespace, "StackInitializationFailure",
+                                                           kind="Workspace")]
     assert all("error: EOF" in m and "retrying with backoff" in m for m in retried), retried
 
 
 async def test_a_backend_eof_during_an_update_never_stalls_the_stack(
     kc: kclient.Client, namespace: str, hiccup_up: Path, running_operator: operator.Operator, tmp_path: Path,
 ) -> None:
-    await kc.create(resources.PROGRAM.new("hiccup", namespace, program={"outputs": {"greeting": "hello"}}))
-    backend = tmp_path / "state"
-    backend.mkdir()
-    await kc.create(resources.STACK.new("hiccup", namespace, spec={
-        "stack": "dev", "programRef": {"name": "hiccup"}, "backend": f"file://{backend}",
-        "envRefs": {"PULUMI_CONFIG_PASSPHRASE": PASSPHRASE},
-        # a policy that stalls at the first failure, retrying after 1 s: only a passing failure gets past it
-        "retryPolicy": {"maxFailures": 0, "backoffBaseSeconds": 1, "backoffFactor": 1},
-    }))
+    # a policy that stalls at the first failure, retrying after 1 s: only a passing failure gets past it
+    await _program_stack(kc, namespace, tmp_path,
+                         retryPolicy={"maxFailures": 0, "backoffBaseSeconds": 1, "backoffFactor": 1})
 
     stack = await wait_for(kc, resources.STACK, "hiccup", namespace, e2e.is_ready, timeout=120)
     assert len(list(hiccup_up.glob("failed.*"))) == FAILURES, "the fault was not injected"

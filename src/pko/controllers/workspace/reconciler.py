@@ -313,17 +313,15 @@ class WorkspaceReconciler:
         """An initialisation step failed: a passing failure (:mod:`.transient`) leaves the Workspace not Ready and
         comes back with the controller's backoff; any other is final (`Stalled`) until the spec changes."""
         message = err.details() or str(err.code())
-        if transient.is_transient(err.code(), message):
+        passing = transient.is_transient(err.code(), message)
+        if passing:
             message = transient.retry_message(message)
-            await self.recorder.warning(workspace, event, event_prefix + message)
-            status.ready("False", reason, message, self.clock())
-            await self._save(status)
-            return Result(requeue=True)
         await self.recorder.warning(workspace, event, event_prefix + message)
-        status.stalled(reason, message, self.clock())
+        if not passing:
+            status.stalled(reason, message, self.clock())
         status.ready("False", reason, message, self.clock())
         await self._save(status)
-        return Result()
+        return Result(requeue=passing)
 
     def _measure(self, workspace: ws_api.Workspace, fetch: float | None, install: float | None) -> None:
         """The fetch and install phases of a newly initialised agent (pko's `pulumi_update_phase_duration_seconds`),
