@@ -21,9 +21,13 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed
 
-# Real binaries built from Go modules into $(PKO_BIN_DIR), cached by name and version, then the test cluster's
-# images (below), cached by content hash. Installs the Debian packages the test bed needs first (as root).
+# Real binaries built from Go modules into $(PKO_BIN_DIR), cached by name and version, then the package mirror's
+# cache (npm, PyPI and Go modules the real programs install in their pods; $(PKO_MIRROR_DIR), keyed by what it
+# mirrors) and the test cluster's images (below), cached by content hash. Installs the Debian packages the test bed
+# needs first (as root).
+export PKO_MIRROR_DIR ?= $(HOME)/.cache/pko/mirror
 tools: bins
+	$(PY) -m pko.testing.mirrorfill
 	$(PY) -m pko.testing.images build
 
 # The binaries alone (no images): what `make check` needs.

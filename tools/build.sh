@@ -2,8 +2,9 @@
 # Builds the real binaries pko's tests run (kube-apiserver, etcd, kube-controller-manager, kubectl; kubelet,
 # kube-proxy, kube-scheduler, crictl and CoreDNS for the single-node cluster; the Pulumi CLI and its language
 # hosts; Flux source-controller; Helm; the dashboard and rule checkers) from the Go module proxy, into a cache outside the repository.
-# Two sources are not on the proxy and are built from the shared directory beside the repository
-# (../shared/third_party, or $PKO_SHARED_DIR): the official Python language host and the Go reference operator.
+# Sources the proxy does not serve are built from the shared directory beside the repository (../shared/third_party,
+# or $PKO_SHARED_DIR): the official Python, Node.js and Go language hosts, the random provider plugin (also packed as
+# a release tarball for the test bed's plugin mirror) and the Go reference operator.
 #
 # Each group lands in "$PKO_BIN_DIR/<group>-<version>/" and is built only when that directory is missing,
 # so a warm machine skips the Go builds. The top of "$PKO_BIN_DIR" holds symlinks to the current versions:
@@ -31,6 +32,9 @@ GRAFANA_SDK_VERSION=v0.0.22  # github.com/grafana/grafana-foundation-sdk/go, pin
 # upstream commit 475dbc6c. Its binaries report v2.9.0.
 PKO_GO_VERSION=v2.9.0
 PKO_GO_COMMIT=475dbc6c
+# The random provider in ../shared/third_party/pulumi-random (see its README): the plugin real programs download
+# from the test bed's plugin mirror (docs/air-gapped.md).
+RANDOM_VERSION=v4.19.1
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-mod=mod -buildvcs=false"
 # The checksum database behind our module proxy does not know every module version we pin; the committed
@@ -175,6 +179,34 @@ build_python_host() {
   install -m 755 "$sdk/python/cmd/pulumi-language-python-exec" "$out/pulumi-language-python-exec"
 }
 
+build_language_host() {  # build_language_host OUT VERSION LANG: the official nodejs or go host, from ../shared
+  local out=$1 v=$2 lang=$3 src sdk_version
+  copy_shared "pulumi-language-$lang"
+  src=$copied
+  sdk_version=$(cd "$src" && go list -m -f '{{.Version}}' github.com/pulumi/pulumi/sdk/v3)
+  if [ "$sdk_version" != "$v" ]; then
+    log "ERROR: the $lang language host in ../shared pins the Pulumi SDK $sdk_version, not $v"
+    exit 1
+  fi
+  gobuild "$src" "$out/pulumi-language-$lang" . \
+    "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$v" osusergo,grpcnotrace
+}
+build_nodejs_host() { build_language_host "$1" "$2" nodejs; }
+build_go_host() { build_language_host "$1" "$2" go; }
+
+build_pulumi_random() {
+  # The random provider plugin, and the same binary packed as Pulumi's release servers publish a plugin
+  # (pulumi-resource-<name>-v<version>-<os>-<arch>.tar.gz with the binary at its root): what the plugin mirror serves.
+  local out=$1 v=$2 src
+  copy_shared pulumi-random
+  src=$copied/provider
+  (cd "$src" && VERSION=${v#v} go generate ./cmd/pulumi-resource-random)
+  gobuild "$src" "$out/pulumi-resource-random" ./cmd/pulumi-resource-random \
+    "-s -w -X github.com/pulumi/pulumi-random/provider/v4/pkg/version.Version=${v#v}"
+  tar -C "$out" --owner=0 --group=0 --numeric-owner --mtime=@0 -czf \
+    "$out/pulumi-resource-random-$v-linux-amd64.tar.gz" pulumi-resource-random
+}
+
 build_pko_go() {
   # The Go reference operator (github.com/pulumi/pulumi-kubernetes-operator/v2): its manager and its agent, for
   # the cross-runs and the side-by-side benchmarks. The proxy refuses the module, so it is built from ../shared.
@@ -241,6 +273,9 @@ group pulumi "$PULUMI_VERSION" build_pulumi
 rm -rf "$BIN_DIR"/python-host-*
 group pulumi-language-python "$PULUMI_VERSION" build_python_host
 group pulumi-yaml "$PULUMI_YAML_VERSION" build_pulumi_yaml
+group pulumi-language-nodejs "$PULUMI_VERSION" build_nodejs_host
+group pulumi-language-go "$PULUMI_VERSION" build_go_host
+group pulumi-random "$RANDOM_VERSION" build_pulumi_random
 group source-controller "$SOURCE_CONTROLLER_VERSION" build_source_controller
 group helm "$HELM_VERSION" build_helm
 group pko-go "$PKO_GO_VERSION-$PKO_GO_COMMIT" build_pko_go
@@ -250,7 +285,8 @@ group grafana-dashboard-check "$GRAFANA_SDK_VERSION-$(cat "$here"/grafana-dashbo
 
 [ ${#only[@]} -eq 0 ] || { echo "$BIN_DIR"; exit 0; }
 for b in kube-apiserver kube-controller-manager kubectl etcd kubelet kube-proxy kube-scheduler crictl coredns \
-  pulumi pulumi-language-python pulumi-language-python-exec pulumi-language-yaml source-controller helm \
+  pulumi pulumi-language-python pulumi-language-python-exec pulumi-language-yaml pulumi-language-nodejs \
+  pulumi-language-go pulumi-resource-random source-controller helm \
   pko-go-manager pko-go-agent promtool grafana-dashboard-check; do
   [ -x "$BIN_DIR/$b" ] || { log "missing $BIN_DIR/$b after the build"; exit 1; }
 done

@@ -95,7 +95,10 @@ def report_failure(message: str, path: Path = TERMINATION_LOG) -> None:
     report must not hide the failure itself."""
     if not path.is_file():
         return
-    data = message.encode()[:TERMINATION_MESSAGE_LIMIT]
+    data = message.encode()
+    if len(data) > TERMINATION_MESSAGE_LIMIT:  # a tool's own error comes last: keep the head and the tail
+        head = TERMINATION_MESSAGE_LIMIT // 4
+        data = data[:head] + b"\n...\n" + data[len(data) - (TERMINATION_MESSAGE_LIMIT - head - 5):]
     with contextlib.suppress(OSError):
         path.write_bytes(data)
 

@@ -123,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     import asyncio
 
-    from pko.agent import servecmd
+    from pko.agent import initcmd, servecmd
 
     serve = servecmd.ServeOptions(
         workspace=args.workspace, skip_install=args.skip_install, stack=args.stack,
@@ -137,6 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         asyncio.run(servecmd.run(serve))
     except servecmd.ServeError as err:
         log.error("%s", err)
+        # in a pod, the Workspace's status quotes it (an install that fails restarts the container, with back-off)
+        initcmd.report_failure(str(err))
         return 1
     return 0
 

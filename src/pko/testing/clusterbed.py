@@ -30,7 +30,7 @@ import pytest
 
 from pko.kube import client as kclient
 from pko.kube import errors, resources
-from pko.testing import binaries, cluster, gitserver, images, waiting
+from pko.testing import binaries, cluster, gitserver, images, mirror, waiting
 
 ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "deploy" / "helm" / "pko"
@@ -335,6 +335,21 @@ def pod_git(tmp_path_factory: pytest.TempPathFactory, real_cluster: cluster.Clus
     (its CA: `server.ca_pem`; the Go operator takes only https and ssh repositories)."""
     with gitserver.running(tmp_path_factory.mktemp("pod-git"), host=real_cluster.node_ip, tls=True) as server:
         yield server
+
+
+@pytest.fixture(scope="package")
+def pod_mirror(real_cluster: cluster.Cluster) -> Iterator[mirror.Mirror]:
+    """The package mirror (plugins, npm, PyPI, Go modules) at the node's address, as an air-gapped enterprise runs
+    one: real programs in workspace pods install from it. Fails loudly when `make tools` has not filled it."""
+    mirror.require_filled(*mirror.PARTS)
+    with mirror.running(host=real_cluster.node_ip) as server:
+        yield server
+
+
+def mirror_env(server: mirror.Mirror, *names: str) -> dict[str, Any]:
+    """A Stack's `envRefs` pointing its workspace at the mirror (all of `Mirror.env()`, or only `names`)."""
+    env = server.env()
+    return {k: {"type": "Literal", "literal": {"value": v}} for k, v in env.items() if not names or k in names}
 
 
 def workspace_template(**extra: Any) -> dict[str, Any]:

@@ -377,7 +377,14 @@ _WORKSPACE_BINARIES = (
     "pulumi-language-python",
     "pulumi-language-python-exec",
     "pulumi-resource-pulumi-python",
+    "pulumi-language-nodejs",
+    "pulumi-language-go",
 )
+# Node.js with npm, and the Go toolchain, from this machine (Debian bookworm, as the image): the Node.js and Go hosts
+# run them. Go's own tests, API lists and docs stay out.
+NODE = Path("/usr/bin/node")
+NPM_DIR = Path("/usr/lib/node_modules/npm")
+_GOROOT_SKIP = {"test", "api", "doc", "misc"}
 # `pulumi install` of a Python program in the finished image, offline: the venv must come from the wheelhouse.
 _WORKSPACE_PROGRAM_CHECK = """\
 set -eu
@@ -386,13 +393,36 @@ printf 'name: check\\nruntime:\\n  name: python\\n  options:\\n    virtualenv: v
 echo 'pulumi>=3' > requirements.txt
 pulumi install
 venv/bin/python -c 'import grpc, pulumi; print("the venv imports pulumi and grpc")'
+node --version
+npm --version
+go version
+pulumi-language-nodejs -version
+pulumi-language-go -version
 """
+
+
+def _goroot() -> Path:
+    go = shutil.which("go")
+    if go is None:
+        raise MissingInputError("go is not on PATH: the workspace image carries this machine's Go toolchain")
+    return Path(subprocess.run([go, "env", "GOROOT"], capture_output=True, text=True, check=True).stdout.strip())
+
+
+def _toolchains() -> dict[str, str]:
+    """What the image's Node.js and Go come from (their versions; the cache key changes when they do)."""
+    if not NODE.is_file() or not (NPM_DIR / "package.json").is_file():
+        raise MissingInputError(f"{NODE} and {NPM_DIR} not found: install Node.js with npm (Debian's nodejs)")
+    node = subprocess.run([str(NODE), "--version"], capture_output=True, text=True, check=True).stdout.strip()
+    npm = json.loads((NPM_DIR / "package.json").read_text())["version"]
+    go = (_goroot() / "VERSION").read_text().splitlines()[0]
+    return {"node": node, "npm": npm, "go": go}
 
 
 def _workspace_inputs(base: BuiltImage | None) -> dict[str, str]:
     root = repo_root()
     return {
-        "recipe": "workspace/1",
+        "recipe": "workspace/2",
+        **_toolchains(),
         **_base_input(base),
         "Containerfile": file_digest(root / "tools/images/workspace.Containerfile"),
         "pulumi-version": PULUMI_VERSION,
@@ -404,6 +434,11 @@ def _workspace_make(job: _Job) -> None:
     context = job.work / "context"
     for name in _WORKSPACE_BINARIES:
         _copy(_bin(name), context / "bin" / name)
+    _copy(NODE, context / "node" / "bin" / "node")
+    shutil.copytree(NPM_DIR, context / "node" / "lib" / "node_modules" / "npm", symlinks=True)
+    goroot = _goroot()
+    shutil.copytree(goroot, context / "go", symlinks=True,
+                    ignore=lambda d, names: _GOROOT_SKIP & set(names) if Path(d) == goroot else set())
     outputs = _buildah_image(
         job,
         context,

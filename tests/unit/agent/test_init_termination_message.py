@@ -23,8 +23,12 @@ def test_nothing_is_written_without_a_termination_log(tmp_path: Path) -> None:
 def test_the_message_is_cut_to_what_the_kubelet_keeps(tmp_path: Path) -> None:
     log = tmp_path / "termination-log"
     log.write_bytes(b"")
-    initcmd.report_failure("x" * 10_000, log)
-    assert log.read_bytes() == b"x" * initcmd.TERMINATION_MESSAGE_LIMIT
+    initcmd.report_failure("head " + "x" * 10_000 + " npm error 404 Not Found - GET /npm/nope", log)
+    kept = log.read_bytes()
+    assert len(kept) == initcmd.TERMINATION_MESSAGE_LIMIT
+    # a tool's own error is at the end of its output: both ends survive
+    assert kept.startswith(b"head x")
+    assert kept.endswith(b"npm error 404 Not Found - GET /npm/nope")
 
 
 def test_the_default_is_the_kubelets_path() -> None:

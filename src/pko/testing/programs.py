@@ -1,0 +1,132 @@
+"""Real Pulumi programs, as users write them: TypeScript, Python and Go programs that use a provider plugin.
+
+Their packages and plugins are what the package mirror carries (:mod:`pko.testing.mirrorfill` mirrors the
+closure of the roots below; :mod:`pko.testing.mirror` serves it), so a workspace pod installs them the way a
+user's pod does: ``npm install``, a virtualenv from pip, ``go build``, and the provider plugin downloaded by the
+Pulumi CLI. The cluster tier and the benchmark (``python -m bench --program``) run them from Git.
+"""
+
+from __future__ import annotations
+
+import json
+
+RANDOM_VERSION = "4.19.1"
+PULUMI_SDK_VERSION = "3.259.0"
+TYPESCRIPT_VERSION = "5.9.3"
+
+NPM_ROOTS = {
+    "@pulumi/pulumi": PULUMI_SDK_VERSION,
+    "@pulumi/random": RANDOM_VERSION,
+    "typescript": TYPESCRIPT_VERSION,
+}
+# The venv the Python host makes also upgrades pip, setuptools and wheel from the index.
+PYPI_ROOTS = [f"pulumi=={PULUMI_SDK_VERSION}", f"pulumi_random=={RANDOM_VERSION}", "pip", "setuptools", "wheel"]
+
+GO_MOD = f"""module randomprog
+
+go 1.25
+
+require (
+\tgithub.com/pulumi/pulumi-random/sdk/v4 v{RANDOM_VERSION}
+\tgithub.com/pulumi/pulumi/sdk/v3 v{PULUMI_SDK_VERSION}
+)
+"""
+GO_MAIN = """package main
+
+import (
+\t"github.com/pulumi/pulumi-random/sdk/v4/go/random"
+\t"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+\t"github.com/pulumi/pulumi/sdk/v3/go/pulumi/config"
+)
+
+func main() {
+\tpulumi.Run(func(ctx *pulumi.Context) error {
+\t\tlength := config.GetInt(ctx, "length")
+\t\tif length == 0 {
+\t\t\tlength = 12
+\t\t}
+\t\ts, err := random.NewRandomString(ctx, "token", &random.RandomStringArgs{
+\t\t\tLength:  pulumi.Int(length),
+\t\t\tSpecial: pulumi.Bool(false),
+\t\t})
+\t\tif err != nil {
+\t\t\treturn err
+\t\t}
+\t\tctx.Export("token", s.Result)
+\t\tctx.Export("language", pulumi.String("go"))
+\t\treturn nil
+\t})
+}
+"""
+
+TYPESCRIPT_INDEX = """import * as pulumi from "@pulumi/pulumi";
+import * as random from "@pulumi/random";
+
+const config = new pulumi.Config();
+const pet = new random.RandomPet("pet", { length: config.getNumber("length") ?? 2 });
+const suffix = new random.RandomInteger("suffix", { min: 1000, max: 9999 });
+
+export const petName = pet.id;
+export const suffixValue = suffix.result;
+export const language = "typescript";
+"""
+TSCONFIG = json.dumps({"compilerOptions": {"strict": True, "outDir": "bin", "target": "es2020", "module": "commonjs",
+                                           "moduleResolution": "node", "sourceMap": True,
+                                           "experimentalDecorators": True, "forceConsistentCasingInFileNames": True},
+                       "files": ["index.ts"]}, indent=2) + "\n"
+
+
+def typescript(name: str = "tsprog", *, index: str = TYPESCRIPT_INDEX,
+               dependencies: dict[str, str] | None = None) -> dict[str, str]:
+    """A TypeScript program's files (no lockfile: npm resolves from the registry it is pointed at)."""
+    deps = {"@pulumi/pulumi": PULUMI_SDK_VERSION, "@pulumi/random": RANDOM_VERSION, **(dependencies or {})}
+    package = {"name": name, "main": "index.ts", "devDependencies": {"typescript": TYPESCRIPT_VERSION},
+               "dependencies": deps}
+    return {
+        "Pulumi.yaml": f"name: {name}\nruntime:\n  name: nodejs\n  options:\n    packagemanager: npm\n",
+        "package.json": json.dumps(package, indent=2) + "\n",
+        "tsconfig.json": TSCONFIG,
+        "index.ts": index,
+    }
+
+
+PYTHON_MAIN = """import pulumi
+import pulumi_random as random
+
+number = random.RandomInteger("number", min=1, max=1_000_000)
+pulumi.export("number", number.result)
+pulumi.export("language", "python")
+"""
+
+
+def python(name: str = "pyprog") -> dict[str, str]:
+    """A Python program with pulumi_random, whose virtualenv `pulumi install` builds with pip."""
+    return {
+        "Pulumi.yaml": f"name: {name}\nruntime:\n  name: python\n  options:\n    toolchain: pip\n"
+                       "    virtualenv: venv\n",
+        "requirements.txt": f"pulumi>=3.0.0,<4.0.0\npulumi_random=={RANDOM_VERSION}\n",
+        "__main__.py": PYTHON_MAIN,
+    }
+
+
+def go(go_sum: str, name: str = "goprog") -> dict[str, str]:
+    """A Go program with the random provider's Go SDK (its go.sum is the one the mirror fill resolved)."""
+    return {
+        "Pulumi.yaml": f"name: {name}\nruntime: go\n",
+        "go.mod": GO_MOD,
+        "go.sum": go_sum,
+        "main.go": GO_MAIN,
+    }
+
+
+def yaml_random_program() -> dict[str, object]:
+    """A Program object's `program`: two random resources, so `spec.targets` can pick one. The provider version is
+    pinned, as in any air-gapped program: without it the CLI asks GitHub for the latest release."""
+    options = {"version": RANDOM_VERSION}
+    return {
+        "resources": {
+            "picked": {"type": "random:RandomInteger", "properties": {"min": 1, "max": 100}, "options": options},
+            "skipped": {"type": "random:RandomInteger", "properties": {"min": 1, "max": 100}, "options": options},
+        },
+        "outputs": {"picked": "${picked.result}"},
+    }

@@ -1,0 +1,187 @@
+"""Real programs in workspace pods, as users run them: a TypeScript and a Python program that use the random provider,
+and a Program object that targets one of two random resources. Nothing is baked into the workspace image: each pod
+downloads the provider plugin from the test bed's plugin mirror (through ``PULUMI_PLUGIN_DOWNLOAD_URL_OVERRIDES``)
+and its packages from the npm and PyPI mirrors, over the real network path from the pod to the node's address
+(:mod:`pko.testing.mirror`). Each scenario ends with what the mirror served, which is what the pod really fetched.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from typing import Any
+
+from pko.kube import client as kclient
+from pko.kube import resources
+from pko.testing import cluster, gitserver, mirror, programs
+from pko.testing.clusterbed import Release, diagnose, mirror_env, passphrase_env, workspace_template
+from pko.testing.waiting import condition, wait_for
+
+RANDOM_PLUGIN = f"pulumi-resource-random-v{programs.RANDOM_VERSION}-linux-amd64.tar.gz"
+
+
+def _ready_at(commit: str) -> Any:
+    def test(obj: dict[str, Any]) -> bool:
+        status = obj.get("status") or {}
+        return (condition(obj, "Ready").get("status") == "True"
+                and (status.get("lastUpdate") or {}).get("lastSuccessfulCommit") == commit)
+    return test
+
+
+def _fetched(server: mirror.Mirror, part: str) -> list[str]:
+    return [urllib.parse.unquote(p) for p in server.fetched(part)]
+
+
+async def _git_stack(ckc: kclient.Client, ns: str, name: str, url: str, server: mirror.Mirror,
+                     **spec: Any) -> None:
+    await ckc.create(resources.STACK.new(name, ns, spec={
+        "stack": "dev", "projectRepo": url, "branch": "main", "backend": "file:///tmp",
+        "envRefs": {**passphrase_env(), **mirror_env(server)}, "destroyOnFinalize": True,
+        "workspaceTemplate": workspace_template(resources={"requests": {"cpu": "50m", "memory": "256Mi"}}),
+        **spec,
+    }))
+
+
+async def test_typescript_program_installs_from_the_npm_mirror_and_downloads_its_plugin(
+        ckc: kclient.Client, cnamespace: str, real_cluster: cluster.Cluster, operator_release: Release,
+        pod_git: gitserver.GitServer, pod_mirror: mirror.Mirror) -> None:
+    ns = cnamespace
+    repo = f"ts-{ns}"
+    commit = pod_git.create_repo(repo, programs.typescript("tsprog"))
+    await _git_stack(ckc, ns, "ts", pod_git.http_url(repo), pod_mirror, config={"length": "3"})
+    try:
+        stack = await wait_for(ckc, resources.STACK, "ts", ns, _ready_at(commit), timeout=600)
+    except AssertionError as err:
+        raise AssertionError(f"{err}\n{diagnose(real_cluster, ns)}") from None
+    outputs = stack["status"]["outputs"]
+    assert outputs["language"] == "typescript"
+    assert len(outputs["petName"].split("-")) == 3, outputs  # config `length` reached the program
+    assert 1000 <= int(outputs["suffixValue"]) <= 9999, outputs
+    assert stack["status"]["lastUpdate"]["resourceChanges"] == {"create": 3}, stack["status"]["lastUpdate"]
+    # the pod downloaded the plugin from the mirror, and npm installed the packages from it
+    assert f"/plugins/{RANDOM_PLUGIN}" in _fetched(pod_mirror, "plugins")
+    npm = _fetched(pod_mirror, "npm")
+    assert f"/npm/@pulumi/random/-/random-{programs.RANDOM_VERSION}.tgz" in npm, npm[:20]
+    assert f"/npm/@pulumi/pulumi/-/pulumi-{programs.PULUMI_SDK_VERSION}.tgz" in npm, npm[:20]
+
+
+async def test_python_program_builds_its_venv_from_the_pypi_mirror(
+        ckc: kclient.Client, cnamespace: str, real_cluster: cluster.Cluster, operator_release: Release,
+        pod_git: gitserver.GitServer, pod_mirror: mirror.Mirror) -> None:
+    ns = cnamespace
+    repo = f"pyr-{ns}"
+    commit = pod_git.create_repo(repo, programs.python("pyprog"))
+    # the image's own wheelhouse stays out of it: the index is the mirror
+    env = {**mirror_env(pod_mirror), "PIP_NO_INDEX": {"type": "Literal", "literal": {"value": "false"}}}
+    await _git_stack(ckc, ns, "py", pod_git.http_url(repo), pod_mirror, envRefs={**passphrase_env(), **env})
+    try:
+        stack = await wait_for(ckc, resources.STACK, "py", ns, _ready_at(commit), timeout=600)
+    except AssertionError as err:
+        raise AssertionError(f"{err}\n{diagnose(real_cluster, ns)}") from None
+    outputs = stack["status"]["outputs"]
+    assert outputs["language"] == "python"
+    assert 1 <= int(outputs["number"]) <= 1_000_000
+    pypi = _fetched(pod_mirror, "pypi")
+    assert any(p.startswith(f"/pypi/files/pulumi_random-{programs.RANDOM_VERSION}-") for p in pypi), pypi
+    assert f"/plugins/{RANDOM_PLUGIN}" in _fetched(pod_mirror, "plugins")
+
+
+async def test_go_program_builds_against_the_module_mirror(
+        ckc: kclient.Client, cnamespace: str, real_cluster: cluster.Cluster, operator_release: Release,
+        pod_git: gitserver.GitServer, pod_mirror: mirror.Mirror) -> None:
+    ns = cnamespace
+    repo = f"go-{ns}"
+    go_sum = (pod_mirror.go / "go.sum").read_text()  # what the mirror fill resolved for this program
+    commit = pod_git.create_repo(repo, programs.go(go_sum, "goprog"))
+    await _git_stack(ckc, ns, "go", pod_git.http_url(repo), pod_mirror, config={"length": "20"})
+    try:
+        stack = await wait_for(ckc, resources.STACK, "go", ns, _ready_at(commit), timeout=900)
+    except AssertionError as err:
+        raise AssertionError(f"{err}\n{diagnose(real_cluster, ns)}") from None
+    outputs = stack["status"]["outputs"]
+    assert outputs["language"] == "go"
+    # `token` is a secret output of the random provider: masked in status, as every secret is
+    assert outputs["token"] == "[secret]" or len(outputs["token"]) == 20, outputs
+    go = _fetched(pod_mirror, "go")
+    assert f"/go/github.com/pulumi/pulumi-random/sdk/v4/@v/v{programs.RANDOM_VERSION}.zip" in go, go[:20]
+    assert f"/plugins/{RANDOM_PLUGIN}" in _fetched(pod_mirror, "plugins")
+
+
+async def test_program_object_with_targets_creates_only_the_targeted_resource(
+        ckc: kclient.Client, cnamespace: str, real_cluster: cluster.Cluster, operator_release: Release,
+        pod_mirror: mirror.Mirror) -> None:
+    ns = cnamespace
+    await ckc.create(resources.PROGRAM.new("rand", ns, program=programs.yaml_random_program()))
+    await ckc.create(resources.STACK.new("targeted", ns, spec={
+        "stack": "dev", "programRef": {"name": "rand"}, "backend": "file:///tmp",
+        "envRefs": {**passphrase_env(), **mirror_env(pod_mirror, "PULUMI_PLUGIN_DOWNLOAD_URL_OVERRIDES")},
+        "targets": ["urn:pulumi:dev::rand::random:index/randomInteger:RandomInteger::picked"],
+        "workspaceTemplate": workspace_template(),
+    }))
+
+    def done(obj: dict[str, Any]) -> bool:
+        return condition(obj, "Ready").get("status") == "True" and bool((obj.get("status") or {}).get("outputs"))
+
+    try:
+        stack = await wait_for(ckc, resources.STACK, "targeted", ns, done, timeout=600)
+    except AssertionError as err:
+        raise AssertionError(f"{err}\n{diagnose(real_cluster, ns)}") from None
+    # the stack resource and `picked` were created; `skipped` was not (the engine counts it as left alone)
+    assert stack["status"]["lastUpdate"]["resourceChanges"].get("create") == 2, stack["status"]["lastUpdate"]
+    assert 1 <= int(stack["status"]["outputs"]["picked"]) <= 100
+
+
+TS_INDEX_BAD_TYPES = """import * as random from "@pulumi/random";
+const pet = new random.RandomPet("pet", { length: "three" });
+export const petName = pet.id;
+"""
+MISSING_PLUGIN = """import * as random from "@pulumi/random";
+const provider = new random.Provider("old", {}, { version: "4.99.0" });
+const pet = new random.RandomPet("pet", {}, { provider });
+export const petName = pet.id;
+"""
+
+
+async def test_bad_programs_get_a_clear_status_and_the_next_good_commit_recovers(
+        ckc: kclient.Client, cnamespace: str, real_cluster: cluster.Cluster, operator_release: Release,
+        pod_git: gitserver.GitServer, pod_mirror: mirror.Mirror) -> None:
+    ns = cnamespace
+    repo = f"bad-{ns}"
+    files = programs.typescript("badprog", dependencies={"@pko-test/no-such-package": "1.0.0"})
+    pod_git.create_repo(repo, files)
+    await _git_stack(ckc, ns, "bad", pod_git.http_url(repo), pod_mirror)
+
+    async def not_ready_saying(*needles: str, timeout: float = 420) -> dict[str, Any]:
+        def test(obj: dict[str, Any]) -> bool:
+            ready = condition(obj, "Ready")
+            text = f"{ready.get('message')} {(obj.get('status') or {}).get('lastUpdate', {}).get('message')}"
+            text += " ".join(str(c.get("message")) for c in (obj.get("status") or {}).get("conditions") or [])
+            return ready.get("status") == "False" and all(n in text for n in needles)
+        try:
+            return await wait_for(ckc, resources.STACK, "bad", ns, test, timeout=timeout)
+        except AssertionError as err:
+            raise AssertionError(f"{err}\n{diagnose(real_cluster, ns)}") from None
+
+    # an npm package the registry does not have: the install fails and the status quotes npm
+    await not_ready_saying("@pko-test/no-such-package", "404")
+    workspace = await ckc.get(resources.WORKSPACE, "bad", ns)
+    assert "install" in condition(workspace, "Ready").get("message", ""), workspace["status"]
+
+    # a TypeScript compile error: the update fails with the compiler's message
+    commit = pod_git.commit(repo, {**programs.typescript("badprog"), "index.ts": TS_INDEX_BAD_TYPES})
+    stack = await not_ready_saying("TS2322")
+    assert stack["status"]["lastUpdate"]["state"] == "failed"
+    assert stack["status"]["lastUpdate"]["lastAttemptedCommit"] == commit
+
+    # a plugin version the mirror lacks: the download's 404 is in the status
+    pod_git.commit(repo, {"index.ts": MISSING_PLUGIN})
+    await not_ready_saying("4.99.0", "404")
+    assert "/plugins/pulumi-resource-random-v4.99.0-linux-amd64.tar.gz" in [
+        urllib.parse.unquote(p) for part, p, status in pod_mirror.requests if part == "plugins" and status == 404]
+
+    # the next good commit recovers
+    good = pod_git.commit(repo, {"index.ts": programs.TYPESCRIPT_INDEX})
+    try:
+        stack = await wait_for(ckc, resources.STACK, "bad", ns, _ready_at(good), timeout=420)
+    except AssertionError as err:
+        raise AssertionError(f"{err}\n{diagnose(real_cluster, ns)}") from None
+    assert stack["status"]["outputs"]["language"] == "typescript"
