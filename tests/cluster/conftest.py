@@ -14,10 +14,10 @@ from pko.testing.clusterbed import (
     cnamespace,
     operator_release,
     pod_git,
-    pod_mirror,
+    pod_store,
     pytest_collection_modifyitems,
     real_cluster,
 )
 
-__all__ = ["built_images", "ckc", "cnamespace", "operator_release", "pod_git", "pod_mirror",
+__all__ = ["built_images", "ckc", "cnamespace", "operator_release", "pod_git", "pod_store",
            "pytest_collection_modifyitems", "real_cluster"]

@@ -1,22 +1,64 @@
-"""Real programs in workspace pods, as users run them: a TypeScript and a Python program that use the random provider,
-and a Program object that targets one of two random resources. Nothing is baked into the workspace image: each pod
-downloads the provider plugin from the test bed's plugin mirror (through ``PULUMI_PLUGIN_DOWNLOAD_URL_OVERRIDES``)
-and its packages from the npm and PyPI mirrors, over the real network path from the pod to the node's address
-(:mod:`pko.testing.mirror`). Each scenario ends with what the mirror served, which is what the pod really fetched.
+"""Real programs in workspace pods, as users run them: TypeScript, Python and Go programs from Git that use the random
+provider, a Program object that targets one of two random resources, and bad programs (a package npm cannot find, a
+TypeScript compile error, a plugin version the mirror lacks) that get a clear status until a good commit recovers.
+
+Nothing is baked into the workspace image: each pod downloads the provider plugin from a plugin mirror (through
+``PULUMI_PLUGIN_DOWNLOAD_URL_OVERRIDES``) and its packages from the npm, PyPI and Go module mirrors, over the real
+network path from the pod to the node's address (:mod:`pko.testing.mirror`). Each scenario has its own mirror and
+namespace and ends with what its mirror served, which is what its pod really fetched.
+
+The scenarios mostly wait on pods, installs and builds, so they all start at once, when the first test of the module
+asks (:func:`started`), and each test waits for its own scenario and reports its failure.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import urllib.parse
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
+
+import pytest
 
 from pko.kube import client as kclient
 from pko.kube import resources
 from pko.testing import cluster, gitserver, mirror, programs
-from pko.testing.clusterbed import Release, diagnose, mirror_env, passphrase_env, workspace_template
+from pko.testing.clusterbed import (
+    Release,
+    diagnose,
+    mirror_env,
+    new_namespace,
+    passphrase_env,
+    remove_namespace,
+    workspace_template,
+)
 from pko.testing.waiting import condition, wait_for
 
 RANDOM_PLUGIN = f"pulumi-resource-random-v{programs.RANDOM_VERSION}-linux-amd64.tar.gz"
+
+
+@dataclass
+class Bed:
+    """What one scenario runs against: its own namespace and mirror, the shared cluster and git server."""
+
+    ckc: kclient.Client
+    real_cluster: cluster.Cluster
+    namespace: str
+    git: gitserver.GitServer
+    registry: mirror.Mirror
+
+
+TS_INDEX_BAD_TYPES = """import * as random from "@pulumi/random";
+const pet = new random.RandomPet("pet", { length: "three" });
+export const petName = pet.id;
+"""
+MISSING_PLUGIN = """import * as random from "@pulumi/random";
+const provider = new random.Provider("old", {}, { version: "4.99.0" });
+const pet = new random.RandomPet("pet", {}, { provider });
+export const petName = pet.id;
+"""
 
 
 def _ready_at(commit: str) -> Any:
@@ -41,10 +83,10 @@ async def _git_stack(ckc: kclient.Client, ns: str, name: str, url: str, server: 
     }))
 
 
-async def test_typescript_program_installs_from_the_npm_mirror_and_downloads_its_plugin(
-        ckc: kclient.Client, cnamespace: str, real_cluster: cluster.Cluster, operator_release: Release,
-        pod_git: gitserver.GitServer, pod_mirror: mirror.Mirror) -> None:
-    ns = cnamespace
+
+
+async def typescript(bed: Bed) -> None:
+    ckc, ns, real_cluster, pod_git, pod_mirror = bed.ckc, bed.namespace, bed.real_cluster, bed.git, bed.registry
     repo = f"ts-{ns}"
     commit = pod_git.create_repo(repo, programs.typescript("tsprog"))
     await _git_stack(ckc, ns, "ts", pod_git.http_url(repo), pod_mirror, config={"length": "3"})
@@ -64,10 +106,8 @@ async def test_typescript_program_installs_from_the_npm_mirror_and_downloads_its
     assert f"/npm/@pulumi/pulumi/-/pulumi-{programs.PULUMI_SDK_VERSION}.tgz" in npm, npm[:20]
 
 
-async def test_python_program_builds_its_venv_from_the_pypi_mirror(
-        ckc: kclient.Client, cnamespace: str, real_cluster: cluster.Cluster, operator_release: Release,
-        pod_git: gitserver.GitServer, pod_mirror: mirror.Mirror) -> None:
-    ns = cnamespace
+async def python(bed: Bed) -> None:
+    ckc, ns, real_cluster, pod_git, pod_mirror = bed.ckc, bed.namespace, bed.real_cluster, bed.git, bed.registry
     repo = f"pyr-{ns}"
     commit = pod_git.create_repo(repo, programs.python("pyprog"))
     # the image's own wheelhouse stays out of it: the index is the mirror
@@ -85,10 +125,8 @@ async def test_python_program_builds_its_venv_from_the_pypi_mirror(
     assert f"/plugins/{RANDOM_PLUGIN}" in _fetched(pod_mirror, "plugins")
 
 
-async def test_go_program_builds_against_the_module_mirror(
-        ckc: kclient.Client, cnamespace: str, real_cluster: cluster.Cluster, operator_release: Release,
-        pod_git: gitserver.GitServer, pod_mirror: mirror.Mirror) -> None:
-    ns = cnamespace
+async def go(bed: Bed) -> None:
+    ckc, ns, real_cluster, pod_git, pod_mirror = bed.ckc, bed.namespace, bed.real_cluster, bed.git, bed.registry
     repo = f"go-{ns}"
     go_sum = (pod_mirror.go / "go.sum").read_text()  # what the mirror fill resolved for this program
     commit = pod_git.create_repo(repo, programs.go(go_sum, "goprog"))
@@ -106,10 +144,8 @@ async def test_go_program_builds_against_the_module_mirror(
     assert f"/plugins/{RANDOM_PLUGIN}" in _fetched(pod_mirror, "plugins")
 
 
-async def test_program_object_with_targets_creates_only_the_targeted_resource(
-        ckc: kclient.Client, cnamespace: str, real_cluster: cluster.Cluster, operator_release: Release,
-        pod_mirror: mirror.Mirror) -> None:
-    ns = cnamespace
+async def targets(bed: Bed) -> None:
+    ckc, ns, real_cluster, pod_mirror = bed.ckc, bed.namespace, bed.real_cluster, bed.registry
     await ckc.create(resources.PROGRAM.new("rand", ns, program=programs.yaml_random_program()))
     await ckc.create(resources.STACK.new("targeted", ns, spec={
         "stack": "dev", "programRef": {"name": "rand"}, "backend": "file:///tmp",
@@ -130,21 +166,8 @@ async def test_program_object_with_targets_creates_only_the_targeted_resource(
     assert 1 <= int(stack["status"]["outputs"]["picked"]) <= 100
 
 
-TS_INDEX_BAD_TYPES = """import * as random from "@pulumi/random";
-const pet = new random.RandomPet("pet", { length: "three" });
-export const petName = pet.id;
-"""
-MISSING_PLUGIN = """import * as random from "@pulumi/random";
-const provider = new random.Provider("old", {}, { version: "4.99.0" });
-const pet = new random.RandomPet("pet", {}, { provider });
-export const petName = pet.id;
-"""
-
-
-async def test_bad_programs_get_a_clear_status_and_the_next_good_commit_recovers(
-        ckc: kclient.Client, cnamespace: str, real_cluster: cluster.Cluster, operator_release: Release,
-        pod_git: gitserver.GitServer, pod_mirror: mirror.Mirror) -> None:
-    ns = cnamespace
+async def bad_input(bed: Bed) -> None:
+    ckc, ns, real_cluster, pod_git, pod_mirror = bed.ckc, bed.namespace, bed.real_cluster, bed.git, bed.registry
     repo = f"bad-{ns}"
     files = programs.typescript("badprog", dependencies={"@pko-test/no-such-package": "1.0.0"})
     pod_git.create_repo(repo, files)
@@ -153,8 +176,9 @@ async def test_bad_programs_get_a_clear_status_and_the_next_good_commit_recovers
     async def not_ready_saying(*needles: str, timeout: float = 420) -> dict[str, Any]:
         def test(obj: dict[str, Any]) -> bool:
             ready = condition(obj, "Ready")
-            text = f"{ready.get('message')} {(obj.get('status') or {}).get('lastUpdate', {}).get('message')}"
-            text += " ".join(str(c.get("message")) for c in (obj.get("status") or {}).get("conditions") or [])
+            status = obj.get("status") or {}
+            text = " ".join([str((status.get("lastUpdate") or {}).get("message")),
+                             *(str(c.get("message")) for c in status.get("conditions") or [])])
             return ready.get("status") == "False" and all(n in text for n in needles)
         try:
             return await wait_for(ckc, resources.STACK, "bad", ns, test, timeout=timeout)
@@ -163,8 +187,10 @@ async def test_bad_programs_get_a_clear_status_and_the_next_good_commit_recovers
 
     # an npm package the registry does not have: the install fails and the status quotes npm
     await not_ready_saying("@pko-test/no-such-package", "404")
-    workspace = await ckc.get(resources.WORKSPACE, "bad", ns)
-    assert "install" in condition(workspace, "Ready").get("message", ""), workspace["status"]
+    # the Workspace says which step failed (it retries the install, so the registry may come back)
+    await wait_for(ckc, resources.WORKSPACE, "bad", ns,
+                   lambda w: condition(w, "Ready").get("reason") == "InstallationFailed"
+                   and "@pko-test/no-such-package" in condition(w, "Ready").get("message", ""), timeout=300)
 
     # a TypeScript compile error: the update fails with the compiler's message
     commit = pod_git.commit(repo, {**programs.typescript("badprog"), "index.ts": TS_INDEX_BAD_TYPES})
@@ -185,3 +211,65 @@ async def test_bad_programs_get_a_clear_status_and_the_next_good_commit_recovers
     except AssertionError as err:
         raise AssertionError(f"{err}\n{diagnose(real_cluster, ns)}") from None
     assert stack["status"]["outputs"]["language"] == "typescript"
+
+
+SCENARIOS: dict[str, Callable[[Bed], Awaitable[None]]] = {
+    "typescript": typescript, "python": python, "go": go, "targets": targets, "bad_input": bad_input,
+}
+SCENARIO_TESTS = {  # the test that waits for each scenario
+    "typescript": "test_typescript_program_installs_from_the_npm_mirror_and_downloads_its_plugin",
+    "python": "test_python_program_builds_its_venv_from_the_pypi_mirror",
+    "go": "test_go_program_builds_against_the_module_mirror",
+    "targets": "test_program_object_with_targets_creates_only_the_targeted_resource",
+    "bad_input": "test_bad_programs_get_a_clear_status_and_the_next_good_commit_recovers",
+}
+
+
+@pytest.fixture(scope="module")
+async def started(request: pytest.FixtureRequest, real_cluster: cluster.Cluster, operator_release: Release,
+                  pod_git: gitserver.GitServer) -> AsyncIterator[dict[str, asyncio.Task[None]]]:
+    """Every selected scenario, started at once in a namespace and with a mirror of its own; removed at the end."""
+    mirror.require_filled(*mirror.PARTS)
+    selected = {item.name for item in request.session.items if item.module is request.module}
+    async with contextlib.AsyncExitStack() as stack:
+        ckc = await stack.enter_async_context(kclient.Client.from_kubeconfig(real_cluster.kubeconfig))
+        tasks: dict[str, asyncio.Task[None]] = {}
+        namespaces = []
+        for name, scenario in SCENARIOS.items():
+            if SCENARIO_TESTS[name] not in selected:
+                continue
+            server = stack.enter_context(mirror.running(host=real_cluster.node_ip))
+            namespace = await new_namespace(ckc, real_cluster)
+            namespaces.append(namespace)
+            tasks[name] = asyncio.create_task(scenario(Bed(ckc, real_cluster, namespace, pod_git, server)))
+        try:
+            yield tasks
+        finally:
+            for task in tasks.values():
+                task.cancel()
+            await asyncio.gather(*tasks.values(), return_exceptions=True)
+            for namespace in namespaces:
+                await remove_namespace(ckc, real_cluster, namespace)
+
+
+async def test_typescript_program_installs_from_the_npm_mirror_and_downloads_its_plugin(
+        started: dict[str, asyncio.Task[None]]) -> None:
+    await started["typescript"]
+
+
+async def test_python_program_builds_its_venv_from_the_pypi_mirror(started: dict[str, asyncio.Task[None]]) -> None:
+    await started["python"]
+
+
+async def test_go_program_builds_against_the_module_mirror(started: dict[str, asyncio.Task[None]]) -> None:
+    await started["go"]
+
+
+async def test_program_object_with_targets_creates_only_the_targeted_resource(
+        started: dict[str, asyncio.Task[None]]) -> None:
+    await started["targets"]
+
+
+async def test_bad_programs_get_a_clear_status_and_the_next_good_commit_recovers(
+        started: dict[str, asyncio.Task[None]]) -> None:
+    await started["bad_input"]

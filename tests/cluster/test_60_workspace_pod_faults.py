@@ -26,7 +26,7 @@ import pytest
 
 from pko.kube import client as kclient
 from pko.kube import resources
-from pko.testing import cluster, crossrun, filebackend, gitserver
+from pko.testing import cluster, crossrun, filebackend, gitserver, podprocs
 from pko.testing.clusterbed import Release, diagnose, passphrase_env, workspace_template
 from pko.testing.waiting import condition, eventually, wait_for
 
@@ -53,33 +53,7 @@ def _holder(lock: Path, pod_uid: str) -> int | None:
         pid_in_pod = json.loads(lock.read_text())["pid"]
     except (OSError, ValueError, KeyError):
         return None
-    marks = (pod_uid, pod_uid.replace("-", "_"))
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv0 = (entry / "cmdline").read_bytes().split(b"\0", 1)[0].decode(errors="replace")
-            if Path(argv0).name != "pulumi" or not any(mark in (entry / "cgroup").read_text() for mark in marks):
-                continue
-            nspid = next(line.split()[-1] for line in (entry / "status").read_text().splitlines()
-                         if line.startswith("NSpid:"))
-        except (OSError, StopIteration):
-            continue
-        if int(nspid) == pid_in_pod:
-            return int(entry.name)
-    return None
-
-
-def _dead(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
-    except (OSError, IndexError):
-        return True
-
-
-def _container_id(pod: dict[str, Any]) -> str:
-    status = next(s for s in pod["status"]["containerStatuses"] if s["name"] == "pulumi")
-    return str(status["containerID"]).removeprefix("containerd://")
+    return podprocs.holder(pid_in_pod, pod_uid)
 
 
 @pytest.mark.parametrize("fault", ["container-sigkill", "pod-deleted"])
@@ -121,10 +95,10 @@ async def test_a_workspace_pod_fault_mid_update(ckc: kclient.Client, cnamespace:
     first = stack["status"]["currentUpdate"]["name"]
 
     if fault == "container-sigkill":
-        real_cluster.ctr("task", "kill", "--signal", "SIGKILL", _container_id(pod))
+        real_cluster.ctr("task", "kill", "--signal", "SIGKILL", podprocs.container_id(pod))
         # the CLI died with its container: its lock is left in the volume, which the restarted container keeps
         deadline = time.monotonic() + 30
-        while not all(_dead(pid) for pid in seen["holders"]):
+        while not all(podprocs.dead(pid) for pid in seen["holders"]):
             assert time.monotonic() < deadline, "the CLI outlived its container's SIGKILL"
             await asyncio.sleep(0.01)
         left = [p.name for p in filebackend.locks(share)]

@@ -15,6 +15,7 @@ import asyncio
 import datetime
 import logging
 import os
+import socket
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -198,34 +199,51 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
         # A lock left by a CLI that died (a SIGKILLed agent, an OOM-killed container) would fail this operation
         # until someone ran `pulumi cancel`; a provably dead holder's lock goes first (pko.agent.stalelocks).
         await asyncio.to_thread(stalelocks.release, self.ws.cli.env, self.ws.project(), stack)
-        with tempfile.TemporaryDirectory(prefix=f"pko-agent-{op}-") as tmp:
-            event_log = Path(tmp) / "eventlog.txt"
-            run = asyncio.ensure_future(self.ws.cli.run(args(stack, str(event_log)), description=description,
-                                                        env_overrides=env_overrides))
-            try:
-                count = 0
-                async for event in eventlog.follow(event_log, run.done):
-                    count += 1
-                    if watch is not None:
-                        watch(event)
-                    yield on_event(eventlog.to_struct(event))
-                outcome = await run
-            except CommandError as err:
-                log.error("%s completed with an error", op)
-                raise errors.operation_failed(op, str(err)) from None
-            except BaseException:
-                if not run.done():
-                    log.info("%s interrupted; waiting for the Pulumi CLI to wind down", op)
-                    run.cancel()
-                    try:
-                        await asyncio.wait([run])
-                    except asyncio.CancelledError:
-                        run.cancel()  # a second cancellation: stop waiting, kill the CLI
-                        raise
-                    log.info("%s interrupted: the Pulumi CLI has stopped", op)
-                raise
-            log.info("%s completed (%d engine events)", op, count)
-            yield outcome
+        for attempt in (1, 2):
+            with tempfile.TemporaryDirectory(prefix=f"pko-agent-{op}-") as tmp:
+                event_log = Path(tmp) / "eventlog.txt"
+                run = asyncio.ensure_future(self.ws.cli.run(args(stack, str(event_log)), description=description,
+                                                            env_overrides=env_overrides))
+                try:
+                    count = 0
+                    async for event in eventlog.follow(event_log, run.done):
+                        count += 1
+                        if watch is not None:
+                            watch(event)
+                        yield on_event(eventlog.to_struct(event))
+                    outcome = await run
+                except CommandError as err:
+                    # refused on a lock of another DIY backend whose every holder is provably dead: release it and
+                    # run again (nothing ran yet: the CLI checks locks before the engine starts)
+                    if attempt == 1 and count == 0 and await self._cancel_stale_locks(stack, str(err)):
+                        continue
+                    log.error("%s completed with an error", op)
+                    raise errors.operation_failed(op, str(err)) from None
+                except BaseException:
+                    if not run.done():
+                        log.info("%s interrupted; waiting for the Pulumi CLI to wind down", op)
+                        run.cancel()
+                        try:
+                            await asyncio.wait([run])
+                        except asyncio.CancelledError:
+                            run.cancel()  # a second cancellation: stop waiting, kill the CLI
+                            raise
+                        log.info("%s interrupted: the Pulumi CLI has stopped", op)
+                    raise
+                log.info("%s completed (%d engine events)", op, count)
+                yield outcome
+                return
+
+    async def _cancel_stale_locks(self, stack: str, output: str) -> bool:
+        """`pulumi cancel` when the CLI refused on locks all held by dead processes of this host; whether it did."""
+        locks = stalelocks.refusing_locks(output)
+        if not stalelocks.all_stale(locks, socket.gethostname(), stalelocks.running_pulumi):
+            return False
+        await self.ws.cli.run(["cancel", "--yes", "--stack", stack], description="failed to release a stale lock")
+        for lock in locks:
+            log.warning("released the stack lock %s: its holder (pid %s on this host) is gone",
+                        lock["url"].rsplit("/", 1)[-1], lock["pid"])
+        return True
 
     async def _stream(self, context: grpc.aio.ServicerContext[Any, Any], op: str, description: str,
                       args: Callable[[str, str], list[str]], on_event: Callable[[struct_pb2.Struct], StreamMessage],

@@ -9,8 +9,12 @@ a running Pulumi CLI can never be released by its owner, so the agent removes it
 lock held on another host, or by a live ``pulumi`` process, is never touched: that may be a real concurrent
 update, and failing with the conflict is then the right answer.
 
-Only ``file://`` backends are read (other DIY backends — S3, GCS, Azure — and Pulumi Cloud keep their locks
-elsewhere; Pulumi Cloud expires an abandoned update's lease itself). :func:`stale` is pure; :func:`release` does
+``file://`` backends are read before each operation (:func:`release`). Other DIY backends (S3, GCS, Azure Blob)
+are objects the agent cannot list itself, but the CLI names every lock it refused on, with its holder: "the stack
+is currently locked by 1 lock(s) … <url>: created by user@host (pid N) at <time>" (:func:`refusing_locks`). When
+every lock so named is provably stale, ``pulumi cancel`` (which deletes the stack's lock objects) is the safe
+answer (:func:`all_stale`), and the agent runs the refused operation again. Pulumi Cloud expires an abandoned
+update's lease itself. :func:`stale`, :func:`refusing_locks` and :func:`all_stale` are pure; :func:`release` does
 the file I/O, and logs lock paths only, never their environment.
 """
 
@@ -20,6 +24,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import socket
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -35,6 +40,25 @@ def stale(lock: Mapping[str, Any], hostname: str, running_pulumi: Callable[[int]
     if lock.get("hostname") != hostname or not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         return False
     return not running_pulumi(pid)
+
+
+LOCKED = "the stack is currently locked by"
+_HOLDER = re.compile(r"^\s+(?P<url>\S+): created by (?P<username>.*)@(?P<hostname>[^@\s]+) \(pid (?P<pid>-?\d+)\) at ",
+                     re.MULTILINE)
+
+
+def refusing_locks(output: str) -> list[dict[str, Any]]:
+    """The locks a CLI refused an operation on, as it listed them (url, username, hostname, pid); [] for any other
+    failure."""
+    if LOCKED not in output:
+        return []
+    return [{**m.groupdict(), "pid": int(m["pid"])} for m in _HOLDER.finditer(output)]
+
+
+def all_stale(locks: list[dict[str, Any]], hostname: str, running_pulumi: Callable[[int], bool]) -> bool:
+    """Whether there are locks and each was taken on `hostname` by a process that is gone (then `pulumi cancel`,
+    which deletes every lock of the stack, removes only dead ones)."""
+    return bool(locks) and all(stale(lock, hostname, running_pulumi) for lock in locks)
 
 
 def backend_root(env: Mapping[str, str], project: Mapping[str, Any]) -> Path | None:

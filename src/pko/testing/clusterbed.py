@@ -30,7 +30,7 @@ import pytest
 
 from pko.kube import client as kclient
 from pko.kube import errors, resources
-from pko.testing import binaries, cluster, gitserver, images, mirror, waiting
+from pko.testing import binaries, cluster, gitserver, images, mirror, objectstore, waiting
 
 ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "deploy" / "helm" / "pko"
@@ -310,6 +310,11 @@ async def cnamespace(ckc: kclient.Client, real_cluster: cluster.Cluster) -> Asyn
     """A fresh namespace of the real cluster; its Stacks are deleted (and destroyed) before it goes."""
     name = await new_namespace(ckc, real_cluster)
     yield name
+    await remove_namespace(ckc, real_cluster, name)
+
+
+async def remove_namespace(ckc: kclient.Client, real_cluster: cluster.Cluster, name: str) -> None:
+    """Delete the namespace's Stacks (so each is destroyed as its spec says), then the namespace, without waiting."""
     for stack in (await ckc.list(resources.STACK, name)).items:
         with contextlib.suppress(errors.NotFound):
             await ckc.delete(resources.STACK, stack["metadata"]["name"], name)
@@ -338,12 +343,11 @@ def pod_git(tmp_path_factory: pytest.TempPathFactory, real_cluster: cluster.Clus
 
 
 @pytest.fixture(scope="package")
-def pod_mirror(real_cluster: cluster.Cluster) -> Iterator[mirror.Mirror]:
-    """The package mirror (plugins, npm, PyPI, Go modules) at the node's address, as an air-gapped enterprise runs
-    one: real programs in workspace pods install from it. Fails loudly when `make tools` has not filled it."""
-    mirror.require_filled(*mirror.PARTS)
-    with mirror.running(host=real_cluster.node_ip) as server:
-        yield server
+def pod_store(tmp_path_factory: pytest.TempPathFactory,
+              real_cluster: cluster.Cluster) -> Iterator[objectstore.ObjectStore]:
+    """An S3-compatible object store (gofakes3) at the node's address, for Stacks whose state lives in a bucket."""
+    with objectstore.running(tmp_path_factory.mktemp("pod-store"), host=real_cluster.node_ip) as store:
+        yield store
 
 
 def mirror_env(server: mirror.Mirror, *names: str) -> dict[str, Any]:

@@ -52,8 +52,7 @@ def test_coredns_key_follows_the_binary(bin_dir: Path) -> None:
 
 
 def test_workspace_key_follows_binaries_and_base_digest(bin_dir: Path) -> None:
-    for name in ("pulumi", "pulumi-language-yaml", "pulumi-language-python", "pulumi-language-python-exec",
-                 "pulumi-resource-pulumi-python"):
+    for name in images._WORKSPACE_BINARIES:
         _executable(bin_dir / name, name.encode())
     recipe = images.RECIPES["workspace"]
 
@@ -64,7 +63,10 @@ def test_workspace_key_follows_binaries_and_base_digest(bin_dir: Path) -> None:
     assert key(_base()) == first
     assert key(_base("sha256:" + "2" * 64)) != first
     _executable(bin_dir / "pulumi-language-python", b"the official host")
-    assert key(_base()) != first
+    second = key(_base())
+    assert second != first
+    _executable(bin_dir / "pulumi-language-nodejs", b"a newer Node.js host")
+    assert key(_base()) != second
 
 
 def test_missing_binary_is_named(bin_dir: Path) -> None:

@@ -266,7 +266,9 @@ class StackReconciler:
                 reason = (conditions.STALLED_PULUMI_VERSION_TOO_LOW
                           if stalled.reason == "IncompatibleConfiguration"
                           else conditions.STALLED_WORKSPACE_FAILED)
-                return await self._stall(s, reason, f"{stalled.reason}: {stalled.message}", False, None)
+                # a branch's next commit may fix what broke the workspace (a package, the project file): keep polling
+                return await self._stall(s, reason, f"{stalled.reason}: {stalled.message}", False,
+                                         sync.branch_poll(stack_api.spec_of(stack), self.min_resync))
             if not check:  # a drift check leaves Ready/Reconciling alone
                 await self._show_workspace_problem(s, ws)
             return None  # the Workspace watch brings us back when it is ready

@@ -271,10 +271,16 @@ def requeue_after(stack: stack_api.Stack, now: datetime.datetime,
         after = max(1.0, policy.stalled_retry_interval - since)
     if last.state == stack_api.STATE_SUCCEEDED and spec.continue_resync_on_commit_match:
         after = max(1.0, resync_frequency(spec, min_resync) - since)
-    if spec.project_repo and spec.branch:
-        poll = resync_frequency(spec, min_resync)
+    poll = branch_poll(spec, min_resync)
+    if poll is not None:
         after = max(1.0, min(poll, after) if after else poll)
     return after
+
+
+def branch_poll(spec: stack_api.StackSpec, min_resync: float = MIN_RESYNC) -> float | None:
+    """How often a Stack that follows a git branch looks for a new commit (None: nothing to poll; Flux sources and
+    Programs are watched). A Stack stalled for any reason keeps polling: the next commit may be the fix."""
+    return resync_frequency(spec, min_resync) if spec.project_repo and spec.branch else None
 
 
 def next_retry_at(stack: stack_api.Stack, default_cap: float | None = None, *,

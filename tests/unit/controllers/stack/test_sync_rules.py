@@ -333,6 +333,16 @@ def test_requeue_a_branch_for_its_poll() -> None:
                            **branch)) == 60
 
 
+def test_a_branch_is_polled_even_before_its_first_update() -> None:
+    """A Stack whose workspace never became ready (an install that fails) has no update yet; its branch's next
+    commit may be the fix, so it is still polled — a pin, a Program or a Flux source is not."""
+    assert sync.branch_poll(stack_api.spec_of(_stack(projectRepo="https://git/x", branch="main"))) == 60
+    assert sync.branch_poll(stack_api.spec_of(_stack(projectRepo="https://git/x", branch="main",
+                                                     resyncFrequencySeconds=120))) == 120
+    assert sync.branch_poll(stack_api.spec_of(_stack(projectRepo="https://git/x", commit="c1"))) is None
+    assert sync.branch_poll(stack_api.spec_of(_stack())) is None
+
+
 def test_requeue_nothing_for_a_commit_pin() -> None:
     assert _requeue(_stack(last=_last(), projectRepo="https://git/x", commit="c1")) is None
 

@@ -1,0 +1,44 @@
+"""A workspace pod's processes as the node sees them, for the fault tests that SIGKILL a container mid-`up`.
+
+A Pulumi CLI's lock names its pid inside the pod's pid namespace; the node's /proc finds the same process through
+its cgroup (which names the pod's uid) and its ``NSpid`` line. The tests kill only while that CLI is alive and
+holds the lock, and read the lock again once it is dead.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def holder(pid_in_pod: int, pod_uid: str) -> int | None:
+    """The node's pid of the live Pulumi CLI with pid `pid_in_pod` in the pod `pod_uid`, if there is one."""
+    marks = (pod_uid, pod_uid.replace("-", "_"))
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv0 = (entry / "cmdline").read_bytes().split(b"\0", 1)[0].decode(errors="replace")
+            if Path(argv0).name != "pulumi" or not any(mark in (entry / "cgroup").read_text() for mark in marks):
+                continue
+            nspid = next(line.split()[-1] for line in (entry / "status").read_text().splitlines()
+                         if line.startswith("NSpid:"))
+        except (OSError, StopIteration):
+            continue
+        if int(nspid) == pid_in_pod:
+            return int(entry.name)
+    return None
+
+
+def dead(pid: int) -> bool:
+    """Whether the node's process `pid` is gone (or a zombie)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return True
+
+
+def container_id(pod: dict[str, Any], name: str = "pulumi") -> str:
+    """The containerd id of the pod's container `name`."""
+    status = next(s for s in pod["status"]["containerStatuses"] if s["name"] == name)
+    return str(status["containerID"]).removeprefix("containerd://")
