@@ -23,6 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from bench.workload import Realistic
 from pko.kube import client as kclient
 from pko.kube import errors, resources
 from pko.testing import cluster, crossrun
@@ -233,7 +234,12 @@ def is_ready(stack: Object, greeting: str | None = None) -> bool:
 
 
 async def create_program_stacks(kc: kclient.Client, namespace: str, names: Iterable[str], *,
-                                local: bool = False) -> None:
+                                local: bool = False, workload: Realistic | None = None) -> None:
+    """The benchmark's Stacks: Program Stacks (the small YAML program), or `workload`'s realistic program."""
+    if workload is not None:
+        await workload.create(kc, namespace, names)
+        return
+
     async def one(name: str) -> None:
         await kc.create(resources.PROGRAM.new(name, namespace, program=PROGRAM))
         await kc.create(resources.STACK.new(name, namespace, spec=stack_spec(name, local=local)))

@@ -20,18 +20,21 @@ from pathlib import Path
 from bench import bed as b
 from bench import localfleet, report
 from bench.scenarios import SCENARIOS, Context
+from bench.workload import PROGRAMS, Realistic
 from pko.kube import client as kclient
-from pko.testing import cluster, gitserver, images
+from pko.testing import cluster, gitserver, images, mirror
 from pko.testing.clusterbed import PKO_IMAGE
 
 
 async def run(real_cluster: cluster.Cluster, kc: kclient.Client, scenarios: Sequence[str],
               operators: Sequence[str], *, stacks: int, changes: int, idle_seconds: float, sleep_seconds: float,
-              git: gitserver.GitServer | None = None, say: Callable[[str], None] = print) -> report.Results:
-    """Every scenario against every operator, one operator installed at a time; figures by scenario and operator."""
+              git: gitserver.GitServer | None = None, say: Callable[[str], None] = print,
+              workload: Realistic | None = None) -> report.Results:
+    """Every scenario against every operator, one operator installed at a time; figures by scenario and operator.
+    `workload`: the realistic program every Stack runs (None: the small YAML Program)."""
     results: report.Results = {name: {} for name in scenarios}
     ctx = Context(real_cluster, kc, stacks=stacks, changes=changes, idle_seconds=idle_seconds,
-                  sleep_seconds=sleep_seconds, git=git, say=say)
+                  sleep_seconds=sleep_seconds, git=git, say=say, workload=workload)
     for op_name in operators:
         operator = b.OPERATORS[op_name]
         say(f"== {operator.name}: installing from its chart")
@@ -73,6 +76,10 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--sleep", type=float, default=30, help="seconds the concurrency program sleeps (30)")
     parser.add_argument("--runtime", choices=["pod", "local"], default="pod",
                         help="workspace runtime: pod, or local (fleet only, pko only: the Go operator has none)")
+    parser.add_argument("--program", choices=PROGRAMS, default="yaml",
+                        help="what each Stack runs: yaml (a small Program that downloads nothing, the default) or "
+                             "typescript (a TypeScript program with @pulumi/random from Git: npm install and the "
+                             "plugin download from the test bed's mirrors in every workspace pod)")
     parser.add_argument("--json", type=Path, help="write the figures as JSON here")
     parser.add_argument("--plot", type=Path, help="write a PNG chart per scenario into this directory")
     args = parser.parse_args(argv)
@@ -83,6 +90,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.runtime == "local" and (args.scenario != "fleet" or args.operator_list != ["pko"]):
         parser.error("--runtime local runs the fleet scenario for pko alone: "
                      "python -m bench fleet --runtime local --operators pko")
+    if args.runtime == "local" and args.program != "yaml":
+        parser.error("--program typescript runs on the pod runtime")
     if args.stacks < 1 or args.changes < 1 or args.idle_seconds <= 0:
         parser.error("--stacks and --changes must be at least 1, --idle-seconds positive")
     return args
@@ -103,16 +112,20 @@ async def _main(args: argparse.Namespace) -> int:
         say("starting a real single-node cluster")
         with cluster.start(Path(tmp) / "cluster", images=built.values()) as real_cluster:
             real_cluster.tag_image(built["pko"].refs[0], PKO_IMAGE)
-            with gitserver.running(Path(tmp) / "git", host=real_cluster.node_ip, tls=True) as git:
+            with gitserver.running(Path(tmp) / "git", host=real_cluster.node_ip, tls=True) as git, \
+                    mirror.running(host=real_cluster.node_ip) as registry:
+                workload = Realistic(git, registry, b.WORKSPACE_CPU) if args.program == "typescript" else None
                 async with kclient.Client.from_kubeconfig(real_cluster.kubeconfig) as kc:
                     results = await run(real_cluster, kc, scenarios, args.operator_list, stacks=args.stacks,
                                         changes=args.changes, idle_seconds=args.idle_seconds,
-                                        sleep_seconds=args.sleep, git=git, say=lambda line: print(line, flush=True))
+                                        sleep_seconds=args.sleep, git=git, say=lambda line: print(line, flush=True),
+                                        workload=workload)
     show(results, scenarios)
     if args.json:
         report.write_json(args.json, results, headlines(scenarios),
                           {"stacks": args.stacks, "changes": args.changes, "idle_seconds": args.idle_seconds,
                            "sleep": args.sleep, "operators": args.operator_list, "runtime": args.runtime,
+                          "program": args.program,
                            "workspace_cpu_request": b.WORKSPACE_CPU})
     if args.plot:
         for path in report.plot(args.plot, results):

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import bed as b
+from bench.workload import Realistic
 from pko.kube import client as kclient
 from pko.kube import resources
 from pko.testing import binaries, cluster, crossrun, gitserver, pulumi
@@ -40,6 +41,7 @@ class Context:
     sleep_seconds: float
     git: gitserver.GitServer | None = None
     say: Callable[[str], None] = print
+    workload: Realistic | None = None  # None: the small YAML Program (`--program yaml`)
     notes: list[str] = field(default_factory=list)
 
 
@@ -66,7 +68,7 @@ async def _fleet_ready(ctx: Context, operator: b.Operator, namespace: str, count
                        ) -> dict[str, float]:
     names = [f"s{i:03d}" for i in range(count)]
     start = time.monotonic()
-    await b.create_program_stacks(ctx.kc, namespace, names)
+    await b.create_program_stacks(ctx.kc, namespace, names, workload=ctx.workload)
     return await b.watch_ready(ctx.kc, ctx.bed, namespace, names, start, timeout=300 + 20 * count,
                                progress=_progress(ctx, operator, what))
 
@@ -129,7 +131,8 @@ async def fleet(ctx: Context, operator: b.Operator) -> Figures:
     try:
         with b.CostMeter(ctx.bed, operator) as cost, b.wall_window() as window:
             start = time.monotonic()
-            await b.create_program_stacks(ctx.kc, namespace, names)
+            plugins_before = ctx.workload.plugin_megabytes() if ctx.workload is not None else 0.0
+            await b.create_program_stacks(ctx.kc, namespace, names, workload=ctx.workload)
             done = await b.watch_ready(ctx.kc, ctx.bed, namespace, names, start, timeout=300 + 20 * ctx.stacks,
                                        progress=watch)
         times = list(done.values())
@@ -140,7 +143,9 @@ async def fleet(ctx: Context, operator: b.Operator) -> Figures:
                 "Stack Ready p95 (s)": b.percentile(times, 0.95), "operator CPU (s)": cost.cpu_seconds,
                 "operator peak RSS (MB)": cost.peak_rss / 1e6,
                 "API requests": float(sum(kinds.values())),
-                "peak pods": float(peak_pods[0]), **await phases(ctx, namespace)}
+                "peak pods": float(peak_pods[0]), **await phases(ctx, namespace),
+                **({"plugin MB from the mirror": ctx.workload.plugin_megabytes() - plugins_before}
+                   if ctx.workload is not None else {})}
     finally:
         await b.empty_namespace(ctx.kc, ctx.bed, namespace)
 
@@ -326,7 +331,7 @@ async def startup(ctx: Context, operator: b.Operator) -> Figures:
     for round_ in range(ctx.changes):
         namespace = await new_namespace(ctx.kc, ctx.bed, "startup")
         try:
-            await b.create_program_stacks(ctx.kc, namespace, ["s000"])
+            await b.create_program_stacks(ctx.kc, namespace, ["s000"], workload=ctx.workload)
             start = time.monotonic()
             created = ready = None
             while time.monotonic() < start + 300:

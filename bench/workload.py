@@ -1,0 +1,59 @@
+"""What each benchmark Stack runs (`python -m bench --program`): the small YAML Program that downloads nothing
+(`yaml`, the default), or a realistic program (`typescript`): a TypeScript program with `@pulumi/random` from Git,
+whose workspace runs `npm install` from the npm mirror and whose Pulumi CLI downloads the random provider plugin from
+the plugin mirror, as a user's pod does (:mod:`pko.testing.mirror`, :mod:`pko.testing.programs`).
+
+Both operators get the same Stacks: the same repository (over https, the git server's CA mounted as a user mounts a
+private CA), the same mirrors, the same pod requests. The mirror counts what it serves, so a scenario can report how
+many plugin bytes the pods pulled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pko.kube import client as kclient
+from pko.kube import resources
+from pko.testing import crossrun, gitserver, mirror, programs
+from pko.testing.clusterbed import CA_CONFIGMAP, passphrase_env
+
+PROGRAMS = ("yaml", "typescript")
+# The realistic program, plus the `greeting` config the latency scenario changes and reads back.
+TYPESCRIPT_INDEX = programs.TYPESCRIPT_INDEX + 'export const greeting = config.get("greeting") ?? "hello";\n'
+
+
+@dataclass
+class Realistic:
+    """The TypeScript program from Git, with its packages and plugin from the mirror."""
+
+    git: gitserver.GitServer
+    registry: mirror.Mirror
+    cpu: str
+    _repo: str = field(default="bench/tsprog")
+    _made: bool = field(default=False)
+
+    def _ensure_repo(self) -> str:
+        if not self._made:
+            self.git.create_repo(self._repo, programs.typescript("tsprog", index=TYPESCRIPT_INDEX))
+            self._made = True
+        return self.git.https_url(self._repo)
+
+    def stack_spec(self, greeting: str = "hello") -> dict[str, Any]:
+        template = crossrun.trusting_workspace_template()
+        template["spec"]["resources"] = {"requests": {"cpu": self.cpu, "memory": "256Mi"}}
+        env = {**passphrase_env(), **{k: {"type": "Literal", "literal": {"value": v}}
+                                      for k, v in self.registry.env().items()}}
+        return {"stack": "dev", "projectRepo": self._ensure_repo(), "branch": "main", "backend": "file:///tmp",
+                "envRefs": env, "config": {"greeting": greeting}, "workspaceTemplate": template}
+
+    async def create(self, kc: kclient.Client, namespace: str, names: Iterable[str]) -> None:
+        if not await kc.get_or_none(resources.CONFIG_MAP, CA_CONFIGMAP, namespace):
+            await crossrun.trust_git_ca(kc, namespace, self.git)
+        spec = self.stack_spec()
+        await asyncio.gather(*(kc.create(resources.STACK.new(name, namespace, spec=spec)) for name in names))
+
+    def plugin_megabytes(self) -> float:
+        return self.registry.served("plugins") / 1e6
