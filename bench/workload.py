@@ -18,7 +18,7 @@ from typing import Any
 from pko.kube import client as kclient
 from pko.kube import resources
 from pko.testing import crossrun, gitserver, mirror, programs
-from pko.testing.clusterbed import CA_CONFIGMAP, passphrase_env
+from pko.testing.clusterbed import CA_CONFIGMAP, mirror_env, passphrase_env
 
 PROGRAMS = ("yaml", "typescript")
 # The realistic program, plus the `greeting` config the latency scenario changes and reads back.
@@ -44,8 +44,7 @@ class Realistic:
     def stack_spec(self, greeting: str = "hello") -> dict[str, Any]:
         template = crossrun.trusting_workspace_template()
         template["spec"]["resources"] = {"requests": {"cpu": self.cpu, "memory": "256Mi"}}
-        env = {**passphrase_env(), **{k: {"type": "Literal", "literal": {"value": v}}
-                                      for k, v in self.registry.env().items()}}
+        env = {**passphrase_env(), **mirror_env(self.registry)}
         return {"stack": "dev", "projectRepo": self._ensure_repo(), "branch": "main", "backend": "file:///tmp",
                 "envRefs": env, "config": {"greeting": greeting}, "workspaceTemplate": template}
 

@@ -167,21 +167,13 @@ build_python_host() {
   # The official Python language host (github.com/pulumi/pulumi/sdk/python/cmd/pulumi-language-python/v3): the
   # proxy refuses that module, so it is built from its source in ../shared. It runs programs through the SDK's
   # `pulumi-language-python-exec`, which must sit next to it (it ships in the sdk/v3 module).
-  local out=$1 v=$2 src sdk_version sdk
-  copy_shared pulumi-language-python
-  src=$copied
-  sdk_version=$(cd "$src" && go list -m -f '{{.Version}}' github.com/pulumi/pulumi/sdk/v3)
-  if [ "$sdk_version" != "$v" ]; then
-    log "ERROR: the Python language host in ../shared pins the Pulumi SDK $sdk_version, not $v"
-    exit 1
-  fi
-  gobuild "$src" "$out/pulumi-language-python" . \
-    "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$v" osusergo,grpcnotrace
-  sdk=$(cd "$src" && go list -m -f '{{.Dir}}' github.com/pulumi/pulumi/sdk/v3)
-  install -m 755 "$sdk/python/cmd/pulumi-language-python-exec" "$out/pulumi-language-python-exec"
+  local sdk
+  build_language_host "$1" "$2" python
+  sdk=$(cd "$copied" && go list -m -f '{{.Dir}}' github.com/pulumi/pulumi/sdk/v3)
+  install -m 755 "$sdk/python/cmd/pulumi-language-python-exec" "$1/pulumi-language-python-exec"
 }
 
-build_language_host() {  # build_language_host OUT VERSION LANG: the official nodejs or go host, from ../shared
+build_language_host() {  # build_language_host OUT VERSION LANG: an official language host, from ../shared
   local out=$1 v=$2 lang=$3 src sdk_version
   copy_shared "pulumi-language-$lang"
   src=$copied

@@ -85,15 +85,19 @@ async def _git_stack(ckc: kclient.Client, ns: str, name: str, url: str, server: 
 
 
 
+async def _git_stack_ready(bed: Bed, name: str, files: dict[str, str], timeout: float = 600,
+                           **spec: Any) -> dict[str, Any]:
+    """A repository of `files`, a Stack of it pointed at the scenario's mirror, and the Stack once Ready at that
+    commit (the namespace's pods, events and logs in the failure)."""
+    commit = bed.git.create_repo(f"{name}-{bed.namespace}", files)
+    await _git_stack(bed.ckc, bed.namespace, name, bed.git.http_url(f"{name}-{bed.namespace}"), bed.registry, **spec)
+    return await wait_for(bed.ckc, resources.STACK, name, bed.namespace, _ready_at(commit), timeout=timeout,
+                          diagnostics=lambda: diagnose(bed.real_cluster, bed.namespace))
+
+
 async def typescript(bed: Bed) -> None:
-    ckc, ns, real_cluster, pod_git, pod_mirror = bed.ckc, bed.namespace, bed.real_cluster, bed.git, bed.registry
-    repo = f"ts-{ns}"
-    commit = pod_git.create_repo(repo, programs.typescript("tsprog"))
-    await _git_stack(ckc, ns, "ts", pod_git.http_url(repo), pod_mirror, config={"length": "3"})
-    try:
-        stack = await wait_for(ckc, resources.STACK, "ts", ns, _ready_at(commit), timeout=600)
-    except AssertionError as err:
-        raise AssertionError(f"{err}\n{diagnose(real_cluster, ns)}") from None
+    pod_mirror = bed.registry
+    stack = await _git_stack_ready(bed, "ts", programs.typescript("tsprog"), config={"length": "3"})
     outputs = stack["status"]["outputs"]
     assert outputs["language"] == "typescript"
     assert len(outputs["petName"].split("-")) == 3, outputs  # config `length` reached the program
@@ -107,16 +111,10 @@ async def typescript(bed: Bed) -> None:
 
 
 async def python(bed: Bed) -> None:
-    ckc, ns, real_cluster, pod_git, pod_mirror = bed.ckc, bed.namespace, bed.real_cluster, bed.git, bed.registry
-    repo = f"pyr-{ns}"
-    commit = pod_git.create_repo(repo, programs.python("pyprog"))
+    pod_mirror = bed.registry
     # the image's own wheelhouse stays out of it: the index is the mirror
     env = {**mirror_env(pod_mirror), "PIP_NO_INDEX": {"type": "Literal", "literal": {"value": "false"}}}
-    await _git_stack(ckc, ns, "py", pod_git.http_url(repo), pod_mirror, envRefs={**passphrase_env(), **env})
-    try:
-        stack = await wait_for(ckc, resources.STACK, "py", ns, _ready_at(commit), timeout=600)
-    except AssertionError as err:
-        raise AssertionError(f"{err}\n{diagnose(real_cluster, ns)}") from None
+    stack = await _git_stack_ready(bed, "py", programs.python("pyprog"), envRefs={**passphrase_env(), **env})
     outputs = stack["status"]["outputs"]
     assert outputs["language"] == "python"
     assert 1 <= int(outputs["number"]) <= 1_000_000
@@ -126,15 +124,9 @@ async def python(bed: Bed) -> None:
 
 
 async def go(bed: Bed) -> None:
-    ckc, ns, real_cluster, pod_git, pod_mirror = bed.ckc, bed.namespace, bed.real_cluster, bed.git, bed.registry
-    repo = f"go-{ns}"
+    pod_mirror = bed.registry
     go_sum = (pod_mirror.go / "go.sum").read_text()  # what the mirror fill resolved for this program
-    commit = pod_git.create_repo(repo, programs.go(go_sum, "goprog"))
-    await _git_stack(ckc, ns, "go", pod_git.http_url(repo), pod_mirror, config={"length": "20"})
-    try:
-        stack = await wait_for(ckc, resources.STACK, "go", ns, _ready_at(commit), timeout=900)
-    except AssertionError as err:
-        raise AssertionError(f"{err}\n{diagnose(real_cluster, ns)}") from None
+    stack = await _git_stack_ready(bed, "go", programs.go(go_sum, "goprog"), timeout=900, config={"length": "20"})
     outputs = stack["status"]["outputs"]
     assert outputs["language"] == "go"
     # `token` is a secret output of the random provider: masked in status, as every secret is
@@ -157,10 +149,8 @@ async def targets(bed: Bed) -> None:
     def done(obj: dict[str, Any]) -> bool:
         return condition(obj, "Ready").get("status") == "True" and bool((obj.get("status") or {}).get("outputs"))
 
-    try:
-        stack = await wait_for(ckc, resources.STACK, "targeted", ns, done, timeout=600)
-    except AssertionError as err:
-        raise AssertionError(f"{err}\n{diagnose(real_cluster, ns)}") from None
+    stack = await wait_for(ckc, resources.STACK, "targeted", ns, done, timeout=600,
+                           diagnostics=lambda: diagnose(real_cluster, ns))
     # the stack resource and `picked` were created; `skipped` was not (the engine counts it as left alone)
     assert stack["status"]["lastUpdate"]["resourceChanges"].get("create") == 2, stack["status"]["lastUpdate"]
     assert 1 <= int(stack["status"]["outputs"]["picked"]) <= 100
@@ -180,10 +170,8 @@ async def bad_input(bed: Bed) -> None:
             text = " ".join([str((status.get("lastUpdate") or {}).get("message")),
                              *(str(c.get("message")) for c in status.get("conditions") or [])])
             return ready.get("status") == "False" and all(n in text for n in needles)
-        try:
-            return await wait_for(ckc, resources.STACK, "bad", ns, test, timeout=timeout)
-        except AssertionError as err:
-            raise AssertionError(f"{err}\n{diagnose(real_cluster, ns)}") from None
+        return await wait_for(ckc, resources.STACK, "bad", ns, test, timeout=timeout,
+                              diagnostics=lambda: diagnose(real_cluster, ns))
 
     # an npm package the registry does not have: the install fails and the status quotes npm
     await not_ready_saying("@pko-test/no-such-package", "404")
@@ -206,10 +194,8 @@ async def bad_input(bed: Bed) -> None:
 
     # the next good commit recovers
     good = pod_git.commit(repo, {"index.ts": programs.TYPESCRIPT_INDEX})
-    try:
-        stack = await wait_for(ckc, resources.STACK, "bad", ns, _ready_at(good), timeout=420)
-    except AssertionError as err:
-        raise AssertionError(f"{err}\n{diagnose(real_cluster, ns)}") from None
+    stack = await wait_for(ckc, resources.STACK, "bad", ns, _ready_at(good), timeout=420,
+                           diagnostics=lambda: diagnose(real_cluster, ns))
     assert stack["status"]["outputs"]["language"] == "typescript"
 
 

@@ -69,11 +69,8 @@ async def test_two_projects_share_one_bucket_with_their_secrets_encrypted(
             "workspaceTemplate": workspace_template(),
         }))
     for name in ("alpha", "beta"):
-        try:
-            await wait_for(ckc, resources.STACK, name, ns, _ready_with({"project": name, "token": "[secret]"}),
-                           timeout=420)
-        except AssertionError as err:
-            raise AssertionError(f"{err}\n{diagnose(real_cluster, ns)}") from None
+        await wait_for(ckc, resources.STACK, name, ns, _ready_with({"project": name, "token": "[secret]"}),
+                       timeout=420, diagnostics=lambda: diagnose(real_cluster, ns))
 
     keys = pod_store.keys(f"{prefix}/")
     for name in ("alpha", "beta"):
