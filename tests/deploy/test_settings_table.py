@@ -144,3 +144,22 @@ def test_kube_api_rate_limit_flags_and_chart_values(render: Render) -> None:
     default = next(o for o in render() if o["kind"] == "Deployment")
     names = {e["name"] for e in default["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert not names & {"KUBE_API_QPS", "KUBE_API_BURST"}
+
+
+def test_the_dependency_cache_from_chart_values_with_its_volume_and_off_by_default(render: Render) -> None:
+    """docs/air-gapped.md: `dependencyCache.upstreams` turns the cache on, in an emptyDir sized like the cache."""
+    values = {"dependencyCache": {"upstreams": "plugins=http://mirror.example/plugins", "size": "2Gi",
+                                  "indexTTL": "1m"}}
+    deployment = next(o for o in render(values) if o["kind"] == "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    container = next(c for c in pod["containers"] if c["name"] == "manager")
+    environ = {e["name"]: e["value"] for e in container["env"] if "value" in e}
+    made = settings.from_args(settings.parser(environ).parse_args([]), "v1", environ)
+    assert made.dependency_cache_upstreams == {"plugins": "http://mirror.example/plugins"}
+    assert (str(made.dependency_cache_dir), made.dependency_cache_size, made.dependency_cache_index_ttl) == (
+        "/var/cache/pko", 2 * 1024**3, 60.0)
+    assert {"name": "dependency-cache", "mountPath": "/var/cache/pko"} in container["volumeMounts"]
+    assert {"name": "dependency-cache", "emptyDir": {"sizeLimit": "2Gi"}} in pod["volumes"]
+    default = next(o for o in render() if o["kind"] == "Deployment")["spec"]["template"]["spec"]
+    assert "volumes" not in default
+    assert not any(e["name"].startswith("DEPENDENCY_CACHE") for e in default["containers"][0]["env"])

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pko.api import durations
+from pko.depcache import routes
 
 Runtime = Literal["pod", "local"]
 RUNTIMES: tuple[Runtime, ...] = ("pod", "local")
@@ -75,6 +76,11 @@ class Settings:
     # the Program file server (see pko.controllers.program)
     program_fs_addr: str | None = None
     program_fs_adv_addr: str | None = None
+    # pko: the dependency cache on the file server's listener (see pko.depcache); no upstreams: off
+    dependency_cache_upstreams: dict[str, str] = field(default_factory=dict)
+    dependency_cache_dir: Path = field(default_factory=lambda: Path.cwd() / ".pko" / "dependency-cache")
+    dependency_cache_size: int = 10 * 1024**3
+    dependency_cache_index_ttl: float = 300.0
 
 
 @dataclass(frozen=True)
@@ -127,6 +133,32 @@ def _boolean(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"not true or false: {text!r}")
 
 
+_UNITS = {"": 1, "k": 1000, "M": 1000**2, "G": 1000**3, "T": 1000**4,
+          "Ki": 1024, "Mi": 1024**2, "Gi": 1024**3, "Ti": 1024**4}
+
+
+def _byte_size(text: str) -> int:
+    """A positive size in bytes, plain or with a Kubernetes quantity suffix (`500Mi`, `10Gi`, `2G`)."""
+    number = text.strip().rstrip("KMGTkib")
+    unit = text.strip()[len(number):]
+    try:
+        value = int(number) * _UNITS[unit]
+    except (ValueError, KeyError):
+        raise argparse.ArgumentTypeError(f"invalid size: {text!r} (bytes, or a quantity such as 10Gi)") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"the size must be positive: {text!r}")
+    return value
+
+
+def _upstreams(text: str) -> dict[str, str]:
+    if not text.strip():
+        return {}
+    try:
+        return routes.parse_upstreams(text)
+    except routes.UpstreamError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def _resolved(text: str) -> str | None:
     return str(Path(text).resolve()) if text else None
 
@@ -143,6 +175,20 @@ OPTIONS: tuple[Option, ...] = (
            env="PROGRAM_FS_ADDR", default=":9090"),
     Option("--program-fs-adv-addr", "program_fs_adv_addr", "address workspaces use to reach the Program file server",
            env="PROGRAM_FS_ADV_ADDR"),
+    Option("--dependency-cache-upstreams", "dependency_cache_upstreams",
+           "pko: serve workspaces a pull-through cache of plugins, npm packages and Go modules from these upstreams "
+           "(`plugins=URL,npm=URL,go=URL`, any of them, or `default` for Pulumi's, npmjs and proxy.golang.org; "
+           "empty: off)", env="DEPENDENCY_CACHE_UPSTREAMS", default="", parse=_upstreams,
+           helm="dependencyCache.upstreams"),
+    Option("--dependency-cache-dir", "dependency_cache_dir", "where the dependency cache keeps its files",
+           env="DEPENDENCY_CACHE_DIR", default=".pko/dependency-cache", parse=lambda text: Path(text).resolve()),
+    Option("--dependency-cache-size", "dependency_cache_size",
+           "bytes the dependency cache may hold (least recently used files go first)", env="DEPENDENCY_CACHE_SIZE",
+           default="10Gi", parse=_byte_size, helm="dependencyCache.size"),
+    Option("--dependency-cache-index-ttl", "dependency_cache_index_ttl",
+           "how long npm packuments and Go module lists are served before they are fetched again (files never "
+           "change and are kept)", env="DEPENDENCY_CACHE_INDEX_TTL", default="5m", parse=_POSITIVE_DURATION,
+           helm="dependencyCache.indexTTL"),
     Option("--leader-election-lease-duration", "lease_duration", "", env="LEADER_ELECTION_LEASE_DURATION",
            default="60s", parse=durations.parse, helm="leaderElection.leaseDuration"),
     Option("--leader-election-renew-deadline", "renew_deadline", "", env="LEADER_ELECTION_RENEW_DEADLINE",

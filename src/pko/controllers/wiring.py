@@ -9,15 +9,22 @@ leads; the Program file server runs on every replica.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry
 
 from pko.controllers import connect
 from pko.controllers.program import controller as program_controller
+from pko.controllers.program import fileserver
 from pko.controllers.settings import Settings
 from pko.controllers.stack import setup as stack_setup
 from pko.controllers.update import setup as update_setup
-from pko.controllers.workspace import local
+from pko.controllers.workspace import local, reconciler
 from pko.controllers.workspace import setup as workspace_setup
+from pko.depcache import routes
+from pko.depcache.server import DependencyCache
+from pko.depcache.store import Store
 from pko.kube import client as kclient
 from pko.runtime import cachedclient, manager
 
@@ -51,15 +58,36 @@ class Controllers:
         await self.workspaces.close()
 
 
+def dependency_cache(settings: Settings, server: fileserver.FileServer, registry: CollectorRegistry,
+                     ) -> reconciler.DefaultEnv | None:
+    """Put the dependency cache on the file server when `settings` give it upstreams; the environment that points
+    workspaces at it (None: no cache)."""
+    if not settings.dependency_cache_upstreams:
+        return None
+    upstreams = settings.dependency_cache_upstreams
+
+    async def base() -> str:
+        return routes.cache_base(await server.advertised())
+
+    server.cache = DependencyCache(
+        Store(settings.dependency_cache_dir, settings.dependency_cache_size), upstreams, base,
+        index_ttl=settings.dependency_cache_index_ttl, registry=registry, user_agent=f"pko/{settings.version}")
+
+    async def env() -> Mapping[str, str]:
+        return routes.pod_env(await base(), tuple(upstreams))
+    return env
+
+
 def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings) -> Controllers:
     # the controllers read through the manager's informer caches, never older than what they wrote themselves
     client = cachedclient.CachedClient(client, mgr.informers.get)
     connector = connect.Connector(client, namespace=settings.operator_namespace,
                                   service_account=settings.operator_service_account,
                                   localhost_override=settings.workspace_localhost)
-    workspaces = workspace_setup.setup(mgr, client, settings, connector)
-    updates = update_setup.setup(mgr, client, settings, connector)
-    stacks = stack_setup.setup(mgr, client, settings)
     programs = program_controller.setup(mgr, client, listen=settings.program_fs_addr,
                                         advertised=settings.program_fs_adv_addr, workers=settings.workers)
+    default_env = dependency_cache(settings, programs.server, mgr.registry)
+    workspaces = workspace_setup.setup(mgr, client, settings, connector, default_env)
+    updates = update_setup.setup(mgr, client, settings, connector)
+    stacks = stack_setup.setup(mgr, client, settings)
     return Controllers(mgr, stacks, workspaces, updates, programs)

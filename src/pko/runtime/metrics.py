@@ -258,3 +258,33 @@ def pulumi(registry: CollectorRegistry) -> PulumiMetrics:
         if found is None:
             found = _PULUMI[registry] = PulumiMetrics(registry)
         return found
+
+
+# --- the dependency cache (pko.depcache) ----------------------------------------------------------------------
+
+#: How the dependency cache answered a request (`pko_dependency_cache_requests_total{result}`).
+CACHE_RESULTS = ("hit", "miss", "stale", "refused", "not_found", "error")
+
+
+class DependencyCacheMetrics:
+    """The dependency cache's counters, by part (plugins, npm, go): requests by result, bytes fetched from the
+    upstreams and bytes served to workspaces (their ratio is what the cache saves), and its size on disk."""
+
+    def __init__(self, registry: CollectorRegistry, size: Callable[[], float]) -> None:
+        self.requests = Counter(
+            "pko_dependency_cache_requests_total",
+            "Requests to the dependency cache, by part and how they were answered (hit: from the cache; miss: "
+            "fetched from the upstream; stale: an expired index served because the upstream failed)",
+            ["part", "result"], registry=registry,
+        )
+        self.upstream_bytes = Counter(
+            "pko_dependency_cache_upstream_bytes_total", "Bytes the dependency cache fetched from its upstreams",
+            ["part"], registry=registry,
+        )
+        self.served_bytes = Counter(
+            "pko_dependency_cache_served_bytes_total", "Bytes the dependency cache served to workspaces",
+            ["part"], registry=registry,
+        )
+        self.size = Gauge("pko_dependency_cache_size_bytes", "Bytes the dependency cache holds on disk",
+                          registry=registry)
+        self.size.set_function(size)

@@ -6,7 +6,11 @@ It is a :class:`pko.runtime.httpserver.Listener` (aiohttp) with one handler: wha
 :mod:`pko.controllers.program.serving`; reading the Program is the caller's ``lookup`` (the informer cache, with
 the API server as fallback).
 
-It must never read request bodies, serve anything outside ``/programs/``, or write to the API server.
+pko: the same listener serves the dependency cache (:mod:`pko.depcache`) under ``/cache/`` when the operator has
+one, since workspaces already reach this address.
+
+It must never read request bodies, serve anything outside ``/programs/`` (and ``/cache/`` when there is a cache),
+or write to the API server.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from typing import Any
 from aiohttp import web
 
 from pko.controllers.program import address, serving
+from pko.depcache import routes as cache_routes
+from pko.depcache.server import DependencyCache
 from pko.runtime import httpserver
 
 log = logging.getLogger(__name__)
@@ -50,6 +56,7 @@ class FileServer:
         self._env = env
         self._hostname = hostname
         self._listener = httpserver.Listener(self._handle)
+        self.cache: DependencyCache | None = None  # pko: the dependency cache served under /cache/, if any
         self._advertised: str | None = None
         self._known = asyncio.Event()
         if advertised or env.get(address.ENV_ADVERTISED) or self._bind[1] != 0:
@@ -79,6 +86,8 @@ class FileServer:
 
     async def close(self) -> None:
         await self._listener.close()
+        if self.cache is not None:
+            await self.cache.close()
 
     async def run(self) -> None:
         """Serve until cancelled."""
@@ -96,6 +105,12 @@ class FileServer:
         return serving.reply(ref, await self.lookup(ref))
 
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        if self.cache is not None and request.raw_path.startswith(cache_routes.PREFIX):
+            try:
+                return await self.cache.handle(request)
+            except Exception as err:  # a failing disk must not take the listener down
+                log.exception("dependency cache: serving %s failed", request.raw_path)
+                return httpserver.response(500, serving.ERROR_HEADERS, f"{err}\n".encode())
         if request.method not in ("GET", "HEAD"):
             reply = METHOD_NOT_ALLOWED
         else:

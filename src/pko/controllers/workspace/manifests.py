@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -232,14 +233,17 @@ def _restrict(pod_spec: dict[str, Any]) -> None:
 
 def statefulset(
     workspace: ws_api.Workspace, agent: AgentImage, *, flux_max_untar: str | None = None,
-    replicas: int = 1, pod_generation: int | None = None,
+    replicas: int = 1, pod_generation: int | None = None, default_env: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The single-replica StatefulSet whose pod runs the agent on the workspace's project (pko: `replicas` 0 for
-    a sleeping workspace, `pod_generation` for the revision hash: see :func:`revision_hash`)."""
+    a sleeping workspace, `pod_generation` for the revision hash: see :func:`revision_hash`; `default_env` the
+    operator's variables, such as the dependency cache's, for those the workspace's own env does not set)."""
     name = workspace.metadata.name or ""
     spec = with_defaults(workspace)
     labels = names.workspace_component_labels(name)
     env = [dict(item) for item in spec.env or []]
+    own = {item.get("name") for item in env}
+    env += [{"name": var, "value": value} for var, value in sorted((default_env or {}).items()) if var not in own]
     env += [
         {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
         {"name": "POD_SA_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.serviceAccountName"}}},

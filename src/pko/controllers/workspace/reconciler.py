@@ -20,7 +20,7 @@ from __future__ import annotations
 import datetime
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,6 +69,14 @@ def _no_updates(key: objects.ObjectKey) -> Sequence[up_api.Update]:
     return ()
 
 
+#: The environment the operator gives every workspace (the dependency cache's URLs, once its address is known).
+DefaultEnv = Callable[[], Awaitable[Mapping[str, str]]]
+
+
+async def _no_env() -> Mapping[str, str]:
+    return {}
+
+
 @dataclass
 class _Status:
     """The status being built during one reconcile; saved with :meth:`WorkspaceReconciler._save`."""
@@ -108,8 +116,10 @@ class WorkspaceReconciler:
         updates_of: UpdatesOf = _no_updates,
         clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
         pulumi_metrics: metrics.PulumiMetrics | None = None,
+        default_env: DefaultEnv = _no_env,
     ) -> None:
         self.client = client
+        self.default_env = default_env  # the operator's env for every workspace (the dependency cache's)
         self.metrics = pulumi_metrics
         self.connector = connector
         self.recorder = recorder
@@ -157,7 +167,8 @@ class WorkspaceReconciler:
 
         statefulset = owners.set_controller_reference(
             manifests.statefulset(workspace, self.agent_image, flux_max_untar=self.flux_max_untar,
-                                  pod_generation=revision.generation), workspace)
+                                  pod_generation=revision.generation, default_env=await self.default_env()),
+            workspace)
         placed = await self.runtime.place(workspace, statefulset)
         if isinstance(placed, Pending):
             if placed.reason is not None:
@@ -216,7 +227,8 @@ class WorkspaceReconciler:
             return Result(requeue=True)  # the next pass wakes it
         statefulset = owners.set_controller_reference(
             manifests.statefulset(workspace, self.agent_image, flux_max_untar=self.flux_max_untar, replicas=0,
-                                  pod_generation=revision.generation), workspace)
+                                  pod_generation=revision.generation, default_env=await self.default_env()),
+            workspace)
         await self.runtime.sleep(workspace, statefulset)
         if not was_sleeping:
             await self.recorder.normal(workspace, "Sleeping", message)

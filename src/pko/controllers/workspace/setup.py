@@ -63,8 +63,9 @@ def workspace_runtime(client: kclient.Client, settings: Settings, recorder: even
 
 
 def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings,
-          connector: connect.Connector) -> WorkspaceController:
-    """Register the Workspace controller on `mgr`."""
+          connector: connect.Connector,
+          default_env: workspace_reconciler.DefaultEnv | None = None) -> WorkspaceController:
+    """Register the Workspace controller on `mgr` (`default_env`: the operator's env for every workspace pod)."""
     recorder = events.Recorder(client, names.WORKSPACE_CONTROLLER)
     runtime = workspace_runtime(client, settings, recorder)
     reconciler = workspace_reconciler.WorkspaceReconciler(
@@ -73,6 +74,8 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings,
         runtime, flux_max_untar=settings.flux_max_untar, idle_timeout=settings.workspace_idle_timeout,
         config_in_place=settings.config_in_place, pulumi_metrics=metrics.pulumi(mgr.registry),
     )
+    if default_env is not None:
+        reconciler.default_env = default_env
     controller = mgr.controller(names.WORKSPACE_CONTROLLER, reconciler, workers=settings.workers)
     workspaces = mgr.informer(resources.WORKSPACE)
     controller.watch(workspaces, predicate=handlers.generation_changed)

@@ -207,3 +207,16 @@ def test_agent_image_settings() -> None:
         "docker.io/pko/pko:v0.1.0", "IfNotPresent")
     assert manifests.AgentImage.from_settings("x/y:z", "always", "v").pull_policy == "Always"
     assert manifests.AgentImage.from_settings("x/y:z", "bogus", "v").pull_policy == "IfNotPresent"
+
+
+def test_the_operators_default_env_fills_in_only_what_the_workspace_does_not_set() -> None:
+    ws = _workspace({"local": {"dir": "/src"}, "stacks": [{"name": "dev"}],
+                     "env": [{"name": "NPM_CONFIG_REGISTRY", "value": "https://mine.example/npm/"}]})
+    cache = {"NPM_CONFIG_REGISTRY": "http://pko:80/cache/npm/", "GOPROXY": "http://pko:80/cache/go"}
+    env = manifests.statefulset(ws, AGENT, default_env=cache)["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert [e for e in env if e["name"] in cache] == [
+        {"name": "NPM_CONFIG_REGISTRY", "value": "https://mine.example/npm/"},  # the workspace's own wins
+        {"name": "GOPROXY", "value": "http://pko:80/cache/go"},
+    ]
+    without = manifests.statefulset(ws, AGENT)["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert "GOPROXY" not in {e["name"] for e in without}  # no cache: the pod is the Go operator's

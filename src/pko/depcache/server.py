@@ -1,0 +1,162 @@
+"""The dependency cache's request handler: answer from the store, or fetch from the upstream once and keep it.
+
+Why one download per key at a time: a fleet's pods start together and ask for the same plugin in the same second;
+the first request fetches it and the others wait for that download instead of starting their own. An expired
+index (an npm packument, a module's ``@v/list``) is served stale, with ``X-Cache: STALE``, when its upstream
+fails, so an upstream outage does not stop pods whose dependencies are already cached.
+
+Answers carry ``X-Cache`` (``HIT``, ``MISS``, ``STALE``) and ``X-Content-Sha256`` (the stored blob's digest).
+Must never accept a method other than GET/HEAD, fetch a URL that is not under a configured upstream, or log an
+upstream's credentials.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+
+import aiohttp
+from aiohttp import web
+from prometheus_client import CollectorRegistry
+
+from pko.depcache import routes
+from pko.depcache.store import Entry, Store
+from pko.runtime import httpserver, metrics
+
+log = logging.getLogger(__name__)
+
+DEFAULT_INDEX_TTL = 300.0
+CHUNK = 1 << 16
+_ERROR = (("Content-Type", "text/plain; charset=utf-8"), ("X-Content-Type-Options", "nosniff"))
+
+
+class UpstreamFailed(Exception):
+    """The upstream did not give the file: `status` is what the client gets (its 404, or 502)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class DependencyCache:
+    """Serve ``/cache/<part>/...`` from `store`, filling it from `upstreams` (part → URL base). `base` gives the
+    cache's own URL as workspaces reach it (npm packuments are rewritten to point there)."""
+
+    def __init__(self, store: Store, upstreams: Mapping[str, str], base: Callable[[], Awaitable[str]], *,
+                 index_ttl: float = DEFAULT_INDEX_TTL, registry: CollectorRegistry | None = None,
+                 user_agent: str = "pko") -> None:
+        self.store = store
+        self.upstreams = dict(upstreams)
+        self.base = base
+        self.index_ttl = index_ttl
+        self.user_agent = user_agent
+        self.metrics = metrics.DependencyCacheMetrics(registry or CollectorRegistry(), lambda: store.size)
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # the download of a key, and who waits on it
+        self._session: aiohttp.ClientSession | None = None
+
+    async def close(self) -> None:
+        if self._session is not None:
+            session, self._session = self._session, None
+            await session.close()
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=None, connect=30, sock_read=120),
+                headers={"User-Agent": self.user_agent})
+        return self._session
+
+    # --- answering ---------------------------------------------------------------------------------------------
+
+    async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        if request.method not in ("GET", "HEAD"):
+            return httpserver.response(405, (*_ERROR, ("Allow", "GET, HEAD")), b"method not allowed\n")
+        found = routes.lookup(request.raw_path, self.upstreams, request.headers.get("Accept", ""))
+        if isinstance(found, routes.Refusal):
+            self.metrics.requests.labels("-", "refused").inc()
+            return httpserver.response(found.status, _ERROR, f"{found.message}\n".encode())
+        try:
+            entry, result = await self.entry(found)
+        except UpstreamFailed as err:
+            self.metrics.requests.labels(found.part, "not_found" if err.status == 404 else "error").inc()
+            return httpserver.response(err.status, _ERROR, f"{err}\n".encode())
+        self.metrics.requests.labels(found.part, result).inc()
+        if request.method == "GET":
+            self.metrics.served_bytes.labels(found.part).inc(entry.size)
+        return web.FileResponse(self.store.blob(entry), headers={
+            "Content-Type": entry.content_type, "X-Cache": result.upper(), "X-Content-Sha256": entry.digest})
+
+    async def entry(self, found: routes.Lookup) -> tuple[Entry, str]:
+        """The stored answer to `found` and how it was got (``hit``, ``miss`` or ``stale``)."""
+        base = await self._npm_base() if found.rewrite else ""
+        entry = self._fresh(found, base)
+        if entry is not None:
+            return entry, "hit"
+        lock, users = self._locks.get(found.key) or (asyncio.Lock(), 0)
+        self._locks[found.key] = (lock, users + 1)
+        try:
+            async with lock:
+                entry = self._fresh(found, base)  # another request may have fetched it meanwhile
+                if entry is not None:
+                    return entry, "hit"
+                try:
+                    return await self._fetch(found, base), "miss"
+                except UpstreamFailed as err:
+                    stale = self.store.get(found.key)
+                    if stale is None or err.status == 404:
+                        raise
+                    log.warning("serving a stale %s index for %s: %s", found.part, found.path, err)
+                    return stale, "stale"
+        finally:
+            lock, users = self._locks[found.key]
+            if users == 1:
+                del self._locks[found.key]
+            else:
+                self._locks[found.key] = (lock, users - 1)
+
+    def _fresh(self, found: routes.Lookup, base: str) -> Entry | None:
+        entry = self.store.get(found.key)
+        if entry is None or entry.base != base:
+            return None
+        if found.immutable or time.time() - entry.fetched < self.index_ttl:
+            return entry
+        return None
+
+    async def _npm_base(self) -> str:
+        return f"{await self.base()}/{routes.NPM}"
+
+    async def _fetch(self, found: routes.Lookup, base: str) -> Entry:
+        """Download `found.url` into the store (rewritten when it is an npm packument)."""
+        headers = {"Accept": routes.upstream_accept(found)}
+        where = routes.redact(found.url)
+        started = time.monotonic()
+        with self.store.temporary() as download:
+            digest = hashlib.sha256()
+            try:
+                async with self._client().get(found.url, headers=headers) as answer:
+                    if answer.status in (404, 410):
+                        raise UpstreamFailed(404, f"{where}: not found upstream ({answer.status})")
+                    if answer.status != 200:
+                        raise UpstreamFailed(502, f"{where}: the upstream answered {answer.status}")
+                    content_type = answer.headers.get("Content-Type", "application/octet-stream")
+                    with download.open("wb") as out:
+                        async for chunk in answer.content.iter_chunked(CHUNK):
+                            out.write(chunk)
+                            digest.update(chunk)
+            except (TimeoutError, aiohttp.ClientError, OSError) as err:
+                raise UpstreamFailed(502, f"{where}: {type(err).__name__}: {err}".rstrip(": ")) from None
+            size = download.stat().st_size
+            self.metrics.upstream_bytes.labels(found.part).inc(size)
+            if found.rewrite:
+                try:
+                    body = routes.rewrite_packument(download.read_bytes(), self.upstreams[found.part], base)
+                except ValueError as err:
+                    raise UpstreamFailed(502, f"{where}: not a JSON packument: {err}") from None
+                download.write_bytes(body)
+                digest = hashlib.sha256(body)
+            entry = self.store.put(found.key, download, digest.hexdigest(), content_type, base=base)
+        log.info("dependency cache fetched %s (%d bytes in %.1fs)", where, size, time.monotonic() - started)
+        return entry

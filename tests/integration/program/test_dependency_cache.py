@@ -1,0 +1,213 @@
+"""The dependency cache with the real clients that use it in workspaces: the Pulumi CLI installing a provider
+plugin, `npm install` of a TypeScript program and `go mod download` of a Go program, each run twice as two cold
+workspaces would (fresh plugin directory, npm cache, module cache). The upstream is the test bed's package mirror;
+the second run must fetch nothing from it, and a fleet's simultaneous requests must fetch a file once.
+
+The cache is served by the Program file server, wired as `pko operator` wires it (:func:`wiring.dependency_cache`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import os
+import shutil
+import subprocess
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+import pytest
+import yarl
+from prometheus_client import CollectorRegistry
+
+from pko.controllers import settings as settings_mod
+from pko.controllers import wiring
+from pko.controllers.program import fileserver
+from pko.depcache import routes
+from pko.testing import binaries, mirror, programs
+
+RANDOM_PLUGIN = f"pulumi-resource-random-v{programs.RANDOM_VERSION}-linux-amd64.tar.gz"
+
+
+@dataclass
+class Bed:
+    upstream: mirror.Mirror
+    server: fileserver.FileServer
+    env: dict[str, str]
+    registry: CollectorRegistry
+
+    def results(self, part: str) -> dict[str, float]:
+        found: dict[str, float] = {}
+        for metric in self.registry.collect():
+            if metric.name == "pko_dependency_cache_requests":
+                for sample in metric.samples:
+                    if sample.name.endswith("_total") and sample.labels["part"] == part:
+                        found[sample.labels["result"]] = sample.value
+        return found
+
+
+@pytest.fixture
+def upstream() -> Iterator[mirror.Mirror]:
+    mirror.require_filled(*mirror.PARTS)
+    with mirror.running() as server:
+        yield server
+
+
+async def _bed(upstream: mirror.Mirror, tmp_path: Path, index_ttl: float = 300.0) -> Bed:
+    server = fileserver.FileServer(_no_program, listen="127.0.0.1:0", advertised=None, env={},
+                                   hostname=lambda: "localhost")
+    registry = CollectorRegistry()
+    settings = settings_mod.Settings(
+        version="test", dependency_cache_dir=tmp_path / "cache", dependency_cache_index_ttl=index_ttl,
+        dependency_cache_upstreams={"plugins": f"{upstream.url}/plugins", "npm": f"{upstream.url}/npm",
+                                    "go": f"{upstream.url}/go"})
+    env = wiring.dependency_cache(settings, server, registry)
+    assert env is not None
+    await server.start()
+    return Bed(upstream, server, dict(await env()), registry)
+
+
+@pytest.fixture
+async def bed(upstream: mirror.Mirror, tmp_path: Path) -> AsyncIterator[Bed]:
+    made = await _bed(upstream, tmp_path)
+    try:
+        yield made
+    finally:
+        await made.server.close()
+
+
+async def _no_program(ref: object) -> None:
+    return None
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name)
+    assert found, f"{name} is not on PATH: the dependency cache test runs the real {name}"
+    return found
+
+
+async def _run(argv: list[str], cwd: Path, env: dict[str, str]) -> str:
+    """Run a client off the event loop (the cache answers on it meanwhile); its output when it fails."""
+    done = await asyncio.to_thread(subprocess.run, argv, cwd=cwd, env={**os.environ, **env}, capture_output=True,
+                                   text=True, timeout=600)
+    assert done.returncode == 0, f"{' '.join(argv)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done.stdout + done.stderr
+
+
+def _counts(upstream: mirror.Mirror, part: str) -> collections.Counter[str]:
+    return collections.Counter(upstream.fetched(part))
+
+
+async def test_a_plugin_is_downloaded_from_the_upstream_once_for_every_workspace(bed: Bed, tmp_path: Path) -> None:
+    pulumi = str(binaries.require("pulumi"))
+    assert bed.env["PULUMI_PLUGIN_DOWNLOAD_URL_OVERRIDES"].endswith("/cache/plugins")
+    for home in ("first", "second"):
+        env = {**bed.env, "PULUMI_HOME": str(tmp_path / home), "PULUMI_SKIP_UPDATE_CHECK": "true"}
+        await _run([pulumi, "plugin", "install", "resource", "random", programs.RANDOM_VERSION], tmp_path, env)
+        installed = tmp_path / home / "plugins" / f"resource-random-v{programs.RANDOM_VERSION}"
+        assert (installed / "pulumi-resource-random").is_file(), sorted((tmp_path / home).rglob("*"))[:20]
+    assert _counts(bed.upstream, "plugins") == {f"/plugins/{RANDOM_PLUGIN}": 1}
+    assert bed.results("plugins") == {"miss": 1.0, "hit": 1.0}
+
+
+async def test_simultaneous_requests_fetch_once_and_answers_say_how_they_were_served(bed: Bed) -> None:
+    url = f"{routes.cache_base(await bed.server.advertised())}/plugins/{RANDOM_PLUGIN}"
+    async with aiohttp.ClientSession() as session:
+        async def get() -> tuple[int, str, str, int]:
+            async with session.get(url) as answer:
+                body = await answer.read()
+                return answer.status, answer.headers["X-Cache"], answer.headers["X-Content-Sha256"], len(body)
+        answers = await asyncio.gather(*(get() for _ in range(6)))
+        assert {a[0] for a in answers} == {200}
+        assert sorted(a[1] for a in answers) == ["HIT"] * 5 + ["MISS"]
+        assert len({a[2] for a in answers}) == 1
+        assert answers[0][3] == (bed.upstream.plugins / RANDOM_PLUGIN).stat().st_size
+        assert _counts(bed.upstream, "plugins") == {f"/plugins/{RANDOM_PLUGIN}": 1}
+
+        base = routes.cache_base(await bed.server.advertised())
+        async with session.get(f"{base}/plugins/pulumi-resource-random-v4.99.0-linux-amd64.tar.gz") as missing:
+            assert missing.status == 404
+            assert "not found upstream" in await missing.text()
+        async with session.post(url) as posted:
+            assert posted.status == 405  # nothing can be put into the cache
+        async with session.get(yarl.URL(f"{base}/npm/%2e%2e/%2e%2e/etc/passwd", encoded=True)) as escaped:
+            assert escaped.status == 400
+        async with session.get(f"{base}/pypi/simple/pulumi/") as other:
+            assert other.status == 404
+        async with session.get(f"http://{await bed.server.advertised()}/programs/ns/none/1") as prog:
+            assert prog.status == 404  # the file server's own route still answers beside the cache
+
+
+async def test_npm_install_of_an_unchanged_lockfile_fetches_nothing_upstream_the_second_time(
+        bed: Bed, tmp_path: Path) -> None:
+    npm = _tool("npm")
+    runs = []
+    for name in ("first", "second"):
+        project = tmp_path / name
+        project.mkdir()
+        for file, text in programs.typescript(name).items():
+            (project / file).write_text(text)
+        env = {**bed.env, "npm_config_cache": str(tmp_path / f"npm-cache-{name}"), "npm_config_audit": "false",
+               "npm_config_fund": "false", "npm_config_update_notifier": "false"}
+        await _run([npm, "install"], project, env)
+        assert (project / "node_modules" / "@pulumi" / "random" / "package.json").is_file()
+        runs.append(_counts(bed.upstream, "npm"))
+    first, second = runs
+    tarballs = [path for path in first if path.endswith(".tgz")]
+    assert f"/npm/@pulumi/random/-/random-{programs.RANDOM_VERSION}.tgz" in tarballs, sorted(first)[:10]
+    assert second == first  # the second workspace got every packument and tarball from the cache
+    assert max(first.values()) == 1  # and the first asked the upstream once for each
+    results = bed.results("npm")
+    assert results["hit"] >= len(tarballs)
+    assert results["miss"] == sum(first.values())
+
+
+async def test_go_modules_of_an_unchanged_go_sum_are_fetched_once(bed: Bed, tmp_path: Path) -> None:
+    go = _tool("go")
+    go_sum = (bed.upstream.go / "go.sum").read_text()
+    runs = []
+    for name in ("first", "second"):
+        module = tmp_path / name
+        module.mkdir()
+        for file, text in programs.go(go_sum, name).items():
+            (module / file).write_text(text)
+        env = {**bed.env, "GOMODCACHE": str(tmp_path / f"modcache-{name}"), "GOPATH": str(tmp_path / f"gopath-{name}"),
+               "GOSUMDB": "off", "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"}
+        await _run([go, "mod", "download"], module, env)
+        runs.append(_counts(bed.upstream, "go"))
+    first, second = runs
+    zips = [path for path in first if path.endswith(".zip")]
+    assert f"/go/github.com/pulumi/pulumi-random/sdk/v4/@v/v{programs.RANDOM_VERSION}.zip" in zips
+    assert second == first
+    assert max(first.values()) == 1
+    # fetched module cache directories are read-only: let pytest remove them
+    for name in ("first", "second"):
+        for path in (tmp_path / f"modcache-{name}").rglob("*"):
+            path.chmod(path.stat().st_mode | 0o200)
+
+
+async def test_an_index_is_served_stale_while_the_upstream_is_down_and_files_stay(
+        upstream: mirror.Mirror, tmp_path: Path) -> None:
+    made = await _bed(upstream, tmp_path, index_ttl=0.001)  # every index is expired at once
+    try:
+        base = routes.cache_base(await made.server.advertised())
+        async with aiohttp.ClientSession() as session:
+            async def get(path: str) -> tuple[int, str]:
+                async with session.get(f"{base}{path}") as answer:
+                    await answer.read()
+                    return answer.status, answer.headers.get("X-Cache", "")
+            packument, tarball = "/npm/@pulumi%2frandom", f"/npm/@pulumi/random/-/random-{programs.RANDOM_VERSION}.tgz"
+            assert await get(packument) == (200, "MISS")
+            assert await get(tarball) == (200, "MISS")
+            assert await get(packument) == (200, "MISS")  # expired: asked again
+            upstream.stop()
+            assert made.server.cache is not None
+            await made.server.cache.close()  # its kept-alive connection would still reach the stopped mirror
+            assert await get(packument) == (200, "STALE")
+            assert await get(tarball) == (200, "HIT")  # a file never expires
+            status, _ = await get(f"/plugins/{RANDOM_PLUGIN}")
+            assert status == 502  # never fetched, and the upstream is down: a clear failure, not a hang
+    finally:
+        await made.server.close()

@@ -1,0 +1,37 @@
+"""Operator settings whose values are parsed: sizes and the dependency cache's upstreams, each refused with a
+message argparse shows when it cannot be used."""
+
+from __future__ import annotations
+
+import pytest
+
+from pko.controllers import settings
+
+
+def _parse(*args: str) -> settings.Settings:
+    return settings.from_args(settings.parser({}).parse_args(list(args)), "test", {})
+
+
+def test_the_dependency_cache_is_off_by_default_and_sized_in_quantities() -> None:
+    off = _parse()
+    assert off.dependency_cache_upstreams == {}
+    assert off.dependency_cache_size == 10 * 1024**3
+    assert off.dependency_cache_index_ttl == 300
+    on = _parse("--dependency-cache-upstreams", "plugins=http://m/plugins,npm=http://m/npm",
+                "--dependency-cache-size", "500Mi", "--dependency-cache-index-ttl", "30s")
+    assert on.dependency_cache_upstreams == {"plugins": "http://m/plugins", "npm": "http://m/npm"}
+    assert on.dependency_cache_size == 500 * 1024**2
+    assert on.dependency_cache_index_ttl == 30
+    assert _parse("--dependency-cache-size", "2G").dependency_cache_size == 2 * 1000**3
+
+
+@pytest.mark.parametrize(("flag", "value", "needle"), [
+    ("--dependency-cache-size", "0", "must be positive"),
+    ("--dependency-cache-size", "ten gigs", "invalid size"),
+    ("--dependency-cache-upstreams", "pypi=http://m", "expected <part>=<URL>"),
+])
+def test_bad_values_are_refused_with_a_reason(flag: str, value: str, needle: str,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        _parse(flag, value)
+    assert needle in capsys.readouterr().err
