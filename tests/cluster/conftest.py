@@ -10,6 +10,7 @@ operator last; the interop tier then gets the cluster emptied (`clusterbed.hand_
 
 from pko.testing.clusterbed import (
     built_images,
+    cache_upstream,
     ckc,
     cnamespace,
     operator_release,
@@ -19,5 +20,5 @@ from pko.testing.clusterbed import (
     real_cluster,
 )
 
-__all__ = ["built_images", "ckc", "cnamespace", "operator_release", "pod_git", "pod_store",
+__all__ = ["built_images", "cache_upstream", "ckc", "cnamespace", "operator_release", "pod_git", "pod_store",
            "pytest_collection_modifyitems", "real_cluster"]

@@ -5,7 +5,8 @@ TypeScript compile error, a plugin version the mirror lacks) that get a clear st
 Nothing is baked into the workspace image: each pod downloads the provider plugin from a plugin mirror (through
 ``PULUMI_PLUGIN_DOWNLOAD_URL_OVERRIDES``) and its packages from the npm, PyPI and Go module mirrors, over the real
 network path from the pod to the node's address (:mod:`pko.testing.mirror`). Each scenario has its own mirror and
-namespace and ends with what its mirror served, which is what its pod really fetched.
+namespace and ends with what its mirror served, which is what its pod really fetched. One scenario names no mirror:
+its pods get everything through the operator's dependency cache (`pko.depcache`), whose upstream is the mirror.
 
 The scenarios mostly wait on pods, installs and builds, so they all start at once, when the first test of the module
 asks (:func:`started`), and each test waits for its own scenario and reports its failure.
@@ -199,8 +200,51 @@ async def bad_input(bed: Bed) -> None:
     assert stack["status"]["outputs"]["language"] == "typescript"
 
 
+async def dependency_cache(bed: Bed) -> None:
+    """Two Stacks of the TypeScript program, in two namespaces, that name no mirror: the operator points their pods
+    at its dependency cache, which fills from the operator's upstream (`bed.registry` here). The second cold start
+    fetches no plugin and no npm tarball from the upstream."""
+    ckc, upstream = bed.ckc, bed.registry
+    second_ns = await new_namespace(ckc, bed.real_cluster)
+    try:
+        started = []
+        for ns in (bed.namespace, second_ns):
+            repo = f"cached-{ns}"
+            commit = bed.git.create_repo(repo, programs.typescript("cachedprog"))
+            started.append(asyncio.get_running_loop().time())
+            await ckc.create(resources.STACK.new("cached", ns, spec={
+                "stack": "dev", "projectRepo": bed.git.http_url(repo), "branch": "main", "backend": "file:///tmp",
+                "envRefs": passphrase_env(), "destroyOnFinalize": True,
+                "workspaceTemplate": workspace_template(resources={"requests": {"cpu": "50m", "memory": "256Mi"}}),
+            }))
+            stack = await wait_for(ckc, resources.STACK, "cached", ns, _ready_at(commit), timeout=600,
+                                   diagnostics=lambda ns=ns: diagnose(bed.real_cluster, ns))
+            assert stack["status"]["outputs"]["language"] == "typescript"
+            started[-1] = asyncio.get_running_loop().time() - started[-1]
+            if ns == bed.namespace:
+                first_plugins, first_npm = _fetched(upstream, "plugins"), _fetched(upstream, "npm")
+        # the pods were pointed at the operator's cache, not at the upstream
+        sts = await ckc.get(resources.STATEFUL_SET, "cached-workspace", second_ns)
+        env = {e["name"]: e.get("value", "") for e in sts["spec"]["template"]["spec"]["containers"][0]["env"]}
+        assert env["NPM_CONFIG_REGISTRY"].endswith("/cache/npm/"), env
+        assert upstream.url not in env["PULUMI_PLUGIN_DOWNLOAD_URL_OVERRIDES"], env
+        # the first cold start filled the cache: one plugin download, each tarball once
+        assert first_plugins == [f"/plugins/{RANDOM_PLUGIN}"], first_plugins
+        tarballs = [p for p in first_npm if p.endswith(".tgz")]
+        assert f"/npm/@pulumi/random/-/random-{programs.RANDOM_VERSION}.tgz" in tarballs
+        assert len(tarballs) == len(set(tarballs))
+        # the second fetched nothing from the upstream that does not change
+        assert _fetched(upstream, "plugins") == first_plugins
+        assert [p for p in _fetched(upstream, "npm") if p.endswith(".tgz")] == tarballs
+        print(f"dependency cache: first cold start {started[0]:.0f}s, second {started[1]:.0f}s; "
+              f"{upstream.served('plugins') / 1e6:.1f} MB of plugins and {len(tarballs)} tarballs from the upstream")
+    finally:
+        await remove_namespace(ckc, bed.real_cluster, second_ns)
+
+
 SCENARIOS: dict[str, Callable[[Bed], Awaitable[None]]] = {
     "typescript": typescript, "python": python, "go": go, "targets": targets, "bad_input": bad_input,
+    "dependency_cache": dependency_cache,
 }
 SCENARIO_TESTS = {  # the test that waits for each scenario
     "typescript": "test_typescript_program_installs_from_the_npm_mirror_and_downloads_its_plugin",
@@ -208,13 +252,16 @@ SCENARIO_TESTS = {  # the test that waits for each scenario
     "go": "test_go_program_builds_against_the_module_mirror",
     "targets": "test_program_object_with_targets_creates_only_the_targeted_resource",
     "bad_input": "test_bad_programs_get_a_clear_status_and_the_next_good_commit_recovers",
+    "dependency_cache": "test_the_second_cold_start_gets_plugin_and_packages_from_the_operators_cache",
 }
 
 
 @pytest.fixture(scope="module")
 async def started(request: pytest.FixtureRequest, real_cluster: cluster.Cluster, operator_release: Release,
-                  pod_git: gitserver.GitServer) -> AsyncIterator[dict[str, asyncio.Task[None]]]:
-    """Every selected scenario, started at once in a namespace and with a mirror of its own; removed at the end."""
+                  pod_git: gitserver.GitServer, cache_upstream: mirror.Mirror,
+                  ) -> AsyncIterator[dict[str, asyncio.Task[None]]]:
+    """Every selected scenario, started at once in a namespace and with a mirror of its own (the dependency cache's
+    scenario: the operator's upstream); removed at the end."""
     mirror.require_filled(*mirror.PARTS)
     selected = {item.name for item in request.session.items if item.module is request.module}
     async with contextlib.AsyncExitStack() as stack:
@@ -224,7 +271,8 @@ async def started(request: pytest.FixtureRequest, real_cluster: cluster.Cluster,
         for name, scenario in SCENARIOS.items():
             if SCENARIO_TESTS[name] not in selected:
                 continue
-            server = stack.enter_context(mirror.running(host=real_cluster.node_ip))
+            server = (cache_upstream if name == "dependency_cache"
+                      else stack.enter_context(mirror.running(host=real_cluster.node_ip)))
             namespace = await new_namespace(ckc, real_cluster)
             namespaces.append(namespace)
             tasks[name] = asyncio.create_task(scenario(Bed(ckc, real_cluster, namespace, pod_git, server)))
@@ -259,3 +307,8 @@ async def test_program_object_with_targets_creates_only_the_targeted_resource(
 async def test_bad_programs_get_a_clear_status_and_the_next_good_commit_recovers(
         started: dict[str, asyncio.Task[None]]) -> None:
     await started["bad_input"]
+
+
+async def test_the_second_cold_start_gets_plugin_and_packages_from_the_operators_cache(
+        started: dict[str, asyncio.Task[None]]) -> None:
+    await started["dependency_cache"]

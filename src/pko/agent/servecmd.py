@@ -87,22 +87,16 @@ async def open_workspace(options: ServeOptions) -> Workspace:
     return workspace
 
 
-def has_prebuilt_binary(project: dict[str, Any]) -> bool:
-    """Whether the project runs a prebuilt binary (``runtime.options.binary``): nothing to install then."""
-    runtime = project.get("runtime")
-    options = runtime.get("options") if isinstance(runtime, dict) else None
-    return isinstance(options, dict) and bool(options.get("binary"))
-
-
 async def prepare(options: ServeOptions, workspace: Workspace) -> None:
     """Install dependencies and select the initial stack, as requested."""
-    if not options.skip_install and not has_prebuilt_binary(workspace.project()):
+    if not options.skip_install:
         log.info("installing project dependencies")
         try:
-            await workspace.install()
+            installed = await workspace.install()
         except Exception as err:
             raise ServeError(f"unable to install project dependencies: {err}") from err
-        log.info("installation completed")
+        if installed:
+            log.info("installation completed")
     else:
         log.info("installation skipped")
     if options.stack:

@@ -175,11 +175,12 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
         async def call() -> agent_pb2.InstallResult:
             log.info("installing the project dependencies")
             try:
-                await self.ws.install()
+                installed = await self.ws.install()
             except CommandError as err:
                 log.error("install completed with an error")
                 raise AgentError(grpc.StatusCode.ABORTED, str(err)) from None
-            log.info("installation completed")
+            if installed:
+                log.info("installation completed")
             return agent_pb2.InstallResult()
         return await self._unary(context, call())
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -31,7 +32,17 @@ if TYPE_CHECKING:
     from pko.agent.config import ConfigPlan
     from pko.protocol.proto import agent_pb2
 
+log = logging.getLogger(__name__)
+
 PROJECT_FILES = ("Pulumi.yaml", "Pulumi.yml", "Pulumi.json")
+
+
+def prebuilt_binary(project: dict[str, Any]) -> str | None:
+    """The project's ``runtime.options.binary`` (a program built ahead of time: nothing to install), or None."""
+    runtime = project.get("runtime")
+    options = runtime.get("options") if isinstance(runtime, dict) else None
+    binary = options.get("binary") if isinstance(options, dict) else None
+    return str(binary) if binary else None
 _STACK_404 = re.compile(r"no stack named.*found")
 _NO_STACK = re.compile(r"no stack selected|no stack named.*found")
 _CREATED = re.compile(r"Created stack '")
@@ -177,8 +188,16 @@ class Workspace:
         await self.cli.run(["config", "env", "add", *environments, "--yes", "--stack", stack],
                            description="unable to add environments", log_output=False)
 
-    async def install(self) -> None:
+    async def install(self) -> bool:
+        """``pulumi install``, unless the project runs a prebuilt binary; False when it was skipped."""
+        binary = prebuilt_binary(self.project())
+        if binary:
+            # PKO#1297 (the reference's 2.9.1): nothing to install for a program that is already built, and the
+            # runtime image may have no toolchain to try with (`go`, `dotnet`, a JDK)
+            log.info("skipping install: the project runs the prebuilt binary %s (runtime.options.binary)", binary)
+            return False
         await self.cli.run(["install"], description="failed to install project dependencies")
+        return True
 
     async def outputs(self, stack: str) -> dict[str, agent_pb2.OutputValue]:
         from pko.agent import results

@@ -298,9 +298,26 @@ def uninstall(real_cluster: cluster.Cluster, release: Release) -> None:
 
 
 @pytest.fixture(scope="package")
-def operator_release(real_cluster: cluster.Cluster) -> Iterator[Release]:
-    """pko installed from its chart into the cluster, with the image built from the Dockerfile."""
-    release = install_pko(real_cluster)
+def cache_upstream(real_cluster: cluster.Cluster) -> Iterator[mirror.Mirror]:
+    """The package mirror at the node's address that the operator's dependency cache fills from."""
+    mirror.require_filled(*mirror.PARTS)
+    with mirror.running(host=real_cluster.node_ip) as server:
+        yield server
+
+
+def dependency_cache_values(upstream: mirror.Mirror) -> list[str]:
+    """Chart values that turn the dependency cache on with `upstream`'s plugins, npm and Go parts (helm `--set`
+    splits on commas: they are escaped)."""
+    upstreams = ",".join(f"{part}={upstream.url}/{part}" for part in ("plugins", "npm", "go"))
+    return [f"dependencyCache.upstreams={upstreams.replace(',', chr(92) + ',')}", "dependencyCache.size=2Gi",
+            "dependencyCache.indexTTL=30m"]
+
+
+@pytest.fixture(scope="package")
+def operator_release(real_cluster: cluster.Cluster, cache_upstream: mirror.Mirror) -> Iterator[Release]:
+    """pko installed from its chart into the cluster, with the image built from the Dockerfile and its dependency
+    cache on (workspaces whose Stacks name no mirror of their own get plugins and packages through it)."""
+    release = install_pko(real_cluster, *dependency_cache_values(cache_upstream))
     yield release
     uninstall(real_cluster, release)
 

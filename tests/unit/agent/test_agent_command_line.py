@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pko.agent import initcmd, servecmd
+from pko.agent import initcmd, servecmd, workspace
 from pko.cli import agent as cli
 
 
@@ -82,6 +82,7 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_prebuilt_binary_projects_skip_install() -> None:
-    assert servecmd.has_prebuilt_binary({"runtime": {"name": "go", "options": {"binary": "./app"}}})
-    assert not servecmd.has_prebuilt_binary({"runtime": "go"})
-    assert not servecmd.has_prebuilt_binary({"runtime": {"name": "python", "options": {"toolchain": "pip"}}})
+    assert workspace.prebuilt_binary({"runtime": {"name": "go", "options": {"binary": "./app"}}}) == "./app"
+    assert workspace.prebuilt_binary({"runtime": "go"}) is None
+    assert workspace.prebuilt_binary({"runtime": {"name": "python", "options": {"toolchain": "pip"}}}) is None
+    assert workspace.prebuilt_binary({"runtime": {"name": "go", "options": {"binary": ""}}}) is None
