@@ -4,8 +4,9 @@ Why not ``pulumi.automation``: it is synchronous (``Popen`` plus reader threads)
 running command. Here each command is an asyncio subprocess in its own process group (so a terminal's Ctrl-C reaches
 the CLI once, from us, and not twice); cancelling the awaiting task sends SIGINT — the CLI then cancels the engine,
 saves its state and releases the stack lock — waits for it to exit, and only then re-raises. A second cancellation
-(or the grace period running out) kills it. :meth:`PulumiCLI.interrupt_all` does the same for every running
-command when the agent shuts down.
+(or the grace period running out) kills it, with the plugins it started (its process group). When a command has
+exited, whatever it left in its group is killed too: no plugin outlives its CLI. :meth:`PulumiCLI.interrupt_all`
+does the same for every running command when the agent shuts down.
 
 It must never log the output of commands that may print secrets (callers pass ``log_output=False``), and never
 block the event loop.
@@ -88,6 +89,8 @@ class PulumiCLI:
                 raise
         finally:
             self._running.discard(proc)
+            if proc.returncode is not None:
+                _sweep_group(proc)
             if not readers.done():
                 readers.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -103,7 +106,7 @@ class PulumiCLI:
         try:
             await asyncio.wait_for(asyncio.shield(proc.wait()), self.interrupt_grace)
         except (asyncio.CancelledError, TimeoutError):
-            _signal(proc, signal.SIGKILL)
+            _signal(proc, signal.SIGKILL, group=True)
             await proc.wait()
 
     def interrupt_all(self) -> None:
@@ -113,13 +116,26 @@ class PulumiCLI:
 
     def kill_all(self) -> None:
         for proc in list(self._running):
-            _signal(proc, signal.SIGKILL)
+            _signal(proc, signal.SIGKILL, group=True)
 
 
-def _signal(proc: asyncio.subprocess.Process, signum: int) -> None:
+def _signal(proc: asyncio.subprocess.Process, signum: int, *, group: bool = False) -> None:
+    """Signal the CLI while it runs (`group`: with every process it started: its process group)."""
     if proc.returncode is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.pid, signum)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if group:
+                os.killpg(proc.pid, signum)
+            else:
+                os.kill(proc.pid, signum)
+
+
+def _sweep_group(proc: asyncio.subprocess.Process) -> None:
+    """SIGKILL whatever is left of an exited CLI's process group. The CLI runs in a group of its own, which the
+    plugins it starts (language hosts, providers) inherit; a CLI killed or cancelled at a bad moment may exit
+    before it stops them, and they would outlive it (seen: a `pulumi-language-yaml` reparented to init after the
+    agent was stopped mid-`up`). A group id stays reserved while any member lives, so this reaches only them."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
 
 
 async def _collect(stream: asyncio.StreamReader, level: int | None) -> str:

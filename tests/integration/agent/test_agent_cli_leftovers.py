@@ -1,0 +1,64 @@
+"""No process a CLI command started outlives it: the agent runs each command in a process group of its own and,
+once the command has exited (normally, cancelled, or killed after its grace), kills what is left in that group —
+the way a plugin (a language host, a provider) of a CLI stopped at a bad moment would otherwise be left running,
+reparented to init, after its agent is gone.
+
+The command here is a shell script standing in for a CLI that exits before its child (the real CLI does this only
+when it is killed or cancelled at the wrong moment, which cannot be timed in a test; the chaos tier does that).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from pko.agent.pulumicmd import PulumiCLI
+
+
+def _script(tmp_path: Path, body: str) -> Path:
+    script = tmp_path / "cli.sh"
+    script.write_text(f"#!/bin/sh\n{body}\n")
+    script.chmod(0o755)
+    return script
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+async def _gone(pid: int, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while _alive(pid) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    return not _alive(pid)
+
+
+async def test_a_child_left_by_a_finished_command_is_killed(tmp_path: Path) -> None:
+    pidfile = tmp_path / "child.pid"
+    script = _script(tmp_path, f"sleep 300 >/dev/null 2>&1 & echo $! > {pidfile}\necho done")
+    result = await PulumiCLI(tmp_path, dict(os.environ), binary=str(script)).run(["up"])
+    assert result.stdout.strip() == "done"
+    child = int(pidfile.read_text())
+    assert await _gone(child), f"the command's child {child} outlived it"
+
+
+async def test_a_command_that_ignores_ctrl_c_is_killed_with_its_children(tmp_path: Path) -> None:
+    pidfile = tmp_path / "child.pid"
+    script = _script(tmp_path, f"trap '' INT\nsleep 300 >/dev/null 2>&1 & echo $! > {pidfile}\nwait")
+    cli = PulumiCLI(tmp_path, dict(os.environ), binary=str(script), interrupt_grace=0.5)
+    task = asyncio.create_task(cli.run(["up"]))
+    while not pidfile.exists() or not pidfile.read_text().strip():
+        await asyncio.sleep(0.02)
+    child = int(pidfile.read_text())
+    task.cancel()  # Ctrl-C, ignored; after the grace: SIGKILL for the whole group
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await _gone(child), f"the cancelled command's child {child} outlived it"
