@@ -131,6 +131,14 @@ async def serve(service: AutomationService, host: str, port: int, auth: KubeAuth
     try:
         await stop.wait()
         await server.stop(SHUTDOWN_GRACE)
+        # A call whose client went away (a SIGKILLed operator) ends at once, while its CLI still winds down from
+        # the Ctrl-C; exiting now would kill that CLI mid-cancel — leaving its stack locked and its plugins (each in
+        # a process group of its own) running. Wait for it.
+        if service.ws.cli.running:
+            log.info("waiting for %d Pulumi CLI command(s) to wind down", service.ws.cli.running)
+            killed = await service.ws.cli.wind_down(service.ws.cli.interrupt_grace + 5.0)
+            if killed:
+                log.warning("killed %d Pulumi CLI command(s) that did not wind down in time", killed)
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)

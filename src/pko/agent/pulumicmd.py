@@ -109,6 +109,17 @@ class PulumiCLI:
             _signal(proc, signal.SIGKILL, group=True)
             await proc.wait()
 
+    async def wind_down(self, timeout: float) -> int:
+        """Wait until no CLI command runs any more (each interrupted one finishing its Ctrl-C: saving its state and
+        releasing its lock), at most `timeout` seconds; then kill what still runs. How many had to be killed."""
+        running = [proc for proc in self._running if proc.returncode is None]
+        if running:
+            await asyncio.wait([asyncio.ensure_future(proc.wait()) for proc in running], timeout=timeout)
+        left = [proc for proc in running if proc.returncode is None]
+        for proc in left:
+            _signal(proc, signal.SIGKILL, group=True)
+        return len(left)
+
     def interrupt_all(self) -> None:
         """Send Ctrl-C (SIGINT) to every running CLI process. Non-blocking."""
         for proc in list(self._running):

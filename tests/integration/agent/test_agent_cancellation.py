@@ -124,3 +124,27 @@ async def test_a_second_signal_exits_at_once(tmp_path: Path, start_agent: AgentF
     assert outcome.result is None
     assert await agent.wait_exit(DELAY) == 1, agent.log()[-3000:]  # well before the in-flight step could finish
     assert "second signal (SIGTERM): exiting immediately" in agent.log()
+
+
+async def test_an_operator_gone_mid_up_leaves_the_cli_to_wind_down_before_the_agent_exits(
+        tmp_path: Path, start_agent: AgentFactory) -> None:
+    """A SIGKILLed operator: its call drops and the agent gets SIGTERM (its lifeline) at once. The dropped call
+    ends the server's wait straight away, but the agent must still wait for the interrupted CLI to finish its Ctrl-C
+    (write its state, release the lock, stop its plugins) before it exits; it used to exit at once and take the CLI
+    down mid-cancel, leaving the language host running."""
+    agent = await start_agent(copy_program("slow-python", tmp_path / "ws"))
+    await prepare(agent)
+    call = agent.stub.Up(agent_pb2.UpRequest())
+    events: list[dict[str, Any]] = []
+    async for message in call:
+        if message.HasField("event"):
+            events.append(json_format.MessageToDict(message.event))
+            if started_steps(events) >= 1:
+                call.cancel()
+                agent.process.send_signal(signal.SIGTERM)
+                break
+    assert await agent.wait_exit() == 0, agent.log()[-3000:]
+    log = agent.log()
+    assert "waiting for 1 Pulumi CLI command(s) to wind down" in log, log[-3000:]
+    assert "update canceled" in log, log[-3000:]  # the CLI's own word: it finished its cancel
+    assert log.index("update canceled") < log.index("server stopped")

@@ -34,11 +34,18 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-async def _gone(pid: int, timeout: float = 5.0) -> bool:
+def _gone(pid: int, timeout: float = 5.0) -> bool:
     deadline = time.monotonic() + timeout
     while _alive(pid) and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
+        time.sleep(0.05)
     return not _alive(pid)
+
+
+def _written(path: Path, timeout: float = 10.0) -> int:
+    deadline = time.monotonic() + timeout
+    while not (path.exists() and path.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return int(path.read_text())
 
 
 async def test_a_child_left_by_a_finished_command_is_killed(tmp_path: Path) -> None:
@@ -47,7 +54,7 @@ async def test_a_child_left_by_a_finished_command_is_killed(tmp_path: Path) -> N
     result = await PulumiCLI(tmp_path, dict(os.environ), binary=str(script)).run(["up"])
     assert result.stdout.strip() == "done"
     child = int(pidfile.read_text())
-    assert await _gone(child), f"the command's child {child} outlived it"
+    assert _gone(child), f"the command's child {child} outlived it"
 
 
 async def test_a_command_that_ignores_ctrl_c_is_killed_with_its_children(tmp_path: Path) -> None:
@@ -55,10 +62,8 @@ async def test_a_command_that_ignores_ctrl_c_is_killed_with_its_children(tmp_pat
     script = _script(tmp_path, f"trap '' INT\nsleep 300 >/dev/null 2>&1 & echo $! > {pidfile}\nwait")
     cli = PulumiCLI(tmp_path, dict(os.environ), binary=str(script), interrupt_grace=0.5)
     task = asyncio.create_task(cli.run(["up"]))
-    while not pidfile.exists() or not pidfile.read_text().strip():
-        await asyncio.sleep(0.02)
-    child = int(pidfile.read_text())
+    child = await asyncio.to_thread(_written, pidfile)
     task.cancel()  # Ctrl-C, ignored; after the grace: SIGKILL for the whole group
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert await _gone(child), f"the cancelled command's child {child} outlived it"
+    assert _gone(child), f"the cancelled command's child {child} outlived it"
