@@ -29,16 +29,22 @@ from pko.testing.clusterbed import PKO_IMAGE
 async def run(real_cluster: cluster.Cluster, kc: kclient.Client, scenarios: Sequence[str],
               operators: Sequence[str], *, stacks: int, changes: int, idle_seconds: float, sleep_seconds: float,
               git: gitserver.GitServer | None = None, say: Callable[[str], None] = print,
-              workload: Realistic | None = None) -> report.Results:
+              workload: Realistic | None = None, dependency_cache: bool = True) -> report.Results:
     """Every scenario against every operator, one operator installed at a time; figures by scenario and operator.
-    `workload`: the realistic program every Stack runs (None: the small YAML Program)."""
+    `workload`: the realistic program every Stack runs (None: the small YAML Program); `dependency_cache`: pko
+    serves it through its dependency cache."""
     results: report.Results = {name: {} for name in scenarios}
     ctx = Context(real_cluster, kc, stacks=stacks, changes=changes, idle_seconds=idle_seconds,
                   sleep_seconds=sleep_seconds, git=git, say=say, workload=workload)
     for op_name in operators:
         operator = b.OPERATORS[op_name]
-        say(f"== {operator.name}: installing from its chart")
-        operator.install(real_cluster, git_ca=git.ca_pem if git is not None else None)
+        values: list[str] = []
+        if workload is not None:
+            workload.through_cache = op_name == "pko" and dependency_cache
+            values = workload.operator_values()
+        say(f"== {operator.name}: installing from its chart"
+            + (" (its dependency cache on, the mirrors as upstreams)" if values else ""))
+        operator.install(real_cluster, *values, git_ca=git.ca_pem if git is not None else None)
         try:
             for name in scenarios:
                 scenario = SCENARIOS[name]
@@ -80,6 +86,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="what each Stack runs: yaml (a small Program that downloads nothing, the default) or "
                              "typescript (a TypeScript program with @pulumi/random from Git: npm install and the "
                              "plugin download from the test bed's mirrors in every workspace pod)")
+    parser.add_argument("--without-dependency-cache", action="store_true",
+                        help="with --program typescript: pko's Stacks name the mirrors as the Go operator's do, "
+                             "instead of pko serving them through its dependency cache")
     parser.add_argument("--json", type=Path, help="write the figures as JSON here")
     parser.add_argument("--plot", type=Path, help="write a PNG chart per scenario into this directory")
     args = parser.parse_args(argv)
@@ -119,13 +128,13 @@ async def _main(args: argparse.Namespace) -> int:
                     results = await run(real_cluster, kc, scenarios, args.operator_list, stacks=args.stacks,
                                         changes=args.changes, idle_seconds=args.idle_seconds,
                                         sleep_seconds=args.sleep, git=git, say=lambda line: print(line, flush=True),
-                                        workload=workload)
+                                        workload=workload, dependency_cache=not args.without_dependency_cache)
     show(results, scenarios)
     if args.json:
         report.write_json(args.json, results, headlines(scenarios),
                           {"stacks": args.stacks, "changes": args.changes, "idle_seconds": args.idle_seconds,
                            "sleep": args.sleep, "operators": args.operator_list, "runtime": args.runtime,
-                          "program": args.program,
+                          "program": args.program, "dependency_cache": not args.without_dependency_cache,
                            "workspace_cpu_request": b.WORKSPACE_CPU})
     if args.plot:
         for path in report.plot(args.plot, results):

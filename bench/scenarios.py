@@ -1,4 +1,4 @@
-"""The six benchmark scenarios. Each runs against the one operator installed in the bed and returns its figures; the
+"""The seven benchmark scenarios. Each runs against the one operator installed in the bed and returns its figures; the
 harness runs it for every operator in turn and compares them. The same program, Stacks, pod requests and cluster
 for both operators: nothing here knows which operator it measures except through `Operator`.
 
@@ -446,6 +446,46 @@ async def idle(ctx: Context, operator: b.Operator) -> Figures:
         await b.empty_namespace(ctx.kc, ctx.bed, namespace)
 
 
+async def _pod_to_update_done(ctx: Context, namespace: str) -> float | None:
+    """Seconds from the namespace's first workspace pod's creation to the end of its first Update (1 s steps)."""
+    pods = (await ctx.kc.list(resources.POD, namespace)).items
+    created = min((t for p in pods if (t := _ts(p["metadata"]["creationTimestamp"])) is not None), default=None)
+    ends = [t for u in await b.updates_in(ctx.kc, namespace) if (t := _ts((u.get("status") or {}).get("endTime")))]
+    return _span(created, min(ends)) if ends else None
+
+
+async def coldstart(ctx: Context, operator: b.Operator) -> Figures:
+    """A Stack's first and second cold start on the node: one Stack until Ready, then a Stack of the same program in
+    another namespace (nothing shared with the first but the node and the operator). For each: Stack created →
+    Ready, workspace pod created → first Update done, and (realistic program) the plugin and npm megabytes its pod
+    pulled from the mirrors, which pko's dependency cache should bring to 0 the second time."""
+    figures: Figures = {}
+    namespaces: list[str] = []
+    try:
+        for which in ("first", "second"):
+            namespace = await new_namespace(ctx.kc, ctx.bed, "cold")
+            namespaces.append(namespace)
+            plugins = ctx.workload.plugin_megabytes() if ctx.workload is not None else 0.0
+            npm = ctx.workload.npm_megabytes() if ctx.workload is not None else 0.0
+            start = time.monotonic()
+            await b.create_program_stacks(ctx.kc, namespace, ["s000"], workload=ctx.workload)
+            done = await b.watch_ready(ctx.kc, ctx.bed, namespace, ["s000"], start, timeout=600)
+            figures[f"{which} cold start: Stack→Ready (s)"] = done["s000"]
+            pod_to_update = await _pod_to_update_done(ctx, namespace)
+            if pod_to_update is not None:
+                figures[f"{which} cold start: pod→Update done (s)"] = pod_to_update
+            if ctx.workload is not None:
+                figures[f"{which} cold start: plugin MB from the mirror"] = ctx.workload.plugin_megabytes() - plugins
+                figures[f"{which} cold start: npm MB from the mirror"] = ctx.workload.npm_megabytes() - npm
+            ctx.say(f"  [{operator.name}] {which} cold start: Ready in {done['s000']:.1f}s")
+        figures["second ÷ first (Stack→Ready)"] = (figures["second cold start: Stack→Ready (s)"]
+                                                   / figures["first cold start: Stack→Ready (s)"])
+        return figures
+    finally:
+        for namespace in namespaces:
+            await b.empty_namespace(ctx.kc, ctx.bed, namespace)
+
+
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("fleet", "all Ready (s)", True, fleet),
     Scenario("concurrency", "all succeeded (s)", True, concurrency, needs_git=True),
@@ -453,4 +493,5 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("restart", "all reconciled (s)", True, restart),
     Scenario("startup", "agent exec→listening (s)", True, startup),
     Scenario("idle", "workspace pods RSS total (MB)", True, idle),
+    Scenario("coldstart", "second cold start: Stack→Ready (s)", True, coldstart),
 )}

@@ -5,7 +5,9 @@ the plugin mirror, as a user's pod does (:mod:`pko.testing.mirror`, :mod:`pko.te
 
 Both operators get the same Stacks: the same repository (over https, the git server's CA mounted as a user mounts a
 private CA), the same mirrors, the same pod requests. The mirror counts what it serves, so a scenario can report how
-many plugin bytes the pods pulled.
+many plugin bytes the pods pulled. One difference, the point of pko's dependency cache: when the operator runs it
+(:attr:`Realistic.through_cache`, pko unless `--without-dependency-cache`), its Stacks do not name the mirrors —
+the platform set them once, as the cache's upstreams, and the operator points every pod at its cache.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 from pko.kube import client as kclient
 from pko.kube import resources
 from pko.testing import crossrun, gitserver, mirror, programs
-from pko.testing.clusterbed import CA_CONFIGMAP, mirror_env, passphrase_env
+from pko.testing.clusterbed import CA_CONFIGMAP, dependency_cache_values, mirror_env, passphrase_env
 
 PROGRAMS = ("yaml", "typescript")
 # The realistic program, plus the `greeting` config the latency scenario changes and reads back.
@@ -32,6 +34,7 @@ class Realistic:
     git: gitserver.GitServer
     registry: mirror.Mirror
     cpu: str
+    through_cache: bool = False  # the operator under test serves the mirrors through its dependency cache
     _repo: str = field(default="bench/tsprog")
     _made: bool = field(default=False)
 
@@ -44,7 +47,7 @@ class Realistic:
     def stack_spec(self, greeting: str = "hello") -> dict[str, Any]:
         template = crossrun.trusting_workspace_template()
         template["spec"]["resources"] = {"requests": {"cpu": self.cpu, "memory": "256Mi"}}
-        env = {**passphrase_env(), **mirror_env(self.registry)}
+        env = {**passphrase_env(), **({} if self.through_cache else mirror_env(self.registry))}
         return {"stack": "dev", "projectRepo": self._ensure_repo(), "branch": "main", "backend": "file:///tmp",
                 "envRefs": env, "config": {"greeting": greeting}, "workspaceTemplate": template}
 
@@ -56,3 +59,10 @@ class Realistic:
 
     def plugin_megabytes(self) -> float:
         return self.registry.served("plugins") / 1e6
+
+    def npm_megabytes(self) -> float:
+        return self.registry.served("npm") / 1e6
+
+    def operator_values(self) -> list[str]:
+        """Chart values for the operator under test: the dependency cache with the mirrors as upstreams."""
+        return dependency_cache_values(self.registry) if self.through_cache else []
