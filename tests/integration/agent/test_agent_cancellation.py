@@ -4,6 +4,7 @@ makes the agent Ctrl-C the Pulumi CLI and let it wind down, and the next `up` su
 from __future__ import annotations
 
 import asyncio
+import re
 import signal
 from pathlib import Path
 from typing import Any
@@ -146,5 +147,7 @@ async def test_an_operator_gone_mid_up_leaves_the_cli_to_wind_down_before_the_ag
     assert await agent.wait_exit() == 0, agent.log()[-3000:]
     log = agent.log()
     assert "waiting for 1 Pulumi CLI command(s) to wind down" in log, log[-3000:]
-    assert "update canceled" in log, log[-3000:]  # the CLI's own word: it finished its cancel
-    assert log.index("update canceled") < log.index("server stopped")
+    # the CLI's own word that it finished its cancel (it spells it "canceled" or "cancelled" by code path)
+    finished = re.search(r"update cancell?ed", log)
+    assert finished is not None, log[-3000:]
+    assert finished.start() < log.index("server stopped")
