@@ -2,7 +2,9 @@
 
 Messages up to 400 MiB are accepted and sent (large stacks produce large outputs and events). Shutdown follows
 the reference: the first SIGTERM/SIGINT interrupts every running Pulumi CLI (Ctrl-C) and stops accepting calls
-while the running ones finish; a second signal exits at once with status 1.
+while the running ones finish, then waits for every interrupted CLI command to wind down; a second signal exits
+at once with status 1. A SIGTERM that comes after our parent died is not a second signal: the local runtime's
+operator is threaded, and the death signal it leaves its agents (PR_SET_PDEATHSIG) comes once per exiting thread.
 
 It must never log request contents or tokens.
 """
@@ -114,9 +116,16 @@ async def serve(service: AutomationService, host: str, port: int, auth: KubeAuth
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     signals = 0
+    parent = os.getppid()
 
     def on_signal(signum: int) -> None:
         nonlocal signals
+        if signals and signum == signal.SIGTERM and os.getppid() != parent:
+            # Our parent died (the local runtime's operator, SIGKILLed): its death signal (PR_SET_PDEATHSIG) comes
+            # once per thread of the dying operator, so this SIGTERM is the same news again, not a second request
+            # to hurry; exiting now would kill the CLIs mid-cancel.
+            log.info("SIGTERM again from the parent's death: still winding down")
+            return
         signals += 1
         if signals > 1:
             log.warning("second signal (%s): exiting immediately", signal.Signals(signum).name)

@@ -4,14 +4,17 @@ makes the agent Ctrl-C the Pulumi CLI and let it wind down, and the next `up` su
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import signal
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
-from agent_testlib import Agent, AgentFactory, config_item, copy_program, drive
+from agent_testlib import AGENT_COMMAND, Agent, AgentFactory, config_item, copy_program, drive
 from google.protobuf import json_format
 
 from pko.protocol.proto import agent_pb2
@@ -148,6 +151,69 @@ async def test_an_operator_gone_mid_up_leaves_the_cli_to_wind_down_before_the_ag
     log = agent.log()
     assert "waiting for 1 Pulumi CLI command(s) to wind down" in log, log[-3000:]
     # the CLI's own word that it finished its cancel (it spells it "canceled" or "cancelled" by code path)
+    finished = re.search(r"update cancell?ed", log)
+    assert finished is not None, log[-3000:]
+    assert finished.start() < log.index("server stopped")
+
+
+WRAPPER = """import os, subprocess, sys, time
+pidfile, release, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
+agent = subprocess.Popen(argv, env={**os.environ, "PKO_AGENT_PARENT_PID": str(os.getpid())})
+open(pidfile, "w").write(str(agent.pid))
+while not os.path.exists(release):
+    time.sleep(0.05)
+os._exit(0)
+"""
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _logged(agent: Agent, line: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while line not in agent.log() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert line in agent.log(), agent.log()[-3000:]
+
+
+def _wait_gone(pid: int, timeout: float = 120.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return not _running(pid)
+
+
+async def test_the_dying_operators_repeated_death_signal_is_not_a_second_signal(
+        tmp_path: Path, start_agent: AgentFactory) -> None:
+    """The local runtime's operator is a threaded process: when it is SIGKILLed, its agent's death signal
+    (PR_SET_PDEATHSIG: SIGTERM) comes once per exiting thread. A second SIGTERM after the parent died is that same
+    news, not a second request ("exit at once"), which would kill the CLI mid-cancel."""
+    wrapper, pidfile, release = tmp_path / "parent_of_agent.py", tmp_path / "agent.pid", tmp_path / "die"
+    wrapper.write_text(WRAPPER)
+    agent = await start_agent(copy_program("slow-python", tmp_path / "ws"),
+                              command=[sys.executable, str(wrapper), str(pidfile), str(release), *AGENT_COMMAND])
+    agent_pid = int(pidfile.read_text())
+    await prepare(agent)
+    call = agent.stub.Up(agent_pb2.UpRequest())
+    events: list[dict[str, Any]] = []
+    async for message in call:
+        if message.HasField("event"):
+            events.append(json_format.MessageToDict(message.event))
+            if started_steps(events) >= 1:
+                release.touch()  # the "operator" dies: the agent's lifeline SIGTERM
+                assert await agent.wait_exit(10) == 0
+                await asyncio.to_thread(_logged, agent, "shutting down the server (SIGTERM)")
+                os.kill(agent_pid, signal.SIGTERM)  # the same death, reported by another of its threads
+                break
+    call.cancel()
+    assert await asyncio.to_thread(_wait_gone, agent_pid), agent.log()[-3000:]
+    log = agent.log()
+    assert "SIGTERM again from the parent's death" in log, log[-3000:]
+    assert "exiting immediately" not in log, log[-3000:]
     finished = re.search(r"update cancell?ed", log)
     assert finished is not None, log[-3000:]
     assert finished.start() < log.index("server stopped")
