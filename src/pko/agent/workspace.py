@@ -35,6 +35,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PROJECT_FILES = ("Pulumi.yaml", "Pulumi.yml", "Pulumi.json")
+_STACK_404 = re.compile(r"no stack named.*found")
+_NO_STACK = re.compile(r"no stack selected|no stack named.*found")
+_CREATED = re.compile(r"Created stack '")
+# As the Automation API sets it: the CLI only accepts the hidden `--event-log` flag with debug commands enabled.
+AUTOMATION_ENV = {"PULUMI_DEBUG_COMMANDS": "true"}
 
 
 def prebuilt_binary(project: dict[str, Any]) -> str | None:
@@ -43,11 +48,6 @@ def prebuilt_binary(project: dict[str, Any]) -> str | None:
     options = runtime.get("options") if isinstance(runtime, dict) else None
     binary = options.get("binary") if isinstance(options, dict) else None
     return str(binary) if binary else None
-_STACK_404 = re.compile(r"no stack named.*found")
-_NO_STACK = re.compile(r"no stack selected|no stack named.*found")
-_CREATED = re.compile(r"Created stack '")
-# As the Automation API sets it: the CLI only accepts the hidden `--event-log` flag with debug commands enabled.
-AUTOMATION_ENV = {"PULUMI_DEBUG_COMMANDS": "true"}
 
 
 class ProjectError(Exception):

@@ -110,8 +110,8 @@ def lookup(raw_path: str, upstreams: Mapping[str, str], accept: str = "") -> Loo
     if part not in upstreams:
         return Refusal(404, f"the dependency cache has no upstream for {part}")
     rest = slash + rest
-    segments = urllib.parse.unquote(rest).split("/")
-    if len(rest) <= 1 or any(s in (".", "..") for s in segments) or "\\" in rest or "\x00" in rest:
+    decoded = urllib.parse.unquote(rest)
+    if len(rest) <= 1 or any(s in (".", "..") for s in decoded.split("/")) or "\\" in rest or "\x00" in rest:
         return Refusal(400, f"invalid {part} path")
     url = upstreams[part] + rest
     if part == PLUGINS:
@@ -119,7 +119,7 @@ def lookup(raw_path: str, upstreams: Mapping[str, str], accept: str = "") -> Loo
             return Refusal(404, "not a plugin release file name")
         return Lookup(part, rest, url, immutable=True, rewrite=False, key=f"{part}{rest}")
     if part == NPM:
-        if _NPM_TARBALL.match(urllib.parse.unquote(rest)):
+        if _NPM_TARBALL.match(decoded):
             return Lookup(part, rest, url, immutable=True, rewrite=False, key=f"{part}{rest}")
         kind = "abbreviated" if NPM_ABBREVIATED in accept else "full"
         return Lookup(part, rest, url, immutable=False, rewrite=True, key=f"{part}{rest}#{kind}")

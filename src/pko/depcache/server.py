@@ -142,21 +142,26 @@ class DependencyCache:
                     if answer.status != 200:
                         raise UpstreamFailed(502, f"{where}: the upstream answered {answer.status}")
                     content_type = answer.headers.get("Content-Type", "application/octet-stream")
-                    with download.open("wb") as out:
-                        async for chunk in answer.content.iter_chunked(CHUNK):
-                            out.write(chunk)
-                            digest.update(chunk)
+                    if found.rewrite:  # a packument: rewritten whole, so read whole
+                        original = await answer.read()
+                    else:  # a file, maybe hundreds of MB: streamed to disk
+                        with download.open("wb") as out:
+                            async for chunk in answer.content.iter_chunked(CHUNK):
+                                out.write(chunk)
+                                digest.update(chunk)
             except (TimeoutError, aiohttp.ClientError, OSError) as err:
                 raise UpstreamFailed(502, f"{where}: {type(err).__name__}: {err}".rstrip(": ")) from None
-            size = download.stat().st_size
-            self.metrics.upstream_bytes.labels(found.part).inc(size)
             if found.rewrite:
+                size = len(original)
                 try:
-                    body = routes.rewrite_packument(download.read_bytes(), self.upstreams[found.part], base)
+                    body = routes.rewrite_packument(original, self.upstreams[found.part], base)
                 except ValueError as err:
                     raise UpstreamFailed(502, f"{where}: not a JSON packument: {err}") from None
                 download.write_bytes(body)
                 digest = hashlib.sha256(body)
+            else:
+                size = download.stat().st_size
+            self.metrics.upstream_bytes.labels(found.part).inc(size)
             entry = self.store.put(found.key, download, digest.hexdigest(), content_type, base=base)
         log.info("dependency cache fetched %s (%d bytes in %.1fs)", where, size, time.monotonic() - started)
         return entry

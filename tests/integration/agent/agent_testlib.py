@@ -73,6 +73,22 @@ class Agent:
 AgentFactory = Callable[..., Awaitable[Agent]]
 
 
+def alive(pid: int) -> bool:
+    """Process `pid` exists and is not a zombie (a zombie has exited and only waits to be reaped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_gone(pid: int, timeout: float) -> bool:
+    """Whether process `pid` is gone within `timeout` seconds (blocking: run it in a thread from a coroutine)."""
+    deadline = time.monotonic() + timeout
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not alive(pid)
+
+
 def copy_program(name: str, destination: Path) -> Path:
     shutil.copytree(PROGRAMS / name, destination)
     return destination

@@ -14,7 +14,7 @@ from typing import Any
 
 import grpc
 import pytest
-from agent_testlib import AGENT_COMMAND, Agent, AgentFactory, config_item, copy_program, drive
+from agent_testlib import AGENT_COMMAND, Agent, AgentFactory, config_item, copy_program, drive, wait_gone
 from google.protobuf import json_format
 
 from pko.protocol.proto import agent_pb2
@@ -34,6 +34,25 @@ async def prepare(agent: Agent) -> None:
 def started_steps(events: list[dict[str, Any]]) -> int:
     pre = [e["resourcePreEvent"]["metadata"] for e in events if "resourcePreEvent" in e]
     return sum(1 for meta in pre if "::step-" in meta["urn"] and meta["op"] == "create")
+
+
+async def _until_a_step_starts(agent: Agent) -> Any:
+    """Start an `up` and read its events until the first step's creation has started; the call, still open."""
+    call = agent.stub.Up(agent_pb2.UpRequest())
+    events: list[dict[str, Any]] = []
+    async for message in call:
+        if message.HasField("event"):
+            events.append(json_format.MessageToDict(message.event))
+            if started_steps(events) >= 1:
+                break
+    return call
+
+
+def _cancel_finished_before_exit(log: str) -> None:
+    """The CLI said it finished its cancel ("canceled" or "cancelled", by code path) before the agent stopped."""
+    finished = re.search(r"update cancell?ed", log)
+    assert finished is not None, log[-3000:]
+    assert finished.start() < log.index("server stopped")
 
 
 async def created(agent: Agent) -> int:
@@ -138,22 +157,13 @@ async def test_an_operator_gone_mid_up_leaves_the_cli_to_wind_down_before_the_ag
     down mid-cancel, leaving the language host running."""
     agent = await start_agent(copy_program("slow-python", tmp_path / "ws"))
     await prepare(agent)
-    call = agent.stub.Up(agent_pb2.UpRequest())
-    events: list[dict[str, Any]] = []
-    async for message in call:
-        if message.HasField("event"):
-            events.append(json_format.MessageToDict(message.event))
-            if started_steps(events) >= 1:
-                call.cancel()
-                agent.process.send_signal(signal.SIGTERM)
-                break
+    call = await _until_a_step_starts(agent)
+    call.cancel()
+    agent.process.send_signal(signal.SIGTERM)
     assert await agent.wait_exit() == 0, agent.log()[-3000:]
     log = agent.log()
     assert "waiting for 1 Pulumi CLI command(s) to wind down" in log, log[-3000:]
-    # the CLI's own word that it finished its cancel (it spells it "canceled" or "cancelled" by code path)
-    finished = re.search(r"update cancell?ed", log)
-    assert finished is not None, log[-3000:]
-    assert finished.start() < log.index("server stopped")
+    _cancel_finished_before_exit(log)
 
 
 WRAPPER = """import os, subprocess, sys, time
@@ -166,25 +176,11 @@ os._exit(0)
 """
 
 
-def _running(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def _logged(agent: Agent, line: str, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while line not in agent.log() and time.monotonic() < deadline:
         time.sleep(0.02)
     assert line in agent.log(), agent.log()[-3000:]
-
-
-def _wait_gone(pid: int, timeout: float = 120.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while _running(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return not _running(pid)
 
 
 async def test_the_dying_operators_repeated_death_signal_is_not_a_second_signal(
@@ -198,22 +194,14 @@ async def test_the_dying_operators_repeated_death_signal_is_not_a_second_signal(
                               command=[sys.executable, str(wrapper), str(pidfile), str(release), *AGENT_COMMAND])
     agent_pid = int(pidfile.read_text())
     await prepare(agent)
-    call = agent.stub.Up(agent_pb2.UpRequest())
-    events: list[dict[str, Any]] = []
-    async for message in call:
-        if message.HasField("event"):
-            events.append(json_format.MessageToDict(message.event))
-            if started_steps(events) >= 1:
-                release.touch()  # the "operator" dies: the agent's lifeline SIGTERM
-                assert await agent.wait_exit(10) == 0
-                await asyncio.to_thread(_logged, agent, "shutting down the server (SIGTERM)")
-                os.kill(agent_pid, signal.SIGTERM)  # the same death, reported by another of its threads
-                break
+    call = await _until_a_step_starts(agent)
+    release.touch()  # the "operator" dies: the agent's lifeline SIGTERM
+    assert await agent.wait_exit(10) == 0
+    await asyncio.to_thread(_logged, agent, "shutting down the server (SIGTERM)")
+    os.kill(agent_pid, signal.SIGTERM)  # the same death, reported by another of its threads
     call.cancel()
-    assert await asyncio.to_thread(_wait_gone, agent_pid), agent.log()[-3000:]
+    assert await asyncio.to_thread(wait_gone, agent_pid, 120.0), agent.log()[-3000:]
     log = agent.log()
     assert "SIGTERM again from the parent's death" in log, log[-3000:]
     assert "exiting immediately" not in log, log[-3000:]
-    finished = re.search(r"update cancell?ed", log)
-    assert finished is not None, log[-3000:]
-    assert finished.start() < log.index("server stopped")
+    _cancel_finished_before_exit(log)

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from agent_testlib import wait_gone
 
 from pko.agent.pulumicmd import PulumiCLI
 
@@ -24,21 +25,6 @@ def _script(tmp_path: Path, body: str) -> Path:
     script.write_text(f"#!/bin/sh\n{body}\n")
     script.chmod(0o755)
     return script
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
-def _gone(pid: int, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return not _alive(pid)
 
 
 def _written(path: Path, timeout: float = 10.0) -> int:
@@ -54,7 +40,7 @@ async def test_a_child_left_by_a_finished_command_is_killed(tmp_path: Path) -> N
     result = await PulumiCLI(tmp_path, dict(os.environ), binary=str(script)).run(["up"])
     assert result.stdout.strip() == "done"
     child = int(pidfile.read_text())
-    assert _gone(child), f"the command's child {child} outlived it"
+    assert wait_gone(child, 5.0), f"the command's child {child} outlived it"
 
 
 async def test_a_command_that_ignores_ctrl_c_is_killed_with_its_children(tmp_path: Path) -> None:
@@ -66,4 +52,4 @@ async def test_a_command_that_ignores_ctrl_c_is_killed_with_its_children(tmp_pat
     task.cancel()  # Ctrl-C, ignored; after the grace: SIGKILL for the whole group
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert _gone(child), f"the cancelled command's child {child} outlived it"
+    assert wait_gone(child, 5.0), f"the cancelled command's child {child} outlived it"
