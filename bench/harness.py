@@ -89,6 +89,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--without-dependency-cache", action="store_true",
                         help="with --program typescript: pko's Stacks name the mirrors as the Go operator's do, "
                              "instead of pko serving them through its dependency cache")
+    parser.add_argument("--max-active-workspaces", type=int, default=None,
+                        help="local runtime: pko's pool of active workspaces (default: no bound)")
     parser.add_argument("--json", type=Path, help="write the figures as JSON here")
     parser.add_argument("--plot", type=Path, help="write a PNG chart per scenario into this directory")
     args = parser.parse_args(argv)
@@ -101,6 +103,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
                      "python -m bench fleet --runtime local --operators pko")
     if args.runtime == "local" and args.program != "yaml":
         parser.error("--program typescript runs on the pod runtime")
+    if args.max_active_workspaces is not None and (args.runtime != "local" or args.max_active_workspaces < 1):
+        parser.error("--max-active-workspaces (at least 1) is for --runtime local")
     if args.stacks < 1 or args.changes < 1 or args.idle_seconds <= 0:
         parser.error("--stacks and --changes must be at least 1, --idle-seconds positive")
     return args
@@ -110,8 +114,10 @@ async def _main(args: argparse.Namespace) -> int:
     scenarios = list(SCENARIOS) if args.scenario == "all" else [args.scenario]
     say = print
     if args.runtime == "local":
-        results: report.Results = {"fleet": {"pko": await localfleet.run(args.stacks, say)}}
-        say(f"\nfleet (local runtime, {args.stacks} Stacks):\n{report.table(results, 'fleet')}")
+        results: report.Results = {"fleet": {"pko": await localfleet.run(args.stacks, say,
+                                                                          args.max_active_workspaces)}}
+        pool = f", pool of {args.max_active_workspaces}" if args.max_active_workspaces else ""
+        say(f"\nfleet (local runtime, {args.stacks} Stacks{pool}):\n{report.table(results, 'fleet')}")
         if args.json:
             report.write_json(args.json, results, {}, {"stacks": args.stacks, "runtime": "local"})
         return 0

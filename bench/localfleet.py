@@ -61,36 +61,51 @@ def _environment(values: dict[str, str]) -> Iterator[None]:
                 os.environ[key] = value
 
 
-async def run(stacks: int, say: Callable[[str], None] = print) -> dict[str, float]:
-    """N Program Stacks applied at once to pko with the local runtime: time to all Ready, p50/p95, CPU, RSS."""
+def _agents(pid: int) -> int:
+    """The agent processes among `pid`'s children (`pko agent serve`, or the standalone agent)."""
+    count = 0
+    for child in _children(pid):
+        with contextlib.suppress(OSError):
+            words = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+            if b"serve" in words and any(w.endswith(b"agent") for w in words):
+                count += 1
+    return count
+
+
+async def run(stacks: int, say: Callable[[str], None] = print, pool: int | None = None) -> dict[str, float]:
+    """N Program Stacks applied at once to pko with the local runtime: time to all Ready, p50/p95, CPU, RSS, and
+    the most agents that ran at once (`pool`: --max-active-workspaces)."""
     with tempfile.TemporaryDirectory(prefix="pko-bench-local-") as tmp:
         root = Path(tmp)
         plane = await asyncio.to_thread(controlplane.start, root / "control-plane")
         try:
             with _environment(pulumi.pulumi_env(root / "pulumi")):
-                return await _fleet(plane, root, stacks, say)
+                return await _fleet(plane, root, stacks, say, pool)
         finally:
             await asyncio.to_thread(plane.stop)
 
 
-async def _fleet(plane: controlplane.ControlPlane, root: Path, stacks: int, say: Callable[[str], None]
-                 ) -> dict[str, float]:
+async def _fleet(plane: controlplane.ControlPlane, root: Path, stacks: int, say: Callable[[str], None],
+                 pool: int | None) -> dict[str, float]:
     async with kclient.Client.from_kubeconfig(plane.kubeconfig) as kc:
         await local_operator.install_crds(kc)
         await local_operator.install_identity(kc)
         await local_operator.ensure_namespace(kc, NAMESPACE)
         names = [f"s{i:03d}" for i in range(stacks)]
         peak_agents = [0]
+        most_agents = [0]
 
         last = [-1]
 
         def progress(done: int, total: int) -> None:
             peak_agents[0] = max(peak_agents[0], sum(_rss(pid) for pid in _children(os.getpid())))
+            most_agents[0] = max(most_agents[0], _agents(os.getpid()))
             if done != last[0]:
                 last[0] = done
                 say(f"  [pko local] fleet: {done}/{total} Ready")
 
-        async with local_operator.running(plane.kubeconfig, root / "workspaces", namespace=NAMESPACE):
+        async with local_operator.running(plane.kubeconfig, root / "workspaces", namespace=NAMESPACE,
+                                          max_active_workspaces=pool):
             cpu = time.process_time()
             start = time.monotonic()
             await b.create_program_stacks(kc, NAMESPACE, names, local=True)
@@ -104,5 +119,6 @@ async def _fleet(plane: controlplane.ControlPlane, root: Path, stacks: int, say:
         return {"all Ready (s)": max(times), "Stack Ready p50 (s)": b.percentile(times, 0.5),
                 "Stack Ready p95 (s)": b.percentile(times, 0.95), "operator+harness CPU (s)": cpu,
                 "operator+harness peak RSS (MB)": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3,
-                "agents RSS at rest (MB)": agents / 1e6, "agents peak RSS (MB)": peak_agents[0] / 1e6}
+                "agents RSS at rest (MB)": agents / 1e6, "agents peak RSS (MB)": peak_agents[0] / 1e6,
+                "most agents at once": float(most_agents[0])}
 

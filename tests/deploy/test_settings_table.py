@@ -4,6 +4,9 @@ table declares."""
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
 import pytest
 from helmchart import CHART, ROOT, Render
 
@@ -163,3 +166,31 @@ def test_the_dependency_cache_from_chart_values_with_its_volume_and_off_by_defau
     default = next(o for o in render() if o["kind"] == "Deployment")["spec"]["template"]["spec"]
     assert "volumes" not in default
     assert not any(e["name"].startswith("DEPENDENCY_CACHE") for e in default["containers"][0]["env"])
+
+
+def test_the_pool_of_active_workspaces_needs_a_slot(render: Render, helm: Path, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """`--max-active-workspaces` (flag, variable, chart value): unset is no bound; 0, a negative number or a word
+    is refused with a message that says what is wanted — at the flag, from the variable, and when the chart
+    renders."""
+    assert settings.from_args(settings.parser({}).parse_args([]), "v1", {}).max_active_workspaces is None
+    environ = {"MAX_ACTIVE_WORKSPACES": "20"}
+    assert settings.from_args(settings.parser(environ).parse_args([]), "v1", environ).max_active_workspaces == 20
+    for environ, args, said in (({}, ["--max-active-workspaces", "0"], "the pool needs at least 1 slot: '0'"),
+                                ({}, ["--max-active-workspaces", "-3"], "the pool needs at least 1 slot: '-3'"),
+                                ({"MAX_ACTIVE_WORKSPACES": "many"}, [], "invalid number of workspaces: 'many'")):
+        with pytest.raises(SystemExit):
+            settings.parser(environ).parse_args(args)
+        assert f"argument --max-active-workspaces: {said}" in capsys.readouterr().err
+    deployment = next(o for o in render({"controller": {"maxActiveWorkspaces": 20}}) if o["kind"] == "Deployment")
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["MAX_ACTIVE_WORKSPACES"] == "20"
+    default = next(o for o in render() if o["kind"] == "Deployment")
+    container = default["spec"]["template"]["spec"]["containers"][0]
+    assert "MAX_ACTIVE_WORKSPACES" not in {e["name"] for e in container["env"]}
+    values = tmp_path / "values.yaml"
+    values.write_text("controller:\n  maxActiveWorkspaces: 0\n")
+    done = subprocess.run([str(helm), "template", "pko", str(CHART), "--values", str(values)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode != 0
+    assert "controller.maxActiveWorkspaces must be at least 1, not 0" in done.stderr

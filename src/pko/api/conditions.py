@@ -42,6 +42,9 @@ RECONCILING_PREREQUISITE_NOT_SATISFIED = "PrerequisiteNotSatisfied"
 RECONCILING_SUSPENDED = "Suspended"
 MESSAGE_SUSPENDED = "the stack is suspended (spec.suspend is true): no new update starts until it is false"
 MESSAGE_SUSPENDED_AFTER = "the stack is suspended: no update starts after this one"
+# pko: `--max-active-workspaces` (docs/scale.md): the Workspace's Ready=False reason, and its Stack's Reconciling
+# reason, while the Workspace waits for a slot of the pool of active workspaces.
+QUEUED = "Queued"
 
 # Stalled reasons.
 STALLED_SPEC_INVALID = "SpecInvalid"

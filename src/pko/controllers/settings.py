@@ -73,6 +73,7 @@ class Settings:
     workspace_localhost: str | None = None
     workspace_idle_timeout: float = 0.0  # seconds; pko: scale idle workspaces to zero (0: never, as the Go operator)
     config_in_place: bool = True  # pko: a config-only change keeps the pod (False: a new pod, as the Go operator)
+    max_active_workspaces: int | None = None  # pko: the pool of active workspaces (None: no bound, as the Go operator)
     # the Program file server (see pko.controllers.program)
     program_fs_addr: str | None = None
     program_fs_adv_addr: str | None = None
@@ -159,6 +160,20 @@ def _upstreams(text: str) -> dict[str, str]:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
+def _pool_size(text: str) -> int | None:
+    """A number of slots of at least 1; empty: no pool."""
+    if not text.strip():
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number of workspaces: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(
+            f"the pool needs at least 1 slot: {text!r} (leave it unset for no bound)")
+    return value
+
+
 def _resolved(text: str) -> str | None:
     return str(Path(text).resolve()) if text else None
 
@@ -224,6 +239,10 @@ OPTIONS: tuple[Option, ...] = (
            "apply a change of config values to the running workspace (false: a new pod for every change, as the Go "
            "operator)", env="WORKSPACE_CONFIG_IN_PLACE", default="true", parse=_boolean,
            helm="controller.workspaceConfigInPlace"),
+    Option("--max-active-workspaces", "max_active_workspaces",
+           "workspaces whose agent (pod or process) may run at once; more wait in a queue and idle ones sleep to "
+           "make room (unset: no bound, as the Go operator)", env="MAX_ACTIVE_WORKSPACES", default="",
+           parse=_pool_size, helm="controller.maxActiveWorkspaces"),
     Option("--max-concurrent-reconciles", "workers", "", env="MAX_CONCURRENT_RECONCILES",
            default=str(DEFAULT_WORKERS), parse=int, helm="controller.maxConcurrentReconciles"),
     Option("--retry-max-backoff", "retry_max_backoff",

@@ -22,6 +22,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable, Mapping
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -258,6 +259,28 @@ def pulumi(registry: CollectorRegistry) -> PulumiMetrics:
         if found is None:
             found = _PULUMI[registry] = PulumiMetrics(registry)
         return found
+
+
+# --- the pool of active workspaces (--max-active-workspaces) ---------------------------------------------------
+
+class PoolView(Protocol):
+    size: int
+
+    def active(self) -> int: ...
+
+    def waiting(self) -> int: ...
+
+
+def workspace_pool(registry: CollectorRegistry, pool: PoolView) -> None:
+    """The pool's size, its slots in use and its queue's depth, read when scraped."""
+    for name, help_text, read in (
+            ("pko_workspace_pool_slots", "Slots of the pool of active workspaces (--max-active-workspaces)",
+             lambda: float(pool.size)),
+            ("pko_workspace_pool_active", "Workspaces holding a slot (their agent runs or is starting)",
+             lambda: float(pool.active())),
+            ("pko_workspace_pool_queue_depth", "Workspaces waiting for a slot",
+             lambda: float(pool.waiting()))):
+        Gauge(name, help_text, registry=registry).set_function(read)
 
 
 # --- the dependency cache (pko.depcache) ----------------------------------------------------------------------

@@ -89,13 +89,14 @@ class Operator:
     its contents). `agent_kubeconfig` is what local agents use for their TokenReviews (default: `kubeconfig`);
     `workspace_agent` another agent executable for them (the Go reference's, in the interop tier);
     `workspace_idle_timeout` the operator-wide scale-to-zero default (seconds; 0: never); `git_timeout` how long a
-    git server may stay silent (``--git-timeout``)."""
+    git server may stay silent (``--git-timeout``); `max_active_workspaces` the pool of active workspaces (None: no
+    bound)."""
 
     def __init__(self, kubeconfig: Path, workspace_root: Path, *, max_operations: int = 200, workers: int = 25,
                  agent_kubeconfig: Path | None = None, metrics_address: str = "0",
                  runtime: operator_settings.Runtime = "local", namespace: str | None = None,
                  workspace_agent: str | None = None, workspace_idle_timeout: float = 0.0,
-                 git_timeout: float | None = None) -> None:
+                 git_timeout: float | None = None, max_active_workspaces: int | None = None) -> None:
         self.kubeconfig = kubeconfig
         self.metrics_address = metrics_address
         self.client = kclient.Client.from_kubeconfig(kubeconfig)
@@ -105,7 +106,7 @@ class Operator:
             version="v0.0.0-test", workspace_runtime=runtime, workspace_root=workspace_root,
             kubeconfig=str(agent_kubeconfig or kubeconfig), workers=workers, max_operations=max_operations,
             program_fs_addr="127.0.0.1:0", workspace_agent=workspace_agent,
-            workspace_idle_timeout=workspace_idle_timeout,
+            workspace_idle_timeout=workspace_idle_timeout, max_active_workspaces=max_active_workspaces,
         )
         if git_timeout is not None:
             self.settings.git_timeout = git_timeout

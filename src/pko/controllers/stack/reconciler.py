@@ -76,14 +76,17 @@ class _Session:
         return bool(self.stack.metadata.deletion_timestamp)
 
 
-def _waiting_message(found: list[Condition]) -> str:
-    """The message to show while the Workspace is applied: the Workspace problem already shown, if any (so a
-    reconcile does not flip it back to plain waiting and forth again), else the reference's plain text."""
+def _waiting(found: list[Condition]) -> tuple[str, str]:
+    """The Reconciling reason and message to show while the Workspace is applied: what is already shown when it
+    is the Workspace's problem or its place in the pool's queue (so a reconcile does not flip it back to plain
+    waiting and forth again), else the reference's plain text."""
     shown = conditions.find(found, conditions.RECONCILING)
+    if shown is not None and shown.reason == conditions.QUEUED and shown.message:
+        return conditions.QUEUED, shown.message
     if (shown is not None and shown.reason == conditions.RECONCILING_PROCESSING
             and (shown.message or "").startswith(conditions.MESSAGE_WAITING_FOR_WORKSPACE + ": ")):
-        return shown.message or conditions.MESSAGE_WAITING_FOR_WORKSPACE
-    return conditions.MESSAGE_WAITING_FOR_WORKSPACE
+        return conditions.RECONCILING_PROCESSING, shown.message or conditions.MESSAGE_WAITING_FOR_WORKSPACE
+    return conditions.RECONCILING_PROCESSING, conditions.MESSAGE_WAITING_FOR_WORKSPACE
 
 
 def _observed(meta: ObjectMeta, observed_generation: int | None) -> bool:
@@ -239,8 +242,7 @@ class StackReconciler:
                 return None
 
         if not check:  # a drift check leaves Ready/Reconciling alone: it changes nothing
-            s.conditions = conditions.mark_reconciling(s.conditions, conditions.RECONCILING_PROCESSING,
-                                                       _waiting_message(s.conditions), now=self.clock())
+            s.conditions = conditions.mark_reconciling(s.conditions, *_waiting(s.conditions), now=self.clock())
             await self._save(s)
         try:
             ws = await self._apply_workspace(key, desired_ws)
@@ -412,15 +414,32 @@ class StackReconciler:
         """Carry a stuck Workspace's problem into the Stack's Reconciling message, with a Warning event each time
         the problem changes (not on every reconcile: the Workspace is re-checked every few seconds)."""
         ready = conditions.find(ws.status.conditions if ws.status else None, conditions.READY)
+        if await self._show_queued(s, ready):
+            return
         message = sync.waiting_for_workspace_message(ready)
         shown = conditions.find(s.conditions, conditions.RECONCILING)
-        if shown is not None and shown.message == message:
+        if shown is not None and shown.reason == conditions.RECONCILING_PROCESSING and shown.message == message:
             return
         s.conditions = conditions.mark_reconciling(s.conditions, conditions.RECONCILING_PROCESSING, message,
                                                    now=self.clock())
         await self._save(s)
         if message != conditions.MESSAGE_WAITING_FOR_WORKSPACE:
             await self.recorder.warning(s.stack, sync.WORKSPACE_NOT_READY_EVENT, message)
+
+    async def _show_queued(self, s: _Session, ready: Condition | None) -> bool:
+        """pko (--max-active-workspaces): the Workspace waits for a slot of the pool; the Stack shows
+        ``Reconciling/Queued`` with its place in the queue, and says so once as an event. False: it does not wait."""
+        if ready is None or ready.status != "False" or ready.reason != conditions.QUEUED:
+            return False
+        shown = conditions.find(s.conditions, conditions.RECONCILING)
+        if shown is not None and shown.reason == conditions.QUEUED and shown.message == ready.message:
+            return True
+        s.conditions = conditions.mark_reconciling(s.conditions, conditions.QUEUED, ready.message or "",
+                                                   now=self.clock())
+        await self._save(s)
+        if shown is None or shown.reason != conditions.QUEUED:
+            await self.recorder.normal(s.stack, "StackQueued", ready.message or "")
+        return True
 
     # --- approvals (pko, docs/approvals.md) ----------------------------------------------------------------------
 
@@ -506,6 +525,7 @@ class StackReconciler:
             return
         ws = await self.client.get_typed_or_none(resources.WORKSPACE, ws_api.Workspace,
                                                  update.spec.workspace_name or "", s.key.namespace)
+        await self._show_update_queued(s, ws)
         started = update.status is not None and update.status.start_time is not None
         if not sync.refresh_stuck_workspace(started=started, stack_generation=s.stack.metadata.generation,
                                             update_generation=current.generation, deleting=s.deleting,
@@ -521,6 +541,18 @@ class StackReconciler:
         except ws_build.StallError:
             return
         await self.client.apply(desired)
+
+    async def _show_update_queued(self, s: _Session, ws: ws_api.Workspace | None) -> None:
+        """The current Update waits for its Workspace to get a slot of the pool (it slept to make room for
+        another): the Stack shows ``Queued``, and ``StackProcessing`` again once the slot is granted."""
+        ready = conditions.find(ws.status.conditions if ws is not None and ws.status else None, conditions.READY)
+        if await self._show_queued(s, ready):
+            return
+        shown = conditions.find(s.conditions, conditions.RECONCILING)
+        if shown is not None and shown.reason == conditions.QUEUED:
+            s.conditions = conditions.mark_reconciling(s.conditions, conditions.RECONCILING_PROCESSING,
+                                                       conditions.MESSAGE_STACK_PROCESSING, now=self.clock())
+            await self._save(s)
 
     async def _synced(self, s: _Session, workspace_name: str, check: drift.Plan) -> Result | None:
         last = s.status.last_update

@@ -304,10 +304,13 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings, *,
             return ""
         found = ((obj.get("status") or {}).get("conditions") or [])
         ready = next((c for c in found if isinstance(c, dict) and c.get("type") == conditions.READY), None)
+        if ready is not None and ready.get("reason") == conditions.QUEUED:  # pko: its place in the pool's queue
+            return f"{conditions.QUEUED}: {ready.get('message')}"
         return sync.waiting_for_workspace_message(Condition.model_validate(ready) if ready else None)
 
     def workspace_changed(event: store.Event) -> bool:
-        """The Workspace became ready or stalled, or what it says is stuck changed (shown on the Stack)."""
+        """The Workspace became ready or stalled, or what it says is stuck (or its place in the pool's queue)
+        changed (shown on the Stack)."""
         if _transition(workspace_signal)(event):
             return True
         return event.type != "DELETED" and workspace_problem(event.object) != workspace_problem(event.old)

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pko.api import conditions, durations, names
+from pko.api import conditions, durations, lanes, names
 from pko.api import stack as stack_api
 from pko.api import update as up_api
 from pko.api.meta import Condition
@@ -139,7 +139,7 @@ def is_synced(stack: stack_api.Stack, commit: str, now: datetime.datetime,
             return True, ""
         frequency = resync_frequency(spec, min_resync)
         if elapsed >= frequency:
-            return False, f"Resync time elapsed: {durations.format_seconds(frequency)}"
+            return False, f"{lanes.RESYNC_ELAPSED}: {durations.format_seconds(frequency)}"
         return True, ""
     if last.state == stack_api.STATE_FAILED:
         if (last.last_attempted_commit or "") != commit:
@@ -148,11 +148,11 @@ def is_synced(stack: stack_api.Stack, commit: str, now: datetime.datetime,
         if stalled(last, policy):
             interval = policy.stalled_retry_interval
             if interval > 0 and elapsed >= interval:
-                return False, f"Stalled retry interval elapsed: {durations.format_seconds(interval)}"
+                return False, f"{lanes.STALLED_RETRY_ELAPSED}: {durations.format_seconds(interval)}"
             return True, ""
         wait = policy.backoff(last.failures or 0)
         if elapsed >= wait:
-            return False, f"Backoff time elapsed: {durations.format_seconds(wait)}"
+            return False, f"{lanes.BACKOFF_ELAPSED}: {durations.format_seconds(wait)}"
         return True, ""
     return True, ""
 

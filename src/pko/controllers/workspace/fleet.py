@@ -148,3 +148,36 @@ def sleeping_message(timeout: float) -> str:
 
 
 WAKING_MESSAGE = "Waking the workspace for a pending update"
+
+
+# --- the pool of active workspaces (pool.py) ------------------------------------------------------------------
+
+#: How long a workspace that became ready keeps its slot before its first Update: its Stack makes that Update
+#: right after, and taking the slot back in between would start the queue over for it.
+FIRST_UPDATE_GRACE = 30.0
+
+
+def last_used(now: datetime.datetime, ready: Condition | None, stalled: Condition | None,
+              updates: Sequence[up_api.Update]) -> datetime.datetime | None:
+    """When an idle workspace last worked (None: it is busy and keeps its slot). Busy: an Update pending, a saved
+    plan awaiting its approval, an agent starting or failing for a reason that may pass. Idle: a ready agent that
+    ran an Update since it became ready (or has waited :data:`FIRST_UPDATE_GRACE` for one), or a Stalled one (it
+    cannot work until its spec changes)."""
+    if pending(updates) or holds_plan(updates):
+        return None
+    if stalled is not None and stalled.status == "True":
+        return conditions.parse_time(stalled.last_transition_time) or now
+    if ready is None or ready.status != "True" or ready.reason == SLEEPING:
+        return None
+    became_ready = conditions.parse_time(ready.last_transition_time) or now
+    completed = [m for m in (_completed_at(u) for u in updates) if m is not None and m >= became_ready]
+    if completed:
+        return max(completed)
+    if (now - became_ready).total_seconds() >= FIRST_UPDATE_GRACE:
+        return became_ready
+    return None
+
+
+def yielded_message(size: int) -> str:
+    return (f"Scaled to zero to give its slot to a waiting workspace (all {size} slots of --max-active-workspaces "
+            "were busy); the next update wakes the workspace")

@@ -27,12 +27,12 @@ from typing import Any
 import grpc
 import grpc.aio
 
-from pko.api import conditions, names
+from pko.api import conditions, lanes, names
 from pko.api import update as up_api
 from pko.api import workspace as ws_api
 from pko.api.meta import Condition
 from pko.controllers import connect
-from pko.controllers.workspace import fleet, initialize, manifests, runtime
+from pko.controllers.workspace import fleet, initialize, manifests, pool, runtime
 from pko.controllers.workspace.runtime import Pending, WorkspaceRuntime
 from pko.kube import client as kclient
 from pko.kube import events, objects, owners, resources
@@ -60,6 +60,10 @@ INITIALIZATION_FAILED = "InitializationFailed"
 SUCCEEDED = "Succeeded"
 SLEEPING = fleet.SLEEPING
 WAKING = fleet.WAKING
+QUEUED = conditions.QUEUED  # pko: waiting for a slot of the pool of active workspaces (pool.py)
+
+#: How often a queued Workspace looks at its place in the queue again (its status shows the position).
+QUEUED_REFRESH = 30.0
 
 #: The Updates of a Workspace, as the operator's cache has them (the controller's wiring provides it).
 UpdatesOf = Callable[[objects.ObjectKey], Sequence[up_api.Update]]
@@ -75,6 +79,13 @@ DefaultEnv = Callable[[], Awaitable[Mapping[str, str]]]
 
 async def _no_env() -> Mapping[str, str]:
     return {}
+
+
+@dataclass(frozen=True)
+class _Stop:
+    """This reconcile ends here, with `result` (the pool's answer: queued, yielded, or no agent needed)."""
+
+    result: Result | None
 
 
 @dataclass
@@ -117,8 +128,10 @@ class WorkspaceReconciler:
         clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
         pulumi_metrics: metrics.PulumiMetrics | None = None,
         default_env: DefaultEnv = _no_env,
+        active: pool.Pool | None = None,
     ) -> None:
         self.client = client
+        self.pool = active  # pko: --max-active-workspaces (None: every Workspace runs its agent, as the Go operator)
         self.default_env = default_env  # the operator's env for every workspace (the dependency cache's)
         self.metrics = pulumi_metrics
         self.connector = connector
@@ -136,6 +149,7 @@ class WorkspaceReconciler:
                                                         key.namespace)
         if workspace is None:
             await self.runtime.remove(key)
+            self._release(key)
             return None
         previous = workspace.status or ws_api.WorkspaceStatus()
         status = _Status(workspace, list(previous.conditions or []), previous.address, previous.pulumi_version,
@@ -143,6 +157,7 @@ class WorkspaceReconciler:
         now = self.clock()
         if workspace.metadata.deletion_timestamp:
             await self.runtime.remove(key)
+            self._release(key)
             status.ready("False", DELETING, "Workspace is being deleted", now)
             await self._save(status)
             return None
@@ -158,7 +173,11 @@ class WorkspaceReconciler:
             idle = fleet.decide(timeout, now, conditions.find(status.conditions, conditions.READY),
                                 self.updates_of(key))
         if idle.sleep:
-            return await self._sleep(workspace, status, revision, timeout)
+            return await self._sleep(workspace, status, revision, fleet.sleeping_message(timeout))
+        if self.pool is not None:
+            stop = await self._slot(workspace, status, revision, now)
+            if stop is not None:
+                return stop.result
         if fleet.sleeping(status.conditions):
             # Ready goes False first: the Update controller waits for the Workspace's transition to Ready.
             status.ready("False", WAKING, fleet.WAKING_MESSAGE, now)
@@ -204,14 +223,20 @@ class WorkspaceReconciler:
                                            "workspace")
         status.applied = (status.applied or ws_api.AppliedState()).model_copy(
             update={"config_generation": generation})
+        was_ready = conditions.is_true(status.conditions, conditions.READY)
         status.ready("True", SUCCEEDED, "", self.clock())
         await self._save(status)
-        return Result(requeue_after=idle.requeue_after) if idle.requeue_after else None
+        after = idle.requeue_after
+        if self.pool is not None and not was_ready:
+            # a holder that just became ready counts as busy until its first Update or the grace ends: look again
+            # then, or a Stack that makes no Update would keep the slot from the queue
+            after = min(after or fleet.FIRST_UPDATE_GRACE + 1, fleet.FIRST_UPDATE_GRACE + 1)
+        return Result(requeue_after=after) if after else None
 
     # --- scale to zero -----------------------------------------------------------------------------------------
 
     async def _sleep(self, workspace: ws_api.Workspace, status: _Status, revision: fleet.PodRevision,
-                     timeout: float) -> Result | None:
+                     message: str, *, yielded: bool = False) -> Result | None:
         """Say the Workspace sleeps, then stop its agent. An Update created meanwhile (the cache may not have it
         yet) is looked for on the API server before and after the status says so: the Update controller reads
         the Workspace before it connects, so one that saw the old address was created before the second look."""
@@ -219,7 +244,6 @@ class WorkspaceReconciler:
         was_sleeping = fleet.sleeping(status.conditions)
         if not was_sleeping and await self._pending_on_server(key):
             return Result(requeue=True)
-        message = fleet.sleeping_message(timeout)
         status.ready("True", SLEEPING, message, self.clock())
         status.address = None  # `applied` stays: a wake is a new pod, which is initialised from scratch
         await self._save(status)
@@ -230,9 +254,81 @@ class WorkspaceReconciler:
                                   pod_generation=revision.generation, default_env=await self.default_env()),
             workspace)
         await self.runtime.sleep(workspace, statefulset)
+        self._release(key, yielded=yielded)
         if not was_sleeping:
             await self.recorder.normal(workspace, "Sleeping", message)
         return None
+
+    # --- the pool of active workspaces (pool.py) ----------------------------------------------------------------
+
+    def _report(self, key: objects.ObjectKey, status: _Status) -> None:
+        """Tell the pool how idle a holder is with every status it gets (a workspace that just went Stalled, or
+        finished its first start, is looked at again at once when a waiter needs its slot)."""
+        if self.pool is None or not self.pool.holds(key):
+            return
+        used = fleet.last_used(self.clock(), conditions.find(status.conditions, conditions.READY),
+                               conditions.find(status.conditions, conditions.STALLED), self.updates_of(key))
+        self.pool.used(key, used.timestamp() if used is not None else None)
+        if self.pool.must_yield(key):
+            self.pool.wake(key)
+
+    def _release(self, key: objects.ObjectKey, *, yielded: bool = False) -> None:
+        if self.pool is not None:
+            self.pool.release(key, yielded=yielded)
+
+    async def _slot(self, workspace: ws_api.Workspace, status: _Status, revision: fleet.PodRevision,
+                    now: datetime.datetime) -> _Stop | None:
+        """Hold a slot of the pool before the agent runs (None: go on). A holder reports how idle it is, and gives
+        its slot back when a waiter needs it; a Workspace that needs no agent (asleep with nothing pending, or
+        Stalled with its agent stopped) leaves the queue; any other waits, saying where it is in the queue."""
+        assert self.pool is not None
+        key = objects.ObjectKey.of(workspace.metadata)
+        updates = self.updates_of(key)
+        ready = conditions.find(status.conditions, conditions.READY)
+        stalled = conditions.find(status.conditions, conditions.STALLED)
+        if self.pool.holds(key):
+            used = fleet.last_used(now, ready, stalled, updates)
+            self.pool.used(key, used.timestamp() if used is not None else None)
+            if not self.pool.must_yield(key):
+                return None
+            if stalled is not None and stalled.status == "True":
+                await self._stop_stalled(workspace, status, revision)
+                return _Stop(None)
+            return _Stop(await self._sleep(workspace, status, revision, fleet.yielded_message(self.pool.size),
+                                           yielded=True))
+        pending = [u for u in updates if fleet.pending((u,))]
+        stalled_here = (stalled is not None and stalled.status == "True"
+                        and stalled.observed_generation == workspace.metadata.generation)
+        if (fleet.sleeping(status.conditions) and not pending) or (stalled_here and not status.address):
+            self._release(key)
+            return _Stop(None)
+        queued = self.pool.claim(key, lanes.of_updates(pending))
+        if queued is None:
+            return None
+        if ready is None or ready.reason != QUEUED:
+            await self.recorder.normal(workspace, "Queued", queued.message())
+        status.ready("False", QUEUED, queued.message(), now)
+        status.address = None
+        await self._save(status)
+        return _Stop(Result(requeue_after=QUEUED_REFRESH))
+
+    async def _stop_stalled(self, workspace: ws_api.Workspace, status: _Status,
+                            revision: fleet.PodRevision) -> None:
+        """A Stalled Workspace cannot work until its spec changes: its agent stops and its slot goes to a waiter;
+        its conditions stay as they are (the next generation asks for a slot again)."""
+        assert self.pool is not None
+        key = objects.ObjectKey.of(workspace.metadata)
+        status.address = None
+        await self._save(status)
+        statefulset = owners.set_controller_reference(
+            manifests.statefulset(workspace, self.agent_image, flux_max_untar=self.flux_max_untar, replicas=0,
+                                  pod_generation=revision.generation, default_env=await self.default_env()),
+            workspace)
+        await self.runtime.sleep(workspace, statefulset)
+        self._release(key, yielded=True)
+        await self.recorder.normal(workspace, "Yielded",
+                                   f"Stopped the agent of a Stalled workspace to give its slot to a waiting one "
+                                   f"(--max-active-workspaces {self.pool.size})")
 
     async def _pending_on_server(self, key: objects.ObjectKey) -> bool:
         found = await self.client.list(resources.UPDATE, key.namespace)
@@ -351,6 +447,7 @@ class WorkspaceReconciler:
 
     async def _save(self, status: _Status) -> None:
         meta = status.workspace.metadata
+        self._report(objects.ObjectKey.of(meta), status)
         body: dict[str, Any] = {"observedGeneration": meta.generation or 0,
                                 "conditions": [c.model_dump(by_alias=True, exclude_none=True, mode="json")
                                                for c in status.conditions]}

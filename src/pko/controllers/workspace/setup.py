@@ -17,7 +17,7 @@ from pko.api import update as up_api
 from pko.api import workspace as ws_api
 from pko.controllers import connect
 from pko.controllers.settings import Settings
-from pko.controllers.workspace import fleet, local, manifests, pod
+from pko.controllers.workspace import fleet, local, manifests, pod, pool
 from pko.controllers.workspace import reconciler as workspace_reconciler
 from pko.controllers.workspace.runtime import WorkspaceRuntime
 from pko.kube import client as kclient
@@ -39,6 +39,23 @@ def _created_completed_or_gone(event: store.Event) -> bool:
         return True
     return (objects.condition_true(event.object, conditions.COMPLETE)
             != objects.condition_true(event.old, conditions.COMPLETE))
+
+
+def running(found: store.Store) -> list[objects.ObjectKey]:
+    """The Workspaces whose agent runs or is starting, as their statuses say (the pool's seed after a restart):
+    not asleep, not queued, not deleted, not Stalled with their agent stopped."""
+    keys = []
+    for obj in found.list():
+        ws = ws_api.Workspace.model_validate(obj)
+        found_conditions = ws.status.conditions if ws.status else None
+        ready = conditions.find(found_conditions, conditions.READY)
+        if ws.metadata.deletion_timestamp or (ready is not None and ready.reason in (fleet.SLEEPING,
+                                                                                      conditions.QUEUED)):
+            continue
+        if conditions.is_true(found_conditions, conditions.STALLED) and not (ws.status and ws.status.address):
+            continue
+        keys.append(objects.ObjectKey.of(ws.metadata))
+    return keys
 
 
 @dataclass
@@ -78,6 +95,10 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings,
         reconciler.default_env = default_env
     controller = mgr.controller(names.WORKSPACE_CONTROLLER, reconciler, workers=settings.workers)
     workspaces = mgr.informer(resources.WORKSPACE)
+    if settings.max_active_workspaces is not None:
+        reconciler.pool = pool.Pool(settings.max_active_workspaces, lambda key: controller.queue.add(key),
+                                    seed=lambda: running(workspaces.store))
+        metrics.workspace_pool(mgr.registry, reconciler.pool)
     controller.watch(workspaces, predicate=handlers.generation_changed)
     runtime.watch(mgr, controller)
 
@@ -87,8 +108,11 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings,
         return [up_api.Update.model_validate(u) for u in updates.store.by_index(WORKSPACE_UPDATES_INDEX, str(key))]
 
     def sleepy_workspace(obj: objects.Object) -> list[objects.ObjectKey]:
-        """The Update's Workspace, when it has an idle timeout (no extra reconciles for the others)."""
+        """The Update's Workspace, when it has an idle timeout or there is a pool (no extra reconciles for the
+        others)."""
         keys = [objects.ObjectKey(*k.split("/", 1)) for k in _update_workspace(obj)]
+        if reconciler.pool is not None:
+            return keys
         found = [workspaces.store.get(k) for k in keys]
         return [k for k, ws in zip(keys, found, strict=True)
                 if ws is not None and fleet.idle_timeout(ws_api.Workspace.model_validate(ws),

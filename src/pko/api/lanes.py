@@ -1,0 +1,49 @@
+"""Which lane a workspace's work goes in when the pool of active workspaces is full — pure.
+
+Why: with ``--max-active-workspaces`` (docs/scale.md) workspaces wait for a slot, and not all waiting is equal: a
+deletion holds a Stack's finalizer (and often a namespace's deletion) until its destroy runs; a spec change or a
+new commit is what a person is waiting for; a retry of a failure can wait behind them; a resync or drift check,
+whose result is usually "nothing changed", goes last. The lane is read from the Update the workspace is woken for:
+its type, pko's drift-check label, and the reason the Stack controller wrote into ``spec.message`` (the Go
+operator's texts, which are part of the contract — the Stack controller builds them from the prefixes here).
+
+Must never: do I/O, or read anything but the Updates it is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Final
+
+from pko.api import update as up_api
+
+DESTROY: Final = 0  # deletions and destroys
+CHANGE: Final = 1  # a new Stack, a spec change, a new commit, a sync request
+RETRY: Final = 2  # a retry after a failure (backoff or the stalled retry interval elapsed)
+RESYNC: Final = 3  # a periodic resync, a drift check
+NAMES: Final = ("destroy", "change", "retry", "resync")
+
+# The Stack controller's `spec.message` prefixes (pko-v2 §3.1) that say why an Update was made.
+RESYNC_ELAPSED: Final = "Resync time elapsed"
+BACKOFF_ELAPSED: Final = "Backoff time elapsed"
+STALLED_RETRY_ELAPSED: Final = "Stalled retry interval elapsed"
+
+
+def of_update(update: up_api.Update) -> int:
+    spec = update.spec or up_api.UpdateSpec()
+    if spec.type == up_api.DESTROY:
+        return DESTROY
+    if (update.metadata.labels or {}).get(up_api.LABEL_DRIFT_CHECK) == "true":
+        return RESYNC
+    message = spec.message or ""
+    if message.startswith(RESYNC_ELAPSED):
+        return RESYNC
+    if message.startswith((BACKOFF_ELAPSED, STALLED_RETRY_ELAPSED)):
+        return RETRY
+    return CHANGE
+
+
+def of_updates(updates: Iterable[up_api.Update]) -> int:
+    """The most urgent lane among `updates` (the pending ones, as the caller picks them); none: a change (a new
+    workspace, or one whose Stack waits for it before it makes its Update)."""
+    return min((of_update(u) for u in updates), default=CHANGE)

@@ -1,0 +1,146 @@
+"""The bounded pool of active workspaces: at most N agents (pods, or local processes) run at once.
+
+Why: the Go operator keeps one long-lived pod per Stack, so a fleet of hundreds of Stacks meets the node's pod cap
+(kubelet's 110) and its requests long before the operator's own limits (PKO#1293, PKO#1294). With
+``--max-active-workspaces N`` (docs/scale.md) a Workspace needs one of N slots to run its agent:
+
+- a Workspace that needs to run while every slot is held *waits* in an ordered queue, and says so
+  (``Ready=False/Queued`` with its position; its Stack shows ``Reconciling/Queued``);
+- the queue's order is the lane first (:mod:`pko.api.lanes`: destroys, then changes, then retries, then resyncs),
+  then round-robin between namespaces (the i-th waiter of every namespace before the (i+1)-th of any: one team's
+  500 Stacks cannot starve another's 5), then arrival;
+- a holder *yields* its slot by sleeping (scale to zero, docs/scale-to-zero.md) once it is idle and somebody waits
+  for it, least recently used first; a busy one (an Update pending, a saved plan, an agent starting) never does.
+
+The pool lives in the leader's memory. It is seeded from the Workspaces' statuses when the first one asks for a
+slot, so an operator restarted under a running fleet counts the agents that already run; over-commitment (a pool
+made smaller) drains as the extra holders go idle.
+
+Single event loop, no locks: every method is synchronous and only *enqueues* reconciles (`wake`); the Workspace
+reconciler decides and acts. Must never: take a slot from a busy holder, or let a waiter overtake the queue's
+order for a slot.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from pko.api import lanes
+from pko.kube import objects
+
+Key = objects.ObjectKey
+
+
+@dataclass(frozen=True)
+class Waiter:
+    lane: int
+    arrival: int  # its place in the order of arrival (kept when its lane changes)
+
+
+@dataclass(frozen=True)
+class Queued:
+    """A Workspace waits for a slot: `position` (1-based) among `waiting`, with all `size` slots held."""
+
+    position: int
+    waiting: int
+    size: int
+    lane: int
+
+    def message(self) -> str:
+        return (f"waiting for a workspace slot: {self.position} of {self.waiting} in the queue "
+                f"({lanes.NAMES[self.lane]} lane); all {self.size} slots of --max-active-workspaces are busy")
+
+
+GRANTED = None  # what claim() returns when the Workspace holds a slot
+
+
+def order(waiters: Mapping[Key, Waiter]) -> list[Key]:
+    """The queue: by lane; within a lane, round-robin between namespaces (a waiter's rank among its namespace's
+    waiters of that lane comes first); then by arrival."""
+    rank: collections.Counter[tuple[int, str]] = collections.Counter()
+    keyed: list[tuple[tuple[int, int, int], Key]] = []
+    for key, waiter in sorted(waiters.items(), key=lambda item: (item[1].lane, item[1].arrival)):
+        group = (waiter.lane, key.namespace)
+        keyed.append(((waiter.lane, rank[group], waiter.arrival), key))
+        rank[group] += 1
+    return [key for _, key in sorted(keyed)]
+
+
+class Pool:
+    """The slots, their holders (with when each was last used, None while busy) and the waiters."""
+
+    def __init__(self, size: int, wake: Callable[[Key], None],
+                 seed: Callable[[], Iterable[Key]] = lambda: ()) -> None:
+        if size < 1:
+            raise ValueError(f"a pool of active workspaces needs at least one slot, not {size}")
+        self.size = size
+        self.wake = wake  # enqueue a Workspace's reconcile
+        self._seed: Callable[[], Iterable[Key]] | None = seed
+        self.holders: dict[Key, float | None] = {}  # key -> last used (epoch seconds) while idle, None while busy
+        self.waiters: dict[Key, Waiter] = {}
+        self._arrivals = itertools.count()
+        self.yielded = 0  # slots given back because somebody waited (pko_workspace_pool_yields_total)
+
+    def _seeded(self) -> None:
+        if self._seed is not None:
+            seed, self._seed = self._seed, None
+            self.holders.update((key, None) for key in seed())
+
+    def holds(self, key: Key) -> bool:
+        self._seeded()
+        return key in self.holders
+
+    def claim(self, key: Key, lane: int) -> Queued | None:
+        """A slot for `key` (:data:`GRANTED`), or its place in the queue; a waiter asks the least recently used
+        idle holders to give theirs back."""
+        self._seeded()
+        if key in self.holders:
+            return GRANTED
+        found = self.waiters.get(key)
+        self.waiters[key] = Waiter(lane, found.arrival if found is not None else next(self._arrivals))
+        queue = order(self.waiters)
+        position = queue.index(key)
+        if position < self.size - len(self.holders):
+            del self.waiters[key]
+            self.holders[key] = None
+            return GRANTED
+        for holder in self._to_yield():
+            self.wake(holder)
+        return Queued(position + 1, len(queue), self.size, lane)
+
+    def used(self, key: Key, last_used: float | None) -> None:
+        """A holder says whether it is idle (`last_used`: when it last worked) or busy (None)."""
+        if key in self.holders:
+            self.holders[key] = last_used
+
+    def must_yield(self, key: Key) -> bool:
+        """`key` is idle and among the least recently used holders that waiters (or a pool made smaller) need."""
+        return key in self._to_yield()
+
+    def _to_yield(self) -> list[Key]:
+        excess = len(self.holders) + len(self.waiters) - self.size
+        if excess <= 0:
+            return []
+        idle = sorted((since, key) for key, since in self.holders.items() if since is not None)
+        return [key for _, key in idle[:excess]]
+
+    def release(self, key: Key, *, yielded: bool = False) -> None:
+        """`key` runs no agent any more (asleep, deleted) or no longer waits: its slot goes to the head of the
+        queue (woken to claim it)."""
+        self._seeded()
+        held = self.holders.pop(key, False) is not False
+        self.waiters.pop(key, None)
+        if held and yielded:
+            self.yielded += 1
+        free = self.size - len(self.holders)
+        for waiter in order(self.waiters)[:max(free, 0)]:
+            self.wake(waiter)
+
+    def active(self) -> int:
+        return len(self.holders)
+
+    def waiting(self) -> int:
+        return len(self.waiters)

@@ -1,0 +1,141 @@
+"""The pool of active workspaces (`--max-active-workspaces`), end to end on the real control plane with agents as
+local processes: a fleet larger than the pool converges with never more agents running than the pool allows; the
+Workspaces and Stacks that wait say so (`Queued`, with their place); idle workspaces give their slot back by
+sleeping, and a later update of a Stack whose workspace slept to make room queues, wakes and runs."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+
+import pytest
+import stack_e2e as e2e
+
+from pko.kube import client as kclient
+from pko.kube import objects, resources
+from pko.testing import controlplane, gitserver, operator
+
+POOL = 2
+FLEET = 5
+
+
+class _Watch:
+    """Samples, every 50 ms, how many agents run and which Workspaces and Stacks show `Queued`."""
+
+    def __init__(self, op: operator.Operator) -> None:
+        self.op = op
+        self.most_agents = 0
+        self.queued_stacks: set[str] = set()
+        self.queued_messages: list[str] = []
+        self.deepest_queue = 0.0  # pko_workspace_pool_queue_depth
+
+    async def run(self, kc: kclient.Client, namespace: str) -> None:
+        runtime = self.op.controllers.local_runtime
+        assert runtime is not None
+        while True:
+            alive = sum(1 for agent in list(runtime.agents.values()) if agent.alive)
+            self.most_agents = max(self.most_agents, alive)
+            depth = self.op.manager.registry.get_sample_value("pko_workspace_pool_queue_depth") or 0.0
+            self.deepest_queue = max(self.deepest_queue, depth)
+            for stack in (await kc.list(resources.STACK, namespace)).items:
+                reconciling = e2e.condition(stack, "Reconciling")
+                if reconciling.get("reason") == "Queued":
+                    self.queued_stacks.add(stack["metadata"]["name"])
+                    self.queued_messages.append(reconciling.get("message", ""))
+            await asyncio.sleep(0.05)
+
+
+async def _agents_alive(op: operator.Operator) -> int:
+    runtime = op.controllers.local_runtime
+    assert runtime is not None
+    return sum(1 for agent in list(runtime.agents.values()) if agent.alive)
+
+
+async def test_a_fleet_larger_than_the_pool_converges_within_it(
+    kc: kclient.Client, namespace: str, git: gitserver.GitServer, cluster: controlplane.ControlPlane,
+    tmp_path: Path, pulumi_env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for key, value in pulumi_env.items():
+        monkeypatch.setenv(key, value)
+    repo = f"pool-{namespace}"
+    commit = e2e.create_repo(git, repo)
+    names = [f"s{i}" for i in range(FLEET)]
+    async with operator.running(cluster.kubeconfig, tmp_path / "workspaces", namespace=namespace,
+                                max_active_workspaces=POOL) as op:
+        watch = _Watch(op)
+        sampler = asyncio.create_task(watch.run(kc, namespace))
+        try:
+            for name in names:
+                await kc.create(e2e.git_stack(name, namespace, git.http_url(repo), commit=commit))
+            for name in names:
+                await e2e.wait_for(kc, resources.STACK, name, namespace, e2e.is_ready, timeout=240)
+            assert watch.most_agents <= POOL, f"{watch.most_agents} agents ran at once with a pool of {POOL}"
+            assert watch.most_agents == POOL  # the pool was used, not a queue of one
+            assert watch.queued_stacks, "no Stack ever said it was queued"
+            assert any("in the queue (change lane)" in m and f"all {POOL} slots" in m
+                       for m in watch.queued_messages), watch.queued_messages[:3]
+            queued = sorted(watch.queued_stacks)[0]
+            said = await e2e.events_with(kc, queued, namespace, "StackQueued")
+            assert "waiting for a workspace slot" in said[0]["message"]
+            # the slots went round: some workspaces slept to make room, and said why
+            workspaces = (await kc.list(resources.WORKSPACE, namespace)).items
+            sleeping = [w for w in workspaces if e2e.condition(w, "Ready").get("reason") == "Sleeping"]
+            assert len(sleeping) >= FLEET - POOL
+            assert all("to give its slot to a waiting workspace" in e2e.condition(w, "Ready")["message"]
+                       for w in sleeping)
+            assert await _agents_alive(op) <= POOL
+
+            # An update of a Stack whose workspace slept: it asks for a slot again (one of the idle ones makes
+            # room), runs, and the pool still holds.
+            asleep = sleeping[0]["metadata"]["name"]
+            before = e2e.last_update(await kc.get(resources.STACK, asleep, namespace))["name"]
+            await e2e.request_reconcile(kc, asleep, namespace, "again")
+            again = await e2e.wait_for(kc, resources.STACK, asleep, namespace,
+                                       lambda o: e2e.is_ready(o)
+                                       and e2e.last_update(o).get("reconcileRequest") == "again", timeout=120)
+            assert e2e.last_update(again)["name"] != before
+            assert e2e.last_update(again)["state"] == "succeeded"
+            assert watch.most_agents <= POOL
+            registry = op.manager.registry
+            assert registry.get_sample_value("pko_workspace_pool_slots") == POOL
+            assert watch.deepest_queue >= 1
+            assert (registry.get_sample_value("pko_workspace_pool_active") or 0) <= POOL
+        finally:
+            sampler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sampler
+
+
+async def test_a_stalled_workspace_gives_its_slot_to_a_waiting_one(
+    kc: kclient.Client, namespace: str, cluster: controlplane.ControlPlane,
+    tmp_path: Path, pulumi_env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A Workspace that cannot work until its spec changes (Stalled: its stack does not exist and may not be
+    created) must not hold the only slot for ever: its agent stops, its Stalled condition stays, and it does not
+    ask for a slot again until its spec changes."""
+    for key, value in pulumi_env.items():
+        monkeypatch.setenv(key, value)
+    project = {"name": "pooled", "runtime": "yaml"}
+    async with operator.running(cluster.kubeconfig, tmp_path / "workspaces", namespace=namespace,
+                                max_active_workspaces=1) as op:
+        runtime = op.controllers.local_runtime
+        assert runtime is not None
+        await kc.create(resources.WORKSPACE.new("broken", namespace, spec={
+            "projectInfo": project, "stacks": [{"name": "missing", "create": False}]}))
+        await kc.create(resources.WORKSPACE.new("healthy", namespace, spec={
+            "projectInfo": project, "stacks": [{"name": "dev", "create": True}]}))
+        await e2e.wait_for(kc, resources.WORKSPACE, "healthy", namespace,
+                           lambda o: e2e.condition(o, "Ready").get("status") == "True", timeout=120)
+        broken = await kc.get(resources.WORKSPACE, "broken", namespace)
+        assert e2e.condition(broken, "Stalled").get("status") == "True"
+        assert e2e.condition(broken, "Ready").get("reason") == "InitializationFailed"
+        assert "address" not in broken["status"]
+        said = await e2e.events_with(kc, "broken", namespace, "Yielded", kind="Workspace")
+        assert "Stalled workspace" in said[0]["message"]
+        agent = runtime.get(objects.ObjectKey(namespace, "broken"))
+        assert agent is None or not agent.alive
+        assert await _agents_alive(op) == 1
+        # it stays out of the queue: the healthy one keeps its slot, and nobody waits
+        assert op.controllers.workspaces.reconciler.pool is not None
+        assert op.controllers.workspaces.reconciler.pool.waiting() == 0

@@ -1,0 +1,185 @@
+"""The pool of active workspaces (pko.controllers.workspace.pool) and its inputs: the queue's order (lane, then
+round-robin between namespaces, then arrival), who is granted a slot and who waits, which idle holders give theirs
+back (least recently used first; never a busy one), the seed after a restart, the lane of an Update
+(pko.api.lanes) and when a holder counts as idle (fleet.last_used)."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import pytest
+
+from pko.api import lanes
+from pko.api import update as up_api
+from pko.api.meta import Condition
+from pko.controllers.workspace import fleet, pool
+from pko.kube import objects
+
+NOW = datetime.datetime(2026, 11, 27, 12, 0, 0, tzinfo=datetime.UTC)
+
+
+def _key(name: str, namespace: str = "team-a") -> objects.ObjectKey:
+    return objects.ObjectKey(namespace, name)
+
+
+class _Woken(list[objects.ObjectKey]):
+    def __call__(self, key: objects.ObjectKey) -> None:
+        self.append(key)
+
+
+def _pool(size: int, seed: tuple[objects.ObjectKey, ...] = ()) -> tuple[pool.Pool, _Woken]:
+    woken = _Woken()
+    return pool.Pool(size, woken, seed=lambda: seed), woken
+
+
+def test_a_pool_needs_a_slot() -> None:
+    with pytest.raises(ValueError, match="at least one slot"):
+        pool.Pool(0, lambda key: None)
+
+
+def test_slots_are_granted_until_the_pool_is_full_then_workspaces_wait_in_order() -> None:
+    active, _ = _pool(2)
+    assert active.claim(_key("a"), lanes.CHANGE) is pool.GRANTED
+    assert active.claim(_key("b"), lanes.CHANGE) is pool.GRANTED
+    assert active.claim(_key("a"), lanes.CHANGE) is pool.GRANTED  # a holder asking again keeps its slot
+    third = active.claim(_key("c"), lanes.CHANGE)
+    fourth = active.claim(_key("d"), lanes.CHANGE)
+    assert third == pool.Queued(1, 1, 2, lanes.CHANGE)
+    assert fourth == pool.Queued(2, 2, 2, lanes.CHANGE)
+    assert "2 of 2 in the queue (change lane)" in fourth.message()
+    assert (active.active(), active.waiting()) == (2, 2)
+
+
+def test_a_released_slot_goes_to_the_head_of_the_queue_not_to_whoever_asks_first() -> None:
+    active, woken = _pool(1)
+    active.claim(_key("a"), lanes.CHANGE)
+    active.claim(_key("b"), lanes.CHANGE)
+    active.claim(_key("c"), lanes.CHANGE)
+    woken.clear()
+    active.release(_key("a"))
+    assert woken == [_key("b")]
+    assert active.claim(_key("c"), lanes.CHANGE) == pool.Queued(2, 2, 1, lanes.CHANGE)  # c may not overtake b
+    assert active.claim(_key("b"), lanes.CHANGE) is pool.GRANTED
+    assert active.claim(_key("c"), lanes.CHANGE) == pool.Queued(1, 1, 1, lanes.CHANGE)
+
+
+def test_the_queue_orders_lanes_then_namespaces_round_robin_then_arrival() -> None:
+    waiters = {}
+    for arrival, (name, namespace, lane) in enumerate([
+            ("big-1", "big", lanes.CHANGE), ("big-2", "big", lanes.CHANGE), ("big-3", "big", lanes.CHANGE),
+            ("small-1", "small", lanes.CHANGE), ("resync", "small", lanes.RESYNC), ("retry", "big", lanes.RETRY),
+            ("gone", "big", lanes.DESTROY), ("small-2", "small", lanes.CHANGE)]):
+        waiters[_key(name, namespace)] = pool.Waiter(lane, arrival)
+    assert [k.name for k in pool.order(waiters)] == [
+        "gone", "big-1", "small-1", "big-2", "small-2", "big-3", "retry", "resync"]
+
+
+def test_a_waiter_whose_lane_changes_keeps_its_arrival() -> None:
+    active, _ = _pool(1)
+    active.claim(_key("holder"), lanes.CHANGE)
+    active.claim(_key("first"), lanes.RESYNC)
+    active.claim(_key("second"), lanes.RESYNC)
+    assert active.claim(_key("second"), lanes.DESTROY) == pool.Queued(1, 2, 1, lanes.DESTROY)
+    assert active.claim(_key("first"), lanes.DESTROY) == pool.Queued(1, 2, 1, lanes.DESTROY)  # arrived first
+
+
+def test_idle_holders_give_their_slot_back_least_recently_used_first_and_busy_ones_never() -> None:
+    active, woken = _pool(3)
+    for name in ("busy", "old", "recent"):
+        active.claim(_key(name), lanes.CHANGE)
+    active.used(_key("busy"), None)
+    active.used(_key("old"), 100.0)
+    active.used(_key("recent"), 200.0)
+    assert not any(active.must_yield(_key(n)) for n in ("busy", "old", "recent"))  # nobody waits
+    active.claim(_key("w1"), lanes.CHANGE)
+    assert woken == [_key("old")]  # asked to look at itself
+    assert [n for n in ("busy", "old", "recent") if active.must_yield(_key(n))] == ["old"]
+    active.claim(_key("w2"), lanes.CHANGE)
+    active.claim(_key("w3"), lanes.CHANGE)
+    assert [n for n in ("busy", "old", "recent") if active.must_yield(_key(n))] == ["old", "recent"]
+    woken.clear()
+    active.release(_key("old"), yielded=True)
+    assert woken == [_key("w1")]
+    assert active.yielded == 1
+    assert active.claim(_key("w1"), lanes.CHANGE) is pool.GRANTED
+    assert not active.must_yield(_key("busy"))
+
+
+def test_a_waiter_that_no_longer_waits_leaves_the_queue() -> None:
+    active, _ = _pool(1)
+    active.claim(_key("a"), lanes.CHANGE)
+    active.claim(_key("b"), lanes.CHANGE)
+    active.claim(_key("c"), lanes.CHANGE)
+    active.release(_key("b"))
+    assert active.claim(_key("c"), lanes.CHANGE) == pool.Queued(1, 1, 1, lanes.CHANGE)
+
+
+def test_the_seed_counts_the_agents_that_already_run_and_a_smaller_pool_drains_as_they_go_idle() -> None:
+    active, _ = _pool(2, seed=(_key("x"), _key("y"), _key("z")))
+    assert active.holds(_key("x"))
+    assert active.claim(_key("new"), lanes.CHANGE) == pool.Queued(1, 1, 2, lanes.CHANGE)
+    active.used(_key("x"), 10.0)
+    active.used(_key("y"), 20.0)
+    active.used(_key("z"), None)
+    assert [n for n in "xyz" if active.must_yield(_key(n))] == ["x", "y"]  # one over, plus one waiter
+    active.release(_key("x"), yielded=True)
+    active.release(_key("y"), yielded=True)
+    assert active.claim(_key("new"), lanes.CHANGE) is pool.GRANTED
+    assert active.active() == 2
+
+
+def _update(kind: str = "up", message: str = "", drift: bool = False) -> up_api.Update:
+    labels = {up_api.LABEL_DRIFT_CHECK: "true"} if drift else {}
+    return up_api.Update.model_validate({"metadata": {"name": "u", "labels": labels},
+                                         "spec": {"type": kind, "message": message}})
+
+
+@pytest.mark.parametrize(("update", "lane"), [
+    (_update("destroy", "Stack marked for deletion"), lanes.DESTROY),
+    (_update(message="Initial stack update"), lanes.CHANGE),
+    (_update(message="New commit detected: \"abc\""), lanes.CHANGE),
+    (_update(message="New stack generation: 4"), lanes.CHANGE),
+    (_update(message="Backoff time elapsed: 30s"), lanes.RETRY),
+    (_update(message="Stalled retry interval elapsed: 1h0m0s"), lanes.RETRY),
+    (_update(message="Resync time elapsed: 1m0s"), lanes.RESYNC),
+    (_update("preview", drift=True), lanes.RESYNC),
+])
+def test_the_lane_of_an_update(update: up_api.Update, lane: int) -> None:
+    assert lanes.of_update(update) == lane
+
+
+def test_the_most_urgent_pending_update_decides_and_none_is_a_change() -> None:
+    assert lanes.of_updates([]) == lanes.CHANGE
+    assert lanes.of_updates([_update(message="Resync time elapsed: 1m0s"), _update("destroy")]) == lanes.DESTROY
+
+
+def _condition(kind: str, status: str, reason: str, since: datetime.datetime) -> Condition:
+    return Condition.model_validate({"type": kind, "status": status, "reason": reason, "message": "",
+                                     "lastTransitionTime": since.strftime("%Y-%m-%dT%H:%M:%SZ")})
+
+
+def _run(complete_at: datetime.datetime | None, **meta: Any) -> up_api.Update:
+    found = [] if complete_at is None else [
+        {"type": "Complete", "status": "True", "reason": "Updated", "message": "",
+         "lastTransitionTime": complete_at.strftime("%Y-%m-%dT%H:%M:%SZ")}]
+    return up_api.Update.model_validate({"metadata": {"name": "u", **meta}, "status": {"conditions": found}})
+
+
+def test_when_a_holder_counts_as_idle() -> None:
+    second = datetime.timedelta(seconds=1)
+    ready = _condition("Ready", "True", "Succeeded", NOW - 10 * second)
+    # ran an update since it became ready: idle since it completed
+    assert fleet.last_used(NOW, ready, None, [_run(NOW - 5 * second)]) == NOW - 5 * second
+    # an update pending: busy
+    assert fleet.last_used(NOW, ready, None, [_run(NOW - 5 * second), _run(None)]) is None
+    # just ready, its Stack has not made its update yet: busy for the grace period, then idle
+    assert fleet.last_used(NOW, ready, None, [_run(NOW - 60 * second)]) is None
+    long_ready = _condition("Ready", "True", "Succeeded", NOW - (fleet.FIRST_UPDATE_GRACE + 1) * second)
+    assert fleet.last_used(NOW, long_ready, None, []) == NOW - (fleet.FIRST_UPDATE_GRACE + 1) * second
+    # starting (or failing for a reason that may pass): busy
+    assert fleet.last_used(NOW, _condition("Ready", "False", "Initializing", NOW), None, []) is None
+    # Stalled: it cannot work until its spec changes
+    stalled = _condition("Stalled", "True", "InitializationFailed", NOW - 3 * second)
+    failed = _condition("Ready", "False", "InitializationFailed", NOW - 3 * second)
+    assert fleet.last_used(NOW, failed, stalled, []) == NOW - 3 * second
