@@ -139,3 +139,50 @@ async def test_a_stalled_workspace_gives_its_slot_to_a_waiting_one(
         # it stays out of the queue: the healthy one keeps its slot, and nobody waits
         assert op.controllers.workspaces.reconciler.pool is not None
         assert op.controllers.workspaces.reconciler.pool.waiting() == 0
+
+
+async def test_a_restarted_operator_keeps_the_bound(
+    kc: kclient.Client, namespace: str, git: gitserver.GitServer, cluster: controlplane.ControlPlane,
+    tmp_path: Path, pulumi_env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The operator stops while its pool is full and Stacks wait; the next one counts the workspaces that were
+    running (from their statuses) before it grants a slot, and the fleet converges within the bound."""
+    for key, value in pulumi_env.items():
+        monkeypatch.setenv(key, value)
+    repo = f"pool-restart-{namespace}"
+    commit = e2e.create_repo(git, repo)
+    names = [f"r{i}" for i in range(4)]
+    most = 0
+    async with operator.running(cluster.kubeconfig, tmp_path / "workspaces", namespace=namespace,
+                                max_active_workspaces=POOL) as first:
+        watch = _Watch(first)
+        sampler = asyncio.create_task(watch.run(kc, namespace))
+        try:
+            for name in names:
+                await kc.create(e2e.git_stack(name, namespace, git.http_url(repo), commit=commit))
+            await e2e.wait_for(kc, resources.WORKSPACE, names[-1], namespace,
+                               lambda o: e2e.condition(o, "Ready").get("reason") == "Queued", timeout=120)
+        finally:
+            sampler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sampler
+        most = watch.most_agents
+    running = [w["metadata"]["name"] for w in (await kc.list(resources.WORKSPACE, namespace)).items
+               if e2e.condition(w, "Ready").get("reason") not in ("Queued", "Sleeping")]
+    assert 0 < len(running) <= POOL
+    async with operator.running(cluster.kubeconfig, tmp_path / "workspaces-2", namespace=namespace,
+                                max_active_workspaces=POOL) as second:
+        watch = _Watch(second)
+        sampler = asyncio.create_task(watch.run(kc, namespace))
+        try:
+            for name in names:
+                await e2e.wait_for(kc, resources.STACK, name, namespace, e2e.is_ready, timeout=240)
+        finally:
+            sampler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sampler
+        most = max(most, watch.most_agents)
+        pool_of = second.controllers.workspaces.reconciler.pool
+        assert pool_of is not None
+        assert pool_of.active() <= POOL
+    assert most <= POOL, f"{most} agents ran at once with a pool of {POOL}"

@@ -4,8 +4,10 @@ Why: the Stack controller records each operation it wants as an Update; the Upda
 the workspace agent and reports times, permalink, outputs Secret and conditions. ``type`` is deliberately a
 plain string in the CRD (the Go operator has no enum there).
 
-pko adds ``status.drift`` (the resources a drift check's preview would change), written only on the Updates the
-Stack controller labels ``pulumi.com/drift-check``, so an Update of the Go operator's reads and looks the same.
+pko adds ``spec.idleTimeout`` (the reference's name, from its PR#1296: how long the operation may stay silent before
+it is cancelled; absent, the operator's ``--update-idle-timeout``) and ``status.drift`` (the resources a drift
+check's preview would change), written only on the Updates the Stack controller labels ``pulumi.com/drift-check``,
+so an Update of the Go operator's reads and looks the same.
 
 Must never: validate ``type`` more strictly than the CRD does.
 """
@@ -17,8 +19,8 @@ from typing import Annotated, Literal
 import pydantic
 
 from pko.api.meta import Conditions, Int32, ObjectMeta, Time, Wire
-from pko.api.schema import Minimum
-from pko.api.workspace import ProjectInfo
+from pko.api.schema import MaxLength, Minimum, Rule
+from pko.api.workspace import DURATION_RULE, ProjectInfo
 
 GROUP = "auto.pulumi.com"
 VERSION = "v1alpha1"
@@ -31,6 +33,11 @@ PREVIEW: UpdateType = "preview"
 UP: UpdateType = "up"
 DESTROY: UpdateType = "destroy"
 REFRESH: UpdateType = "refresh"
+
+
+IdleTimeout = Annotated[str, MaxLength(64), Rule(
+    DURATION_RULE, "idleTimeout must be a duration such as 30m, 2h or 90s (0s: the operation may stay silent "
+                   "for ever)")]
 
 
 class UpdateSpec(Wire):
@@ -50,6 +57,10 @@ class UpdateSpec(Wire):
     continue_on_error: bool | None = None
     remove: bool | None = None
     run_program: bool | None = None
+    # pko (the reference's PR#1296 name): absent, the operator's --update-idle-timeout.
+    idle_timeout: IdleTimeout | None = pydantic.Field(
+        None, description="How long the operation may go without output before it is cancelled and the Update "
+                          "fails (a Go duration; 0s: no limit). Default: the operator's --update-idle-timeout.")
 
 
 # pko: drift checks (docs/drift-detection.md). The Stack controller labels the `preview --refresh` Updates it runs to

@@ -73,6 +73,7 @@ class Settings:
     workspace_localhost: str | None = None
     workspace_idle_timeout: float = 0.0  # seconds; pko: scale idle workspaces to zero (0: never, as the Go operator)
     config_in_place: bool = True  # pko: a config-only change keeps the pod (False: a new pod, as the Go operator)
+    update_idle_timeout: float = 1800.0  # seconds an operation may stay silent (0: no limit); an Update's own wins
     max_active_workspaces: int | None = None  # pko: the pool of active workspaces (None: no bound, as the Go operator)
     # the Program file server (see pko.controllers.program)
     program_fs_addr: str | None = None
@@ -239,6 +240,11 @@ OPTIONS: tuple[Option, ...] = (
            "apply a change of config values to the running workspace (false: a new pod for every change, as the Go "
            "operator)", env="WORKSPACE_CONFIG_IN_PLACE", default="true", parse=_boolean,
            helm="controller.workspaceConfigInPlace"),
+    Option("--update-idle-timeout", "update_idle_timeout",
+           "cancel an operation that has sent no output for this long, and fail its Update (0: no limit); an "
+           "Update's spec.idleTimeout (a Stack's updateTemplate) overrides it", env="UPDATE_IDLE_TIMEOUT",
+           default="30m", parse=_at_least(0, durations.parse, "non-negative duration"),
+           helm="controller.updateIdleTimeout"),
     Option("--max-active-workspaces", "max_active_workspaces",
            "workspaces whose agent (pod or process) may run at once; more wait in a queue and idle ones sleep to "
            "make room (unset: no bound, as the Go operator)", env="MAX_ACTIVE_WORKSPACES", default="",

@@ -83,6 +83,8 @@ ADDED: dict[tuple[str, str], str] = {
            "driftDetection": "drift checks on a schedule",
            **{f"driftDetection.{leaf}": "drift check schedule and remediation"
               for leaf in ("interval", "cron", "jitter", "remediate")},
+           # The operation's idle timeout (the reference's PR#1296 name), in an updateTemplate.
+           "updateTemplate.spec.idleTimeout": "the Update's idle timeout, in an updateTemplate",
            # updateTemplate is an apply configuration of an Update, so it carries the Update's status.drift.
            **{f"updateTemplate.status.{path}": "an Update's drift-check result" for path in _UPDATE_DRIFT},
        }.items()},
@@ -95,6 +97,7 @@ ADDED: dict[tuple[str, str], str] = {
     ("pulumi.com_stacks.yaml", "v1 .status.nextRetryTime"): "when the failure policy retries by itself",
     # Scale-to-zero and config without a pod roll (docs/scale-to-zero.md, docs/config-without-restart.md).
     ("auto.pulumi.com_workspaces.yaml", "v1alpha1 .spec.idleTimeout"): "scale the workspace to zero when idle",
+    ("auto.pulumi.com_updates.yaml", "v1alpha1 .spec.idleTimeout"): "cancel an operation silent for this long",
     **{("auto.pulumi.com_workspaces.yaml", f"v1alpha1 .status.applied{leaf}"): "what the running agent was "
        "started and configured for" for leaf in ("", ".podGeneration", ".podDigest", ".configGeneration")},
     # The resource changes of an update (docs/metrics.md): status only, written by pko's controllers.

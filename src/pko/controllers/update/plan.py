@@ -35,6 +35,7 @@ REASON_CANCELED = "Canceled"
 REASON_WORKSPACE_NOT_FOUND = "WorkspaceNotFound"
 REASON_WORKSPACE_NOT_READY = "WorkspaceNotReady"
 REASON_TRANSIENT = "TransientFailure"
+REASON_IDLE_TIMEOUT = "IdleTimeout"  # the operation went silent for longer than its idle timeout, and was cancelled
 REASON_PLANS_UNSUPPORTED = "UpdatePlansUnsupported"  # pko: approvals need an agent that saves and applies plans
 PLANS_UNSUPPORTED_MESSAGE = ("the workspace agent does not support update plans (spec.approval needs the pko "
                              "agent); nothing was applied")
@@ -307,3 +308,21 @@ def planned_annotations(digest: str, changes: Mapping[str, int],
         result[names.ANNOTATION_PLANNED_RESOURCES] = json.dumps(list(resources)[:MAX_PLANNED_RESOURCES],
                                                                 separators=(",", ":"))
     return result
+
+
+# --- the idle timeout (spec.idleTimeout, --update-idle-timeout) ------------------------------------------------
+
+def idle_timeout(spec: up_api.UpdateSpec, default: float) -> float:
+    """Seconds the operation may go without output (0: no limit): the Update's own value, else the operator's.
+    The API server has checked the format; a value it let through that does not parse counts as unset."""
+    if spec.idle_timeout is not None:
+        try:
+            return max(durations.parse(spec.idle_timeout), 0.0)
+        except ValueError:
+            pass
+    return max(default, 0.0)
+
+
+def idle_message(kind: str, seconds: float) -> str:
+    return (f"the {kind or 'operation'} sent no output for {durations.format_seconds(seconds)} and was cancelled "
+            "(spec.idleTimeout, or the operator's --update-idle-timeout)")

@@ -70,9 +70,11 @@ class UpdateReconciler:
         enqueue: Callable[[objects.ObjectKey], None] | None = None,
         clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
         pulumi_metrics: metrics.PulumiMetrics | None = None,
+        idle_timeout: float = 0.0,
     ) -> None:
         self.client = client
         self.metrics = pulumi_metrics
+        self.idle_timeout = idle_timeout  # --update-idle-timeout (seconds; 0: none); spec.idleTimeout overrides it
         self.connector = connector
         self.recorder = recorder
         self.workspace_recorder = workspace_recorder
@@ -212,7 +214,19 @@ class UpdateReconciler:
                                                               plan.CAPABILITY_RESUME):
                 return plan.failed(plan.REASON_ABORTED)  # a Go agent: the reference's answer
             stream = self._call(kind, spec, conn, gate, resume_after)
-            async for response in stream:
+            silence = plan.idle_timeout(spec, self.idle_timeout)
+            responses = aiter(stream)
+            while True:
+                try:
+                    response = await (asyncio.wait_for(anext(responses), silence) if silence else anext(responses))
+                except StopAsyncIteration:
+                    break
+                except TimeoutError:
+                    # silent for too long (a hung provider, an agent behind a dead connection): cancelling the
+                    # call makes the agent cancel the CLI, which releases the stack's lock as it stops
+                    stream.cancel()
+                    log.warning("no output for %.0fs: cancelled the %s", silence, kind)
+                    return plan.failed(plan.REASON_IDLE_TIMEOUT, plan.idle_message(kind, silence))
                 which = response.WhichOneof("response")
                 if which == "event":
                     event = json_format.MessageToDict(response.event)

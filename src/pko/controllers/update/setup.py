@@ -54,7 +54,7 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings,
     reconciler = update_reconciler.UpdateReconciler(
         client, connector, events.Recorder(client, names.UPDATE_CONTROLLER),
         events.Recorder(client, names.WORKSPACE_CONTROLLER), max_operations=settings.max_operations,
-        pulumi_metrics=metrics.pulumi(mgr.registry),
+        pulumi_metrics=metrics.pulumi(mgr.registry), idle_timeout=settings.update_idle_timeout,
     )
     controller = mgr.controller(names.UPDATE_CONTROLLER, reconciler, workers=settings.workers)
     reconciler.enqueue = lambda key: controller.queue.add(key)

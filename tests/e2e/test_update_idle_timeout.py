@@ -1,0 +1,115 @@
+"""An operation that goes silent is cancelled (`Update.spec.idleTimeout`, the operator's `--update-idle-timeout`; the
+reference's names from its PR#1296), end to end on the real control plane with the real Pulumi CLI.
+
+The program blocks without output (no engine event) until the test releases it. With a 4-second idle timeout from
+the Stack's `updateTemplate`, its Update fails with reason `IdleTimeout` and a message that names the timeout; the
+Stack records the failure as any other; and the stack's lock was released (the CLI was cancelled, not killed), so
+the retry that follows — the program released — succeeds instead of finding the stack locked. An operation that
+keeps talking is not cancelled however long it runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import stack_e2e as e2e
+
+from pko.kube import client as kclient
+from pko.kube import resources
+from pko.testing import gitserver, operator
+from pko.testing.waiting import condition, wait_for
+
+# Silent until the `release` file exists, then done. With `chatty`, a chain of 16 resources instead, each created
+# in half a second after the previous one: about 8 s in all, with engine events all along.
+PROGRAM = """import os
+import time
+
+import pulumi
+from pulumi.dynamic import CreateResult, Resource, ResourceProvider
+
+
+class Tick(ResourceProvider):
+    def create(self, props):
+        time.sleep(0.5)
+        return CreateResult(id_=props["n"], outs=props)
+
+
+class Ticked(Resource):
+    def __init__(self, name, props):
+        super().__init__(Tick(), name, props)
+
+
+config = pulumi.Config()
+if config.get_bool("chatty"):
+    previous = ""
+    for n in range(16):
+        previous = Ticked(f"tick-{n}", {"n": str(n), "after": previous}).id
+else:
+    release = config.require("release")
+    deadline = time.monotonic() + 600
+    while not os.path.exists(release) and time.monotonic() < deadline:
+        time.sleep(0.5)
+pulumi.export("done", True)
+"""
+
+
+def _stack(name: str, namespace: str, url: str, commit: str, backend: Path, release: Path,
+           chatty: bool = False) -> dict[str, object]:
+    return resources.STACK.new(name, namespace, spec={
+        "stack": "dev", "projectRepo": url, "commit": commit, "backend": f"file://{backend}",
+        "config": {"release": str(release), "chatty": "true" if chatty else "false"},
+        "envRefs": {"PULUMI_CONFIG_PASSPHRASE": {"type": "Literal", "literal": {"value": "idle"}}},
+        "retryPolicy": {"backoffBaseSeconds": 1, "backoffFactor": 1},
+        "updateTemplate": {"spec": {"idleTimeout": "4s"}},
+    })
+
+
+async def test_a_silent_operation_is_cancelled_and_leaves_the_stack_unlocked(
+    kc: kclient.Client, namespace: str, git: gitserver.GitServer, stack_operator: operator.Operator, tmp_path: Path,
+) -> None:
+    repo = f"silent-{namespace}"
+    commit = git.create_repo(repo, {"Pulumi.yaml": "name: silent\nruntime: python\n", "__main__.py": PROGRAM})
+    backend, release = tmp_path / "state", tmp_path / "release"
+    backend.mkdir()
+    await kc.create(_stack("silent", namespace, git.http_url(repo), commit, backend, release))
+
+    def failed_silent(obj: dict[str, object]) -> bool:
+        return condition(obj, "Failed").get("reason") == "IdleTimeout"
+
+    update = None
+    for _ in range(2):  # the first Update of the Stack, then its retries: find one that timed out
+        found = await kc.list(resources.UPDATE, namespace)
+        update = next((u for u in found.items if failed_silent(u)), None)
+        if update is not None:
+            break
+        await wait_for(kc, resources.STACK, "silent", namespace,
+                       lambda o: e2e.last_update(o).get("state") == "failed", timeout=240)
+    assert update is not None
+    assert condition(update, "Failed")["message"] == (
+        "the up sent no output for 4s and was cancelled (spec.idleTimeout, or the operator's --update-idle-timeout)")
+    assert update["spec"]["idleTimeout"] == "4s"
+    stack = await kc.get(resources.STACK, "silent", namespace)
+    assert "sent no output for 4s" in e2e.last_update(stack)["message"]
+    assert e2e.last_update(stack)["state"] == "failed"
+
+    # The program may finish now: the retry succeeds, so the cancelled CLI left the stack unlocked.
+    release.touch()
+    done = await wait_for(kc, resources.STACK, "silent", namespace, e2e.is_ready, timeout=240)
+    assert e2e.last_update(done)["state"] == "succeeded"
+    assert done["status"]["outputs"] == {"done": True}
+    assert not list((backend / ".pulumi" / "locks").rglob("*.json")), "a lock was left behind"
+
+
+async def test_an_operation_that_keeps_talking_runs_past_the_idle_timeout(
+    kc: kclient.Client, namespace: str, git: gitserver.GitServer, stack_operator: operator.Operator, tmp_path: Path,
+) -> None:
+    repo = f"chatty-{namespace}"
+    commit = git.create_repo(repo, {"Pulumi.yaml": "name: chatty\nruntime: python\n", "__main__.py": PROGRAM})
+    backend, release = tmp_path / "state", tmp_path / "never"
+    backend.mkdir()
+    await kc.create(_stack("chatty", namespace, git.http_url(repo), commit, backend, release, chatty=True))
+    done = await wait_for(kc, resources.STACK, "chatty", namespace, e2e.is_ready, timeout=240)
+    assert e2e.last_update(done)["state"] == "succeeded"
+    updates = await e2e.updates_of(kc, "chatty", namespace)
+    assert len(updates) == 1  # the first one: it ran about 8 s, twice its idle timeout, and was not cancelled
+    started, ended = (e2e.timestamp(updates[0]["status"][k]) for k in ("startTime", "endTime"))
+    assert (ended - started).total_seconds() > 4
