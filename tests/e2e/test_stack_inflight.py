@@ -93,3 +93,41 @@ async def test_a_current_update_that_was_never_created_is_given_up(
     assert await kc.get_or_none(resources.UPDATE, lost, namespace) is None
     events = await e2e.events_of(kc, "lost", namespace)
     assert [(e["type"], lost in e["message"]) for e in events if e["reason"] == "UpdateLost"] == [("Warning", True)]
+
+
+async def test_an_update_whose_spec_changed_while_it_ran_does_not_wedge_its_stack(
+    kc: kclient.Client, namespace: str, git: gitserver.GitServer, stack_operator: operator.Operator, tmp_path: Path,
+) -> None:
+    """PKO#1292: the Update's spec changes while it runs (a person or a tool edits it), so it finishes with a
+    status of the generation it started at. A finished Update never runs again: the Stack takes its result, says
+    so with an `UpdateUnobserved` event, and is Ready — instead of waiting for ever for a status of the new
+    generation, looking healthy."""
+    repo = f"edited-{namespace}"
+    commit = git.create_repo(repo, {"Pulumi.yaml": "name: edited\nruntime: python\n", "__main__.py": SLOW_PROGRAM})
+    backend, release = tmp_path / "state", tmp_path / "release"
+    backend.mkdir()
+    await kc.create(resources.STACK.new("edited", namespace, spec={
+        "stack": "dev", "projectRepo": git.http_url(repo), "commit": commit, "backend": f"file://{backend}",
+        "config": {"release": str(release)},
+        "envRefs": {"PULUMI_CONFIG_PASSPHRASE": {"type": "Literal", "literal": {"value": "edited"}}},
+    }))
+    running = await wait_for(kc, resources.STACK, "edited", namespace,
+                             lambda o: bool((o.get("status") or {}).get("currentUpdate")), timeout=240)
+    name = running["status"]["currentUpdate"]["name"]
+    await wait_for(kc, resources.UPDATE, name, namespace,
+                   lambda o: condition(o, "Progressing").get("status") == "True", timeout=120)
+    edited = await kc.patch(resources.UPDATE, name, {"spec": {"ttlAfterCompleted": "48h0m0s"}}, namespace)
+    assert edited["metadata"]["generation"] == 2
+    release.touch()
+
+    finished = await wait_for(kc, resources.UPDATE, name, namespace,
+                              lambda o: condition(o, "Complete").get("status") == "True", timeout=120)
+    assert finished["status"]["observedGeneration"] == 1  # the generation it ran
+    done = await wait_for(kc, resources.STACK, "edited", namespace, lambda o: (
+        condition(o, "Ready").get("status") == "True" and not (o.get("status") or {}).get("currentUpdate")),
+        timeout=60)
+    assert done["status"]["lastUpdate"]["name"] == name
+    assert done["status"]["lastUpdate"]["state"] == "succeeded"
+    assert done["status"]["outputs"] == {"done": True}
+    said = await e2e.events_with(kc, "edited", namespace, "UpdateUnobserved")
+    assert f"Update {name} finished, but its spec changed after it started (generation 2" in said[0]["message"]

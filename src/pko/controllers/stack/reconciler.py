@@ -100,6 +100,13 @@ def update_complete(update: up_api.Update) -> bool:
                                                                                           conditions.COMPLETE)
 
 
+def update_finished(update: up_api.Update) -> bool:
+    """The Update finished, whatever generation of its spec its status speaks of: a completed Update never runs
+    again, so one whose spec changed while it ran (its status then speaks of the generation it started at) is over
+    too, and waiting for it to observe the new generation would wedge its Stack for ever (PKO#1292)."""
+    return conditions.is_true(update.status.conditions if update.status else None, conditions.COMPLETE)
+
+
 def workspace_ready(ws: ws_api.Workspace) -> bool:
     status = ws.status or ws_api.WorkspaceStatus()
     return (not ws.metadata.deletion_timestamp and _observed(ws.metadata, status.observed_generation)
@@ -368,7 +375,13 @@ class StackReconciler:
                                                      s.key.namespace)
         if update is None and await self._lost(s, current.name or ""):
             return True
-        if update is None or not update_complete(update):
+        if update is not None and not update_complete(update) and update_finished(update):
+            await self.recorder.warning(s.stack, "UpdateUnobserved", (
+                f"Update {update.metadata.name} finished, but its spec changed after it started (generation "
+                f"{update.metadata.generation or 0}, its status is of generation "
+                f"{(update.status.observed_generation if update.status else None) or 0}); a finished Update never "
+                "runs again, so its result is taken as it is"))
+        elif update is None or not update_complete(update):
             s.waiting = update
             s.conditions = conditions.mark_reconciling(s.conditions, conditions.RECONCILING_PROCESSING,
                                                        sync.processing_message(s.stack), now=self.clock())
@@ -601,7 +614,7 @@ class StackReconciler:
         """Fold a finished drift check into `status.drift` and `Drifted`; False (status saved) while it runs."""
         name = drift.in_flight(s.status) or ""
         update = await self.client.get_typed_or_none(resources.UPDATE, up_api.Update, name, s.key.namespace)
-        if update is not None and not update_complete(update):
+        if update is not None and not update_complete(update) and not update_finished(update):
             await self._save(s)
             return False
         await self._check_done(s, drift.absorb(s.status, update, name, self.clock()))

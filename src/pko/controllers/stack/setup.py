@@ -297,7 +297,8 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings, *,
             workspace.status.conditions if workspace.status else None, conditions.STALLED)
 
     def update_complete(obj: objects.Object) -> bool:
-        return stack_reconciler.update_complete(up_api.Update.model_validate(obj))
+        update = up_api.Update.model_validate(obj)
+        return stack_reconciler.update_complete(update) or stack_reconciler.update_finished(update)
 
     def workspace_problem(obj: objects.Object | None) -> str:
         if obj is None:
