@@ -3,7 +3,8 @@
 Messages up to 400 MiB are accepted and sent (large stacks produce large outputs and events). Shutdown follows
 the reference: the first SIGTERM/SIGINT interrupts every running Pulumi CLI (Ctrl-C) and stops accepting calls
 while the running ones finish, then waits for every interrupted CLI command to wind down; a second signal exits
-at once with status 1. A SIGTERM that comes after our parent died is not a second signal: the local runtime's
+at once with status 1. Then what the CLI left running goes too (:mod:`pko.agent.orphans`: the agent adopts the
+processes its CLI orphans). A SIGTERM that comes after our parent died is not a second signal: the local runtime's
 operator is threaded, and the death signal it leaves its agents (PR_SET_PDEATHSIG) comes once per exiting thread.
 
 It must never log request contents or tokens.
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from pko.agent import orphans
 from pko.agent.errors import AgentError
 from pko.agent.service import AutomationService
 from pko.protocol.proto import agent_pb2_grpc
@@ -113,6 +115,7 @@ async def serve(service: AutomationService, host: str, port: int, auth: KubeAuth
     if on_listening is not None:
         on_listening(bound)
 
+    adopted = orphans.adopt()  # what the CLI orphans is ours to stop when we stop (see orphans.py)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     signals = 0
@@ -148,6 +151,9 @@ async def serve(service: AutomationService, host: str, port: int, auth: KubeAuth
             killed = await service.ws.cli.wind_down(service.ws.cli.interrupt_grace + 5.0)
             if killed:
                 log.warning("killed %d Pulumi CLI command(s) that did not wind down in time", killed)
+        if adopted and not service.ws.cli.running:
+            # what a cancelled CLI left running (its language host, plugins) was re-parented to us: stop it
+            await orphans.stop_all()
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)

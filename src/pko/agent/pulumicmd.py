@@ -23,6 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pko.agent import orphans
+
 log = logging.getLogger("pko.agent.pulumi")
 
 DEFAULT_INTERRUPT_GRACE = 600.0  # the workspace pod's terminationGracePeriodSeconds
@@ -91,6 +93,8 @@ class PulumiCLI:
             self._running.discard(proc)
             if proc.returncode is not None:
                 _sweep_group(proc)
+                # what the CLI orphaned (a language host it did not stop) was re-parented to the agent
+                orphans.sweep({p.pid for p in self._running}, os.path.basename(self.binary))
             if not readers.done():
                 readers.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
