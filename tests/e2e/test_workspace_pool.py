@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -46,6 +47,19 @@ class _Watch:
             await asyncio.sleep(0.05)
 
 
+@contextlib.asynccontextmanager
+async def _watching(op: operator.Operator, kc: kclient.Client, namespace: str) -> AsyncIterator[_Watch]:
+    """A :class:`_Watch` sampling while the block runs."""
+    watch = _Watch(op)
+    sampler = asyncio.create_task(watch.run(kc, namespace))
+    try:
+        yield watch
+    finally:
+        sampler.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await sampler
+
+
 async def _agents_alive(op: operator.Operator) -> int:
     runtime = op.controllers.local_runtime
     assert runtime is not None
@@ -62,49 +76,42 @@ async def test_a_fleet_larger_than_the_pool_converges_within_it(
     commit = e2e.create_repo(git, repo)
     names = [f"s{i}" for i in range(FLEET)]
     async with operator.running(cluster.kubeconfig, tmp_path / "workspaces", namespace=namespace,
-                                max_active_workspaces=POOL) as op:
-        watch = _Watch(op)
-        sampler = asyncio.create_task(watch.run(kc, namespace))
-        try:
-            for name in names:
-                await kc.create(e2e.git_stack(name, namespace, git.http_url(repo), commit=commit))
-            for name in names:
-                await e2e.wait_for(kc, resources.STACK, name, namespace, e2e.is_ready, timeout=240)
-            assert watch.most_agents <= POOL, f"{watch.most_agents} agents ran at once with a pool of {POOL}"
-            assert watch.most_agents == POOL  # the pool was used, not a queue of one
-            assert watch.queued_stacks, "no Stack ever said it was queued"
-            assert any("in the queue (change lane)" in m and f"all {POOL} slots" in m
-                       for m in watch.queued_messages), watch.queued_messages[:3]
-            queued = sorted(watch.queued_stacks)[0]
-            said = await e2e.events_with(kc, queued, namespace, "StackQueued")
-            assert "waiting for a workspace slot" in said[0]["message"]
-            # the slots went round: some workspaces slept to make room, and said why
-            workspaces = (await kc.list(resources.WORKSPACE, namespace)).items
-            sleeping = [w for w in workspaces if e2e.condition(w, "Ready").get("reason") == "Sleeping"]
-            assert len(sleeping) >= FLEET - POOL
-            assert all("to give its slot to a waiting workspace" in e2e.condition(w, "Ready")["message"]
-                       for w in sleeping)
-            assert await _agents_alive(op) <= POOL
+                                max_active_workspaces=POOL) as op, _watching(op, kc, namespace) as watch:
+        for name in names:
+            await kc.create(e2e.git_stack(name, namespace, git.http_url(repo), commit=commit))
+        for name in names:
+            await e2e.wait_for(kc, resources.STACK, name, namespace, e2e.is_ready, timeout=240)
+        assert watch.most_agents <= POOL, f"{watch.most_agents} agents ran at once with a pool of {POOL}"
+        assert watch.most_agents == POOL  # the pool was used, not a queue of one
+        assert watch.queued_stacks, "no Stack ever said it was queued"
+        assert any("in the queue (change lane)" in m and f"all {POOL} slots" in m
+                   for m in watch.queued_messages), watch.queued_messages[:3]
+        queued = sorted(watch.queued_stacks)[0]
+        said = await e2e.events_with(kc, queued, namespace, "StackQueued")
+        assert "waiting for a workspace slot" in said[0]["message"]
+        # the slots went round: some workspaces slept to make room, and said why
+        workspaces = (await kc.list(resources.WORKSPACE, namespace)).items
+        sleeping = [w for w in workspaces if e2e.condition(w, "Ready").get("reason") == "Sleeping"]
+        assert len(sleeping) >= FLEET - POOL
+        assert all("to give its slot to a waiting workspace" in e2e.condition(w, "Ready")["message"]
+                   for w in sleeping)
+        assert await _agents_alive(op) <= POOL
 
-            # An update of a Stack whose workspace slept: it asks for a slot again (one of the idle ones makes
-            # room), runs, and the pool still holds.
-            asleep = sleeping[0]["metadata"]["name"]
-            before = e2e.last_update(await kc.get(resources.STACK, asleep, namespace))["name"]
-            await e2e.request_reconcile(kc, asleep, namespace, "again")
-            again = await e2e.wait_for(kc, resources.STACK, asleep, namespace,
-                                       lambda o: e2e.is_ready(o)
-                                       and e2e.last_update(o).get("reconcileRequest") == "again", timeout=120)
-            assert e2e.last_update(again)["name"] != before
-            assert e2e.last_update(again)["state"] == "succeeded"
-            assert watch.most_agents <= POOL
-            registry = op.manager.registry
-            assert registry.get_sample_value("pko_workspace_pool_slots") == POOL
-            assert watch.deepest_queue >= 1
-            assert (registry.get_sample_value("pko_workspace_pool_active") or 0) <= POOL
-        finally:
-            sampler.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sampler
+        # An update of a Stack whose workspace slept: it asks for a slot again (one of the idle ones makes
+        # room), runs, and the pool still holds.
+        asleep = sleeping[0]["metadata"]["name"]
+        before = e2e.last_update(await kc.get(resources.STACK, asleep, namespace))["name"]
+        await e2e.request_reconcile(kc, asleep, namespace, "again")
+        again = await e2e.wait_for(kc, resources.STACK, asleep, namespace,
+                                   lambda o: e2e.is_ready(o)
+                                   and e2e.last_update(o).get("reconcileRequest") == "again", timeout=120)
+        assert e2e.last_update(again)["name"] != before
+        assert e2e.last_update(again)["state"] == "succeeded"
+        assert watch.most_agents <= POOL
+        registry = op.manager.registry
+        assert registry.get_sample_value("pko_workspace_pool_slots") == POOL
+        assert watch.deepest_queue >= 1
+        assert (registry.get_sample_value("pko_workspace_pool_active") or 0) <= POOL
 
 
 async def test_a_stalled_workspace_gives_its_slot_to_a_waiting_one(
@@ -155,32 +162,20 @@ async def test_a_restarted_operator_keeps_the_bound(
     most = 0
     async with operator.running(cluster.kubeconfig, tmp_path / "workspaces", namespace=namespace,
                                 max_active_workspaces=POOL) as first:
-        watch = _Watch(first)
-        sampler = asyncio.create_task(watch.run(kc, namespace))
-        try:
+        async with _watching(first, kc, namespace) as watch:
             for name in names:
                 await kc.create(e2e.git_stack(name, namespace, git.http_url(repo), commit=commit))
             await e2e.wait_for(kc, resources.WORKSPACE, names[-1], namespace,
                                lambda o: e2e.condition(o, "Ready").get("reason") == "Queued", timeout=120)
-        finally:
-            sampler.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sampler
         most = watch.most_agents
     running = [w["metadata"]["name"] for w in (await kc.list(resources.WORKSPACE, namespace)).items
                if e2e.condition(w, "Ready").get("reason") not in ("Queued", "Sleeping")]
     assert 0 < len(running) <= POOL
     async with operator.running(cluster.kubeconfig, tmp_path / "workspaces-2", namespace=namespace,
                                 max_active_workspaces=POOL) as second:
-        watch = _Watch(second)
-        sampler = asyncio.create_task(watch.run(kc, namespace))
-        try:
+        async with _watching(second, kc, namespace) as watch:
             for name in names:
                 await e2e.wait_for(kc, resources.STACK, name, namespace, e2e.is_ready, timeout=240)
-        finally:
-            sampler.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sampler
         most = max(most, watch.most_agents)
         pool_of = second.controllers.workspaces.reconciler.pool
         assert pool_of is not None

@@ -5,7 +5,8 @@ the reference: the first SIGTERM/SIGINT interrupts every running Pulumi CLI (Ctr
 while the running ones finish, then waits for every interrupted CLI command to wind down; a second signal exits
 at once with status 1. Then what the CLI left running goes too (:mod:`pko.agent.orphans`: the agent adopts the
 processes its CLI orphans). A SIGTERM that comes after our parent died is not a second signal: the local runtime's
-operator is threaded, and the death signal it leaves its agents (PR_SET_PDEATHSIG) comes once per exiting thread.
+operator is threaded, and the death signal it leaves its agents (PR_SET_PDEATHSIG) comes once per exiting thread —
+nor is one within two seconds of the first (those threads exit before the agent is re-parented).
 
 It must never log request contents or tokens.
 """
@@ -16,6 +17,7 @@ import asyncio
 import logging
 import os
 import signal
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +31,8 @@ from pko.protocol.proto import agent_pb2_grpc
 log = logging.getLogger("pko.agent.grpc")
 
 MAX_MESSAGE_BYTES = 400 * 1024 * 1024
+#: A SIGTERM this soon after the first is the same news (a dying parent's death signal, once per thread).
+SAME_NEWS = 2.0
 SHUTDOWN_GRACE = 3600.0  # like Go's GracefulStop, wait for running operations (the pod's grace period bounds it)
 
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -121,19 +125,25 @@ async def serve(service: AutomationService, host: str, port: int, auth: KubeAuth
     signals = 0
     parent = os.getppid()
 
+    first_at = 0.0
+
     def on_signal(signum: int) -> None:
-        nonlocal signals
-        if signals and signum == signal.SIGTERM and os.getppid() != parent:
+        nonlocal signals, first_at
+        if signals and signum == signal.SIGTERM and (os.getppid() != parent
+                                                     or time.monotonic() - first_at < SAME_NEWS):
             # Our parent died (the local runtime's operator, SIGKILLed): its death signal (PR_SET_PDEATHSIG) comes
-            # once per thread of the dying operator, so this SIGTERM is the same news again, not a second request
-            # to hurry; exiting now would kill the CLIs mid-cancel.
+            # once per thread of the dying operator — while its other threads still run, so we may not have been
+            # re-parented yet — so this SIGTERM is the same news again, not a second request to hurry; exiting
+            # now would kill the CLIs mid-cancel.
             log.info("SIGTERM again from the parent's death: still winding down")
             return
         signals += 1
         if signals > 1:
             log.warning("second signal (%s): exiting immediately", signal.Signals(signum).name)
             service.ws.cli.kill_all()
+            orphans.kill_now()  # what the CLI orphaned would otherwise outlive us under init
             os._exit(1)
+        first_at = time.monotonic()
         log.info("shutting down the server (%s)", signal.Signals(signum).name)
         service.cancel()
         stop.set()

@@ -90,6 +90,13 @@ def sweep(keep: set[int], cli_name: str) -> int:
     return swept
 
 
+def kill_now() -> None:
+    """SIGKILL every child at once, without waiting: for an agent that exits immediately (a second signal)."""
+    for pid in children():
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
 async def stop_all(deadline: float = 5.0) -> int:
     """Kill every child this process still has, and reap them, until none is left or `deadline` seconds pass.
     Only for the end of the agent's life, after its CLI commands have wound down. Returns how many it stopped."""

@@ -124,6 +124,8 @@ async def test_sigterm_during_up_winds_down_and_a_new_agent_can_up(tmp_path: Pat
 
 
 async def test_a_second_signal_exits_at_once(tmp_path: Path, start_agent: AgentFactory) -> None:
+    """A person's second Ctrl-C (SIGINT) after the SIGTERM: exit at once. (A second SIGTERM this soon would be
+    taken for a dying parent's repeated death signal: the next test.)"""
     agent = await start_agent(copy_program("slow-python", tmp_path / "ws"))
     await prepare(agent)
     seconds: list[asyncio.Task[None]] = []
@@ -134,7 +136,7 @@ async def test_a_second_signal_exits_at_once(tmp_path: Path, start_agent: AgentF
             if "shutting down the server" in agent.log():
                 break
             await asyncio.sleep(0.05)
-        agent.process.send_signal(signal.SIGTERM)
+        agent.process.send_signal(signal.SIGINT)
 
     def on_event(event: dict[str, Any]) -> None:
         if not seconds and started_steps([event]):
@@ -146,7 +148,25 @@ async def test_a_second_signal_exits_at_once(tmp_path: Path, start_agent: AgentF
     await asyncio.wait_for(seconds[0], 30)
     assert outcome.result is None
     assert await agent.wait_exit(DELAY) == 1, agent.log()[-3000:]  # well before the in-flight step could finish
-    assert "second signal (SIGTERM): exiting immediately" in agent.log()
+    assert "second signal (SIGINT): exiting immediately" in agent.log()
+
+
+async def test_a_sigterm_right_after_the_first_is_the_same_news(tmp_path: Path, start_agent: AgentFactory) -> None:
+    """The dying operator's death signal comes once per exiting thread, and the first ones come while its other
+    threads still run — before the agent is re-parented, so its parent looks alive. A SIGTERM within moments of
+    the first is therefore the same news: the CLI still finishes its cancel and the agent exits cleanly."""
+    agent = await start_agent(copy_program("slow-python", tmp_path / "ws"))
+    await prepare(agent)
+    call = await _until_a_step_starts(agent)
+    agent.process.send_signal(signal.SIGTERM)
+    await asyncio.to_thread(_logged, agent, "shutting down the server (SIGTERM)")
+    agent.process.send_signal(signal.SIGTERM)
+    call.cancel()
+    assert await agent.wait_exit() == 0, agent.log()[-3000:]
+    log = agent.log()
+    assert "SIGTERM again from the parent's death" in log, log[-3000:]
+    assert "exiting immediately" not in log, log[-3000:]
+    _cancel_finished_before_exit(log)
 
 
 async def test_an_operator_gone_mid_up_leaves_the_cli_to_wind_down_before_the_agent_exits(

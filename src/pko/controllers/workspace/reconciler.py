@@ -249,15 +249,19 @@ class WorkspaceReconciler:
         await self._save(status)
         if not was_sleeping and await self._pending_on_server(key):
             return Result(requeue=True)  # the next pass wakes it
+        await self._stop_agent(workspace, revision)
+        self._release(key, yielded=yielded)
+        if not was_sleeping:
+            await self.recorder.normal(workspace, "Sleeping", message)
+        return None
+
+    async def _stop_agent(self, workspace: ws_api.Workspace, revision: fleet.PodRevision) -> None:
+        """No agent for this Workspace: the StatefulSet at zero replicas (or the local agent stopped)."""
         statefulset = owners.set_controller_reference(
             manifests.statefulset(workspace, self.agent_image, flux_max_untar=self.flux_max_untar, replicas=0,
                                   pod_generation=revision.generation, default_env=await self.default_env()),
             workspace)
         await self.runtime.sleep(workspace, statefulset)
-        self._release(key, yielded=yielded)
-        if not was_sleeping:
-            await self.recorder.normal(workspace, "Sleeping", message)
-        return None
 
     # --- the pool of active workspaces (pool.py) ----------------------------------------------------------------
 
@@ -320,11 +324,7 @@ class WorkspaceReconciler:
         key = objects.ObjectKey.of(workspace.metadata)
         status.address = None
         await self._save(status)
-        statefulset = owners.set_controller_reference(
-            manifests.statefulset(workspace, self.agent_image, flux_max_untar=self.flux_max_untar, replicas=0,
-                                  pod_generation=revision.generation, default_env=await self.default_env()),
-            workspace)
-        await self.runtime.sleep(workspace, statefulset)
+        await self._stop_agent(workspace, revision)
         self._release(key, yielded=True)
         await self.recorder.normal(workspace, "Yielded",
                                    f"Stopped the agent of a Stalled workspace to give its slot to a waiting one "
