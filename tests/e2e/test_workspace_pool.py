@@ -15,7 +15,7 @@ import stack_e2e as e2e
 
 from pko.kube import client as kclient
 from pko.kube import objects, resources
-from pko.testing import controlplane, gitserver, operator
+from pko.testing import controlplane, gitserver, operator, waiting
 
 POOL = 2
 FLEET = 5
@@ -165,12 +165,14 @@ async def test_a_restarted_operator_keeps_the_bound(
         async with _watching(first, kc, namespace) as watch:
             for name in names:
                 await kc.create(e2e.git_stack(name, namespace, git.http_url(repo), commit=commit))
-            await e2e.wait_for(kc, resources.WORKSPACE, names[-1], namespace,
-                               lambda o: e2e.condition(o, "Ready").get("reason") == "Queued", timeout=120)
+            full = first.controllers.workspaces.reconciler.pool
+            assert full is not None
+            await waiting.eventually(lambda: full.active() == POOL and full.waiting() >= 1,
+                                     "a full pool and a queue", 120, interval=0.02)
         most = watch.most_agents
     running = [w["metadata"]["name"] for w in (await kc.list(resources.WORKSPACE, namespace)).items
-               if e2e.condition(w, "Ready").get("reason") not in ("Queued", "Sleeping")]
-    assert 0 < len(running) <= POOL
+               if e2e.condition(w, "Ready").get("reason") not in (None, "Queued", "Sleeping")]
+    assert len(running) <= POOL
     async with operator.running(cluster.kubeconfig, tmp_path / "workspaces-2", namespace=namespace,
                                 max_active_workspaces=POOL) as second:
         async with _watching(second, kc, namespace) as watch:

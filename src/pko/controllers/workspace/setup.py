@@ -43,15 +43,14 @@ def _created_completed_or_gone(event: store.Event) -> bool:
 
 def running(found: store.Store) -> list[objects.ObjectKey]:
     """The Workspaces whose agent runs or is starting, as their statuses say (the pool's seed after a restart):
-    not asleep, not queued, not deleted, not Stalled with their agent stopped."""
+    placed (a Ready condition), not asleep, not queued, not deleted, not Stalled with their agent stopped."""
     keys = []
     for obj in found.list():
         ws = ws_api.Workspace.model_validate(obj)
         found_conditions = ws.status.conditions if ws.status else None
         ready = conditions.find(found_conditions, conditions.READY)
-        if ws.metadata.deletion_timestamp or (ready is not None and ready.reason in (fleet.SLEEPING,
-                                                                                      conditions.QUEUED)):
-            continue
+        if ws.metadata.deletion_timestamp or ready is None or ready.reason in (fleet.SLEEPING, conditions.QUEUED):
+            continue  # (no Ready condition yet: never placed)
         if conditions.is_true(found_conditions, conditions.STALLED) and not (ws.status and ws.status.address):
             continue
         keys.append(objects.ObjectKey.of(ws.metadata))

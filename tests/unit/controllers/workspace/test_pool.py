@@ -14,7 +14,9 @@ from pko.api import lanes
 from pko.api import update as up_api
 from pko.api.meta import Condition
 from pko.controllers.workspace import fleet, pool
+from pko.controllers.workspace import setup as workspace_setup
 from pko.kube import objects
+from pko.runtime import store
 
 NOW = datetime.datetime(2026, 11, 27, 12, 0, 0, tzinfo=datetime.UTC)
 
@@ -183,3 +185,29 @@ def test_when_a_holder_counts_as_idle() -> None:
     stalled = _condition("Stalled", "True", "InitializationFailed", NOW - 3 * second)
     failed = _condition("Ready", "False", "InitializationFailed", NOW - 3 * second)
     assert fleet.last_used(NOW, failed, stalled, []) == NOW - 3 * second
+
+
+def _placed(name: str, reason: str | None, *, stalled: bool = False, address: str | None = "10.0.0.1:50051",
+            deleting: bool = False) -> dict[str, Any]:
+    found = [] if reason is None else [{"type": "Ready", "status": "True" if reason == "Succeeded" else "False",
+                                        "reason": reason, "message": "", "lastTransitionTime": "2026-11-27T12:00:00Z"}]
+    if stalled:
+        found.append({"type": "Stalled", "status": "True", "reason": reason or "", "message": "",
+                      "lastTransitionTime": "2026-11-27T12:00:00Z"})
+    meta: dict[str, Any] = {"name": name, "namespace": "team-a", "uid": name}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-11-27T12:00:00Z"
+    status: dict[str, Any] = {"conditions": found}
+    if address:
+        status["address"] = address
+    return {"apiVersion": "auto.pulumi.com/v1alpha1", "kind": "Workspace", "metadata": meta, "status": status}
+
+
+def test_the_seed_after_a_restart_is_the_workspaces_whose_agent_runs() -> None:
+    found = store.Store()
+    for obj in (_placed("running", "Succeeded"), _placed("starting", "Initializing"), _placed("asleep", "Sleeping"),
+                _placed("waiting", "Queued"), _placed("new", None), _placed("gone", "Succeeded", deleting=True),
+                _placed("stalled-stopped", "InitializationFailed", stalled=True, address=None),
+                _placed("stalled-running", "InitializationFailed", stalled=True)):
+        found.upsert(obj)
+    assert sorted(k.name for k in workspace_setup.running(found)) == ["running", "stalled-running", "starting"]
