@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import stack_e2e as e2e
 
 from pko.kube import client as kclient
-from pko.kube import resources
+from pko.kube import errors, resources
 from pko.testing import gitserver, operator
 from pko.testing.waiting import condition, wait_for
 
@@ -113,3 +114,20 @@ async def test_an_operation_that_keeps_talking_runs_past_the_idle_timeout(
     assert len(updates) == 1  # the first one: it ran about 8 s, twice its idle timeout, and was not cancelled
     started, ended = (e2e.timestamp(updates[0]["status"][k]) for k in ("startTime", "endTime"))
     assert (ended - started).total_seconds() > 4
+
+
+@pytest.mark.parametrize("value", ["half an hour", "-5m", "30", "1d"])
+async def test_a_meaningless_idle_timeout_is_refused(kc: kclient.Client, namespace: str, value: str) -> None:
+    update = resources.UPDATE.new("bad-idle", namespace, spec={"workspaceName": "w", "stackName": "dev",
+                                                               "type": "up", "idleTimeout": value})
+    with pytest.raises(errors.ApiError) as refused:
+        await kc.create(update)
+    assert "spec.idleTimeout: Invalid value" in refused.value.message
+    assert "idleTimeout must be a duration such as 30m, 2h or 90s" in refused.value.message
+
+
+async def test_meaningful_idle_timeouts_are_stored(kc: kclient.Client, namespace: str) -> None:
+    for index, value in enumerate(("0", "0s", "90s", "2h", "1h30m")):
+        created = await kc.create(resources.UPDATE.new(f"idle-{index}", namespace, spec={
+            "workspaceName": "w", "stackName": "dev", "type": "up", "idleTimeout": value}))
+        assert created["spec"]["idleTimeout"] == value
