@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 from pathlib import Path
+from typing import Any
 
 import stack_e2e as e2e
 
@@ -30,20 +31,27 @@ pulumi.export("done", True)
 """
 
 
+async def _slow_stack_running(kc: kclient.Client, git: gitserver.GitServer, name: str, namespace: str,
+                              tmp_path: Path) -> tuple[dict[str, Any], Path]:
+    """A Stack of SLOW_PROGRAM, once it has a current Update; and the file that releases the program."""
+    repo = f"{name}-{namespace}"
+    commit = git.create_repo(repo, {"Pulumi.yaml": f"name: {name}\nruntime: python\n", "__main__.py": SLOW_PROGRAM})
+    backend, release = tmp_path / "state", tmp_path / "release"
+    backend.mkdir()
+    await kc.create(resources.STACK.new(name, namespace, spec={
+        "stack": "dev", "projectRepo": git.http_url(repo), "commit": commit, "backend": f"file://{backend}",
+        "config": {"release": str(release)},
+        "envRefs": {"PULUMI_CONFIG_PASSPHRASE": {"type": "Literal", "literal": {"value": name}}},
+    }))
+    running = await wait_for(kc, resources.STACK, name, namespace,
+                             lambda o: bool((o.get("status") or {}).get("currentUpdate")), timeout=240)
+    return running, release
+
+
 async def test_a_request_during_an_update_waits_for_it(
     kc: kclient.Client, namespace: str, git: gitserver.GitServer, stack_operator: operator.Operator, tmp_path: Path,
 ) -> None:
-    repo = f"slow-{namespace}"
-    commit = git.create_repo(repo, {"Pulumi.yaml": "name: slow\nruntime: python\n", "__main__.py": SLOW_PROGRAM})
-    backend, release = tmp_path / "state", tmp_path / "release"
-    backend.mkdir()
-    await kc.create(resources.STACK.new("slow", namespace, spec={
-        "stack": "dev", "projectRepo": git.http_url(repo), "commit": commit, "backend": f"file://{backend}",
-        "config": {"release": str(release)},
-        "envRefs": {"PULUMI_CONFIG_PASSPHRASE": {"type": "Literal", "literal": {"value": "inflight"}}},
-    }))
-    running = await wait_for(kc, resources.STACK, "slow", namespace,
-                             lambda o: bool((o.get("status") or {}).get("currentUpdate")), timeout=240)
+    running, release = await _slow_stack_running(kc, git, "slow", namespace, tmp_path)
     first = running["status"]["currentUpdate"]["name"]
 
     registry = stack_operator.manager.registry
@@ -102,17 +110,7 @@ async def test_an_update_whose_spec_changed_while_it_ran_does_not_wedge_its_stac
     status of the generation it started at. A finished Update never runs again: the Stack takes its result, says
     so with an `UpdateUnobserved` event, and is Ready — instead of waiting for ever for a status of the new
     generation, looking healthy."""
-    repo = f"edited-{namespace}"
-    commit = git.create_repo(repo, {"Pulumi.yaml": "name: edited\nruntime: python\n", "__main__.py": SLOW_PROGRAM})
-    backend, release = tmp_path / "state", tmp_path / "release"
-    backend.mkdir()
-    await kc.create(resources.STACK.new("edited", namespace, spec={
-        "stack": "dev", "projectRepo": git.http_url(repo), "commit": commit, "backend": f"file://{backend}",
-        "config": {"release": str(release)},
-        "envRefs": {"PULUMI_CONFIG_PASSPHRASE": {"type": "Literal", "literal": {"value": "edited"}}},
-    }))
-    running = await wait_for(kc, resources.STACK, "edited", namespace,
-                             lambda o: bool((o.get("status") or {}).get("currentUpdate")), timeout=240)
+    running, release = await _slow_stack_running(kc, git, "edited", namespace, tmp_path)
     name = running["status"]["currentUpdate"]["name"]
     await wait_for(kc, resources.UPDATE, name, namespace,
                    lambda o: condition(o, "Progressing").get("status") == "True", timeout=120)

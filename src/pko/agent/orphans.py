@@ -50,6 +50,11 @@ def children(pid: int | None = None) -> list[int]:
     return sorted(set(found))
 
 
+def _kill(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGKILL)
+
+
 def _reap(pid: int) -> bool:
     """Collect `pid`'s exit status if it has one; True when it is gone."""
     try:
@@ -78,8 +83,7 @@ def sweep(keep: set[int], cli_name: str) -> int:
         name = _comm(pid)
         if name is None or name == cli_name[:15]:
             continue
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
+        _kill(pid)
         swept += 1
         for _ in range(100):  # SIGKILL lands at once; reap without blocking the loop for long
             if _reap(pid):
@@ -93,8 +97,7 @@ def sweep(keep: set[int], cli_name: str) -> int:
 def kill_now() -> None:
     """SIGKILL every child at once, without waiting: for an agent that exits immediately (a second signal)."""
     for pid in children():
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
+        _kill(pid)
 
 
 async def stop_all(deadline: float = 5.0) -> int:
@@ -108,8 +111,7 @@ async def stop_all(deadline: float = 5.0) -> int:
             break
         for pid in left:
             if pid not in stopped:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
+                _kill(pid)
                 stopped.add(pid)
         for pid in left:
             _reap(pid)

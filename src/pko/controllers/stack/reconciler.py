@@ -614,7 +614,7 @@ class StackReconciler:
         """Fold a finished drift check into `status.drift` and `Drifted`; False (status saved) while it runs."""
         name = drift.in_flight(s.status) or ""
         update = await self.client.get_typed_or_none(resources.UPDATE, up_api.Update, name, s.key.namespace)
-        if update is not None and not update_complete(update) and not update_finished(update):
+        if update is not None and not update_finished(update):
             await self._save(s)
             return False
         await self._check_done(s, drift.absorb(s.status, update, name, self.clock()))

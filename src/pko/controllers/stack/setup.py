@@ -296,9 +296,8 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings, *,
         return stack_reconciler.workspace_ready(workspace) or conditions.is_true(
             workspace.status.conditions if workspace.status else None, conditions.STALLED)
 
-    def update_complete(obj: objects.Object) -> bool:
-        update = up_api.Update.model_validate(obj)
-        return stack_reconciler.update_complete(update) or stack_reconciler.update_finished(update)
+    def update_finished(obj: objects.Object) -> bool:
+        return stack_reconciler.update_finished(up_api.Update.model_validate(obj))
 
     def workspace_problem(obj: objects.Object | None) -> str:
         if obj is None:
@@ -318,7 +317,7 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings, *,
 
     controller.watch(mgr.informer(resources.WORKSPACE), handlers.for_controller(resources.STACK), workspace_changed)
     controller.watch(mgr.informer(resources.UPDATE), handlers.for_mapping(_stack_owners),
-                     _transition(update_complete))
+                     _transition(update_finished))
 
     metrics = StackMetrics(mgr.registry)
     stacks.add_handler(metrics.observe)

@@ -265,16 +265,16 @@ class WorkspaceReconciler:
 
     # --- the pool of active workspaces (pool.py) ----------------------------------------------------------------
 
-    def _report(self, key: objects.ObjectKey, status: _Status) -> None:
-        """Tell the pool how idle a holder is with every status it gets (a workspace that just went Stalled, or
-        finished its first start, is looked at again at once when a waiter needs its slot)."""
+    def _report(self, key: objects.ObjectKey, status: _Status) -> bool:
+        """Tell the pool how idle a holder is; True when it must give its slot back now. Called with every status
+        it gets too (a workspace that just went Stalled, or finished its first start, is then looked at again at
+        once when a waiter needs its slot)."""
         if self.pool is None or not self.pool.holds(key):
-            return
+            return False
         used = fleet.last_used(self.clock(), conditions.find(status.conditions, conditions.READY),
                                conditions.find(status.conditions, conditions.STALLED), self.updates_of(key))
         self.pool.used(key, used.timestamp() if used is not None else None)
-        if self.pool.must_yield(key):
-            self.pool.wake(key)
+        return self.pool.must_yield(key)
 
     def _release(self, key: objects.ObjectKey, *, yielded: bool = False) -> None:
         if self.pool is not None:
@@ -291,9 +291,7 @@ class WorkspaceReconciler:
         ready = conditions.find(status.conditions, conditions.READY)
         stalled = conditions.find(status.conditions, conditions.STALLED)
         if self.pool.holds(key):
-            used = fleet.last_used(now, ready, stalled, updates)
-            self.pool.used(key, used.timestamp() if used is not None else None)
-            if not self.pool.must_yield(key):
+            if not self._report(key, status):
                 return None
             if stalled is not None and stalled.status == "True":
                 await self._stop_stalled(workspace, status, revision)
@@ -447,7 +445,9 @@ class WorkspaceReconciler:
 
     async def _save(self, status: _Status) -> None:
         meta = status.workspace.metadata
-        self._report(objects.ObjectKey.of(meta), status)
+        if self._report(objects.ObjectKey.of(meta), status):
+            assert self.pool is not None
+            self.pool.wake(objects.ObjectKey.of(meta))
         body: dict[str, Any] = {"observedGeneration": meta.generation or 0,
                                 "conditions": [c.model_dump(by_alias=True, exclude_none=True, mode="json")
                                                for c in status.conditions]}
