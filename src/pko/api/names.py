@@ -21,6 +21,9 @@ LABEL_STACK_NAME = "pulumi.com/stack-name"
 LABEL_AUTO_COMPONENT = "auto.pulumi.com/component"
 LABEL_WORKSPACE_NAME = "auto.pulumi.com/workspace-name"
 LABEL_UPDATE_NAME = "auto.pulumi.com/update-name"
+# pko: Flux's sharding label (docs/scale.md): the operator started with `--shard-key X` reconciles the objects
+# labelled X; the default shard's operator those without the label.
+LABEL_SHARD_KEY = "sharding.fluxcd.io/key"
 COMPONENT_STACK = "stack"
 COMPONENT_WORKSPACE = "workspace"
 COMPONENT_UPDATE = "update"

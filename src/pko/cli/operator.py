@@ -24,7 +24,7 @@ from pko.controllers import settings as operator_settings
 from pko.controllers import wiring
 from pko.kube import client as kclient
 from pko.kube import ratelimit
-from pko.runtime import leaderelection, manager
+from pko.runtime import leaderelection, manager, sharding
 
 log = logging.getLogger("pko.operator")
 
@@ -39,11 +39,20 @@ def _log_level(text: str) -> int:
     return {"debug": logging.DEBUG, "info": logging.INFO, "error": logging.ERROR}.get(text, logging.INFO)
 
 
+def user_agent(settings: operator_settings.Settings) -> str:
+    """The operator's User-Agent: its version, and its shard when it has one (the API server's audit log then says
+    which shard sent each request)."""
+    shard = settings.shard
+    return f"pko/{pko.__version__}" + (f" (shard {shard.name})" if shard.name else
+                                       "" if shard.everything else f" (selector {shard.text})")
+
+
 def _client(settings: operator_settings.Settings) -> kclient.Client:
     """A client of the operator's API server with its own ``--kube-api-qps``/``--kube-api-burst`` token bucket."""
     burst = settings.kube_api_burst or math.ceil(settings.kube_api_qps)
     return kclient.Client.from_kubeconfig(settings.kubeconfig, timeout=settings.kube_api_timeout,
-                                          limiter=ratelimit.TokenBucket(settings.kube_api_qps, burst))
+                                          limiter=ratelimit.TokenBucket(settings.kube_api_qps, burst),
+                                          user_agent=user_agent(settings))
 
 
 async def run(settings: operator_settings.Settings) -> int:
@@ -52,8 +61,10 @@ async def run(settings: operator_settings.Settings) -> int:
     election = None
     if settings.leader_elect:
         # The Lease's renewals have a client and a budget of their own (see manager.LeaderElection).
-        election = manager.LeaderElection(namespace=settings.operator_namespace, timing=leaderelection.Timing(
-            settings.lease_duration, settings.renew_deadline, settings.retry_period), client=_client(settings))
+        election = manager.LeaderElection(
+            namespace=settings.operator_namespace, name=settings.shard.lease_name(leaderelection.DEFAULT_LEASE_NAME),
+            timing=leaderelection.Timing(settings.lease_duration, settings.renew_deadline, settings.retry_period),
+            client=_client(settings))
     mgr = manager.Manager(client, leader_election=election, health_address=settings.health_address,
                           metrics_address=settings.metrics_address)
     if limiter is not None:
@@ -63,7 +74,8 @@ async def run(settings: operator_settings.Settings) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, task.cancel)
-    log.info("pko operator %s started (workspace runtime: %s)", pko.__version__, settings.workspace_runtime)
+    log.info("pko operator %s started (workspace runtime: %s; reconciling %s)", pko.__version__,
+             settings.workspace_runtime, settings.shard.describe())
     try:
         with contextlib.suppress(asyncio.CancelledError):
             await task
@@ -90,7 +102,12 @@ class _LimiterMetrics:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     settings = operator_settings.from_args(args, version=f"v{pko.__version__}")
+    try:
+        settings.shard  # noqa: B018 (checks that the sharding flags agree)
+    except sharding.ShardError as err:
+        parser.error(str(err))
     logs.configure(_log_level(settings.log_level), json_lines=settings.log_encoder == "json")
     return asyncio.run(run(settings))

@@ -21,6 +21,8 @@ from typing import Any, Literal
 
 from pko.api import durations
 from pko.depcache import routes
+from pko.kube import selectors
+from pko.runtime import sharding
 
 Runtime = Literal["pod", "local"]
 RUNTIMES: tuple[Runtime, ...] = ("pod", "local")
@@ -75,6 +77,9 @@ class Settings:
     config_in_place: bool = True  # pko: a config-only change keeps the pod (False: a new pod, as the Go operator)
     update_idle_timeout: float = 1800.0  # seconds an operation may stay silent (0: no limit); an Update's own wins
     max_active_workspaces: int | None = None  # pko: the pool of active workspaces (None: no bound, as the Go operator)
+    # pko: sharding (pko.runtime.sharding); neither: this operator reconciles every object
+    shard_key: str | None = None
+    watch_label_selector: str | None = None
     # the Program file server (see pko.controllers.program)
     program_fs_addr: str | None = None
     program_fs_adv_addr: str | None = None
@@ -83,6 +88,11 @@ class Settings:
     dependency_cache_dir: Path = field(default_factory=lambda: Path.cwd() / ".pko" / "dependency-cache")
     dependency_cache_size: int = 10 * 1024**3
     dependency_cache_index_ttl: float = 300.0
+
+    @property
+    def shard(self) -> sharding.Shard:
+        """What this operator reconciles (:class:`sharding.ShardError` when both flags are given)."""
+        return sharding.shard(shard_key=self.shard_key, watch_label_selector=self.watch_label_selector)
 
 
 @dataclass(frozen=True)
@@ -175,6 +185,22 @@ def _pool_size(text: str) -> int | None:
     return value
 
 
+def _shard_name(text: str) -> str | None:
+    if not text.strip():
+        return None
+    try:
+        return sharding.check_shard_name(text.strip())
+    except sharding.ShardError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _selector(text: str) -> str | None:
+    try:
+        return selectors.parse(text).text or None
+    except selectors.SelectorError as err:
+        raise argparse.ArgumentTypeError(f"invalid label selector: {err}") from None
+
+
 def _resolved(text: str) -> str | None:
     return str(Path(text).resolve()) if text else None
 
@@ -249,6 +275,13 @@ OPTIONS: tuple[Option, ...] = (
            "workspaces whose agent (pod or process) may run at once; more wait in a queue and idle ones sleep to "
            "make room (unset: no bound, as the Go operator)", env="MAX_ACTIVE_WORKSPACES", default="",
            parse=_pool_size, helm="controller.maxActiveWorkspaces"),
+    Option("--shard-key", "shard_key",
+           "pko: reconcile only the Stacks, Workspaces, Updates and Programs labelled sharding.fluxcd.io/key=NAME "
+           "(Flux's sharding; the default shard runs with --watch-label-selector '!sharding.fluxcd.io/key')",
+           env="SHARD_KEY", default="", parse=_shard_name),
+    Option("--watch-label-selector", "watch_label_selector",
+           "pko: reconcile only the Stacks, Workspaces, Updates and Programs this label selector matches (Flux's "
+           "flag; empty: all)", env="WATCH_LABEL_SELECTOR", default="", parse=_selector),
     Option("--max-concurrent-reconciles", "workers", "", env="MAX_CONCURRENT_RECONCILES",
            default=str(DEFAULT_WORKERS), parse=int, helm="controller.maxConcurrentReconciles"),
     Option("--retry-max-backoff", "retry_max_backoff",

@@ -26,6 +26,7 @@ from pko.depcache import routes
 from pko.depcache.server import DependencyCache
 from pko.depcache.store import Store
 from pko.kube import client as kclient
+from pko.kube import resources
 from pko.runtime import cachedclient, manager
 
 
@@ -78,14 +79,23 @@ def dependency_cache(settings: Settings, server: fileserver.FileServer, registry
     return env
 
 
+#: The kinds a shard owns, whose watches the API server filters by the shard's selector (pko.runtime.sharding);
+#: Programs are read by every shard and filtered in their controller.
+SHARDED_KINDS = (resources.STACK, resources.WORKSPACE, resources.UPDATE)
+
+
 def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings) -> Controllers:
+    shard = settings.shard
+    for kind in SHARDED_KINDS:
+        mgr.select(kind, shard.text)
     # the controllers read through the manager's informer caches, never older than what they wrote themselves
     client = cachedclient.CachedClient(client, mgr.informers.get)
     connector = connect.Connector(client, namespace=settings.operator_namespace,
                                   service_account=settings.operator_service_account,
                                   localhost_override=settings.workspace_localhost)
     programs = program_controller.setup(mgr, client, listen=settings.program_fs_addr,
-                                        advertised=settings.program_fs_adv_addr, workers=settings.workers)
+                                        advertised=settings.program_fs_adv_addr, workers=settings.workers,
+                                        shard=shard)
     default_env = dependency_cache(settings, programs.server, mgr.registry)
     workspaces = workspace_setup.setup(mgr, client, settings, connector, default_env)
     updates = update_setup.setup(mgr, client, settings, connector)

@@ -107,6 +107,7 @@ class Client:
         timeout: float = 30.0,
         field_manager: str = FIELD_MANAGER,
         limiter: ratelimit.TokenBucket | None = None,
+        user_agent: str | None = None,
     ) -> Client:
         """A client that owns its connection pool. ``config`` is a lightkube ``KubeConfig`` or ``SingleConfig``;
         ``None`` means in-cluster or ``$KUBECONFIG`` (lightkube's rules). ``timeout`` is ``--kube-api-timeout``;
@@ -114,6 +115,8 @@ class Client:
         sends (each page of a list, each watch (re)connection) waits for a token first."""
         client = cls(lightkube.AsyncClient(config=config, timeout=httpx2.Timeout(timeout)), field_manager=field_manager)
         client._owned = True
+        if user_agent:  # who sent a request, in the API server's audit log (the operator names its shard there)
+            client.api._client._client.headers["User-Agent"] = user_agent
         if limiter is not None and limiter.limited:
             client.limiter = limiter
 
@@ -132,12 +135,13 @@ class Client:
         timeout: float = 30.0,
         field_manager: str = FIELD_MANAGER,
         limiter: ratelimit.TokenBucket | None = None,
+        user_agent: str | None = None,
     ) -> Client:
         """A client for the cluster of a kubeconfig file (its current context, or `context`); without a file, the
         in-cluster config, else ``$KUBECONFIG`` (lightkube's rules)."""
         config = lightkube.KubeConfig.from_file(kubeconfig) if kubeconfig else lightkube.KubeConfig.from_env()
         return cls.connect(config.get(context_name=context) if context else config, timeout=timeout,
-                           field_manager=field_manager, limiter=limiter)
+                           field_manager=field_manager, limiter=limiter, user_agent=user_agent)
 
     async def close(self) -> None:
         if self._owned:
@@ -214,16 +218,18 @@ class Client:
         labels: Mapping[str, str] | None = None,
         timeout_seconds: int | None = None,
         bookmarks: bool = True,
+        selector: str | None = None,
     ) -> AsyncIterator[WatchEvent]:
         """Watch events from ``resource_version`` on. The stream reconnects by itself when the server ends it
         (after ``timeout_seconds``), continuing from the last event seen; it raises :class:`errors.Gone` when
-        that version is too old, and passes any other error on. Stop it by breaking out of the loop."""
+        that version is too old, and passes any other error on. Stop it by breaking out of the loop. ``selector``
+        is a label selector as :meth:`list` takes it (an object relabelled out of it arrives as ``DELETED``)."""
         k = resources.resource(kind)
         params = {
             "timeoutSeconds": timeout_seconds,
             "resourceVersion": resource_version,
             "allowWatchBookmarks": "true" if bookmarks else None,
-            "labelSelector": label_selector(labels),
+            "labelSelector": ",".join(s for s in (label_selector(labels), selector) if s) or None,
         }
         br = self.api._client.prepare_request("list", res=resources.model(k), namespace=_scope(k, namespace),
                                               watch=True, params=params)

@@ -44,6 +44,7 @@ class Informer:
         *,
         namespace: str | None = None,
         labels: Mapping[str, str] | None = None,
+        selector: str | None = None,
         indexers: Mapping[str, store.Indexer] | None = None,
         resource_version: str | None = None,
         transform: Transform | None = strip_managed_fields,
@@ -52,12 +53,14 @@ class Informer:
     ) -> None:
         """Watch ``kind`` in ``namespace`` (``None``: all namespaces). With ``resource_version`` the informer
         starts by resuming a watch from that version instead of listing (a version the server no longer keeps
-        makes it list, as after any ``410 Gone``). ``transform`` is applied to every object before it is
+        makes it list, as after any ``410 Gone``). ``selector`` is a label selector the API server filters by (an
+        object relabelled out of it is delivered as deleted). ``transform`` is applied to every object before it is
         cached (by default it drops ``managedFields``; ``None`` caches objects as served)."""
         self.client = client
         self.kind = kind
         self.namespace = namespace
         self.labels = dict(labels) if labels else None
+        self.selector = selector or None
         self.store = store.Store(indexers)
         self.resource_version = resource_version
         self.relists = 0
@@ -121,7 +124,7 @@ class Informer:
                 await asyncio.sleep(delay)
 
     async def _list(self) -> None:
-        listing = await self.client.list(self.kind, self.namespace, labels=self.labels)
+        listing = await self.client.list(self.kind, self.namespace, labels=self.labels, selector=self.selector)
         self.relists += 1
         changes = self.store.replace([self._transform(obj) for obj in listing.items])
         self.resource_version = listing.resource_version
@@ -133,7 +136,7 @@ class Informer:
         timeout = random.randint(self._min_watch_timeout, 2 * self._min_watch_timeout)
         async for event in self.client.watch(
             self.kind, self.namespace, resource_version=self.resource_version, labels=self.labels,
-            timeout_seconds=timeout,
+            selector=self.selector, timeout_seconds=timeout,
         ):
             if event.type == "BOOKMARK":
                 pass

@@ -71,6 +71,7 @@ class Manager:
             if leader_election is not None else None
         )
         self.informers: dict[resources.Kind, informer.Informer] = {}
+        self._selectors: dict[resources.Kind, str] = {}
         self.controllers: list[ctl.Controller] = []
         self.readiness_checks: dict[str, Check] = {}
         self.leading = asyncio.Event()
@@ -85,6 +86,17 @@ class Manager:
     def is_leader(self) -> bool:
         return self.leading.is_set()
 
+    def select(self, kind: resources.Kind | str, selector: str | None) -> None:
+        """Watch only the objects of ``kind`` that match the label selector ``selector`` (None: all of them); before
+        the first :meth:`informer` of that kind."""
+        k = resources.resource(kind)
+        if k in self.informers:
+            raise RuntimeError(f"the {k.kind} informer exists already: select before it is created")
+        if selector:
+            self._selectors[k] = selector
+        else:
+            self._selectors.pop(k, None)
+
     def informer(self, kind: resources.Kind | str, *, indexers: Mapping[str, store.Indexer] | None = None
                  ) -> informer.Informer:
         """The shared informer of ``kind`` (created on first request, and started at once if the manager runs
@@ -92,7 +104,7 @@ class Manager:
         k = resources.resource(kind)
         found = self.informers.get(k)
         if found is None:
-            found = informer.Informer(self.client, k, namespace=self.namespace)
+            found = informer.Informer(self.client, k, namespace=self.namespace, selector=self._selectors.get(k))
             self.informers[k] = found
             if self._group is not None:
                 self._group.create_task(found.run(), name=f"informer-{k.kind}")

@@ -233,12 +233,17 @@ class NodeOptions:
             "--kubelet-preferred-address-types=InternalIP,Hostname",
         ]
         if self.audit_log is not None:
-            policy = self.audit_log.with_name("audit-policy.yaml")
-            policy.parent.mkdir(parents=True, exist_ok=True)
-            policy.write_text(AUDIT_POLICY)
-            flags += [f"--audit-policy-file={policy}", f"--audit-log-path={self.audit_log}",
-                      "--audit-log-format=json", "--audit-log-maxsize=500", "--audit-log-maxbackup=1"]
+            flags += audit_flags(self.audit_log)
         return flags
+
+
+def audit_flags(audit_log: Path) -> list[str]:
+    """kube-apiserver's flags to write the audit log (:data:`AUDIT_POLICY`) to `audit_log`."""
+    policy = audit_log.with_name("audit-policy.yaml")
+    policy.parent.mkdir(parents=True, exist_ok=True)
+    policy.write_text(AUDIT_POLICY)
+    return [f"--audit-policy-file={policy}", f"--audit-log-path={audit_log}",
+            "--audit-log-format=json", "--audit-log-maxsize=500", "--audit-log-maxbackup=1"]
 
 
 #: Metadata of every request, once (at its end; a watch at its start), nothing of bodies: enough to count requests
@@ -260,11 +265,13 @@ _LOOPBACK_FLAGS = [
 
 
 def start(workdir: Path, *, controller_manager: bool = False, timeout: float = 120.0,
-          node: NodeOptions | None = None) -> ControlPlane:
+          node: NodeOptions | None = None, audit_log: Path | None = None) -> ControlPlane:
     """Start etcd and kube-apiserver (and kube-controller-manager) with their state under `workdir`.
 
     A `workdir` that already holds data is reused (``pko dev`` keeps its cluster between runs). With `node`, the
     API server is set up for a real kubelet (see :class:`NodeOptions`) and kube-controller-manager always runs.
+    With `audit_log` (loopback only; a node has its own in :class:`NodeOptions`), the API server writes the metadata
+    of every request there.
     """
     workdir = workdir.resolve()
     pki = workdir / "pki"
@@ -297,7 +304,7 @@ def start(workdir: Path, *, controller_manager: bool = False, timeout: float = 1
             str(binaries.require("kube-apiserver")),
             f"--etcd-servers=http://127.0.0.1:{etcd_port}",
             f"--secure-port={api_port}",
-            *(node.apiserver_flags if node else _LOOPBACK_FLAGS),
+            *(node.apiserver_flags if node else [*_LOOPBACK_FLAGS, *(audit_flags(audit_log) if audit_log else [])]),
             f"--cert-dir={workdir / 'certs'}",
             f"--tls-cert-file={pki / 'server.crt'}", f"--tls-private-key-file={pki / 'server.key'}",
             f"--client-ca-file={pki / 'ca.crt'}",

@@ -35,3 +35,29 @@ def test_bad_values_are_refused_with_a_reason(flag: str, value: str, needle: str
     with pytest.raises(SystemExit):
         _parse(flag, value)
     assert needle in capsys.readouterr().err
+
+
+def test_sharding_flags_choose_what_the_operator_reconciles() -> None:
+    assert _parse().shard.everything
+    shard = _parse("--shard-key", "b").shard
+    assert shard.name == "b"
+    assert shard.text == "sharding.fluxcd.io/key in (b)"
+    default = _parse("--watch-label-selector", "!sharding.fluxcd.io/key").shard
+    assert default.name is None
+    assert not default.owns({"metadata": {"labels": {"sharding.fluxcd.io/key": "b"}}})
+    assert settings.from_args(settings.parser({"SHARD_KEY": "c"}).parse_args([]), "test", {}).shard.name == "c"
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--shard-key", "Shard_B"], "argument --shard-key: invalid shard name 'Shard_B'"),
+    (["--watch-label-selector", "team in (a"], "argument --watch-label-selector: invalid label selector"),
+    (["--shard-key", "b", "--watch-label-selector", "team=a"], "give one"),
+])
+def test_bad_sharding_flags_stop_the_operator_with_a_reason(args: list[str], needle: str,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from pko.cli import operator
+
+    with pytest.raises(SystemExit) as exited:
+        operator.main(args)
+    assert exited.value.code == 2
+    assert needle in capsys.readouterr().err

@@ -51,6 +51,33 @@ quickstart's `control-plane: controller-manager`, a Deployment's selector being 
 {{- end }}
 {{- end }}
 
+{{/* What a Deployment and its Service select. The main operator's: pko.podSelector (unchanged, a Deployment's
+selector being immutable). A shard's: its own instance label, so that neither selects the other's pods (the main
+Service would otherwise send a shard's Program downloads to the main operator). */}}
+{{- define "pko.shardSelector" -}}
+{{- if .Shard }}
+app.kubernetes.io/name: {{ include "pko.name" . }}
+app.kubernetes.io/instance: {{ printf "%s-%s" .Release.Name .Shard | trunc 63 | trimSuffix "-" }}
+pko.pulumi.com/shard: {{ .Shard }}
+{{- else }}
+{{- include "pko.podSelector" . }}
+{{- end }}
+{{- end }}
+
+{{/* `sharding.shards` must be distinct names that can name a Lease, a Deployment and a Service. */}}
+{{- define "pko.checkShards" -}}
+{{- $seen := dict }}
+{{- range .Values.sharding.shards }}
+{{- if not (regexMatch "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$" (toString .)) }}
+{{- fail (printf "sharding.shards: %q is not a valid shard name (at most 63 lowercase letters, digits and '-', beginning and ending with a letter or digit)" (toString .)) }}
+{{- end }}
+{{- if hasKey $seen (toString .) }}
+{{- fail (printf "sharding.shards: %q is listed twice" (toString .)) }}
+{{- end }}
+{{- $_ := set $seen (toString .) true }}
+{{- end }}
+{{- end }}
+
 {{- define "pko.labels" -}}
 helm.sh/chart: {{ include "pko.chart" . }}
 {{ include "pko.selectorLabels" . }}
@@ -74,7 +101,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if .Values.controller.advertisedAddress }}
 {{- .Values.controller.advertisedAddress }}
 {{- else }}
-{{- include "pko.objectName" (list . "service" "") }}.$(POD_NAMESPACE)
+{{- include "pko.objectName" (list . "service" "") }}{{ with .Shard }}-{{ . }}{{ end }}.$(POD_NAMESPACE)
 {{- end }}
 {{- end }}
 

@@ -30,6 +30,7 @@ from pko.api import names
 from pko.api import program as program_api
 from pko.controllers.program import address, fileserver, plan, serving
 from pko.kube import objects, resources
+from pko.runtime import sharding, store
 
 log = logging.getLogger(__name__)
 
@@ -52,11 +53,12 @@ class Programs:
     informer: runtime.Informer
     server: fileserver.FileServer
     clock: Clock = utc_now
+    shard: sharding.Shard = sharding.EVERYTHING  # every shard reads Programs; the one that owns them reconciles
 
     async def reconcile(self, key: objects.ObjectKey) -> runtime.Result | None:
         """Bring one Program's status up to date with its generation and the advertised address."""
         cached = self.informer.store.get(key)
-        if cached is None:
+        if cached is None or not self.shard.owns(cached):
             return None
         program = program_api.Program.model_validate(cached)
         decision = plan.plan(program, advertised=await self.server.advertised(), now=self.clock())
@@ -101,6 +103,7 @@ def setup(
     env: Mapping[str, str] | None = None,
     hostname: Callable[[], str] = socket.gethostname,
     clock: Clock = utc_now,
+    shard: sharding.Shard = sharding.EVERYTHING,
 ) -> Programs:
     """Register the Program controller and the ``programs_active`` gauge with ``manager`` and build the file
     server. ``listen`` is ``--program-fs-addr`` (default ``$PROGRAM_FS_ADDR`` or ``:9090``), ``advertised`` is
@@ -116,10 +119,20 @@ def setup(
         env=environ,
         hostname=hostname,
     )
-    programs = Programs(api, informer, server, clock)
+    programs = Programs(api, informer, server, clock, shard)
     manager.controller(names.PROGRAM_CONTROLLER, programs.reconcile, workers=workers).watch(
-        informer, predicate=runtime.generation_changed
+        informer, predicate=functools.partial(program_changed, shard)
     )
     gauge = Gauge(PROGRAMS_ACTIVE, PROGRAMS_ACTIVE_HELP, registry=manager.registry)
-    gauge.set_function(lambda: len(informer.store))
+    gauge.set_function(lambda: len(informer.store) if shard.everything
+                       else sum(1 for p in informer.store.list() if shard.owns(p)))
     return programs
+
+
+def program_changed(shard: sharding.Shard, event: store.Event) -> bool:
+    """A Program of this shard has a new generation, or was just relabelled into this shard (its artifact URL then
+    names another shard's file server, which this shard's replaces)."""
+    if event.type == "DELETED" or not shard.owns(event.object):
+        return False
+    moved_in = event.old is not None and not shard.owns(event.old)
+    return moved_in or runtime.generation_changed(event)

@@ -41,12 +41,12 @@ from pko.api import update as up_api
 from pko.api import workspace as ws_api
 from pko.api.meta import Condition, ObjectMeta
 from pko.controllers.stack import approval as gate
-from pko.controllers.stack import drift, outputs, publish, sync, updates
+from pko.controllers.stack import drift, outputs, publish, shardmove, sync, updates
 from pko.controllers.stack import source as source_mod
 from pko.controllers.stack import workspace as ws_build
 from pko.kube import client as kclient
 from pko.kube import errors, events, objects, resources
-from pko.runtime import applied, logcontext
+from pko.runtime import applied, logcontext, sharding
 from pko.runtime.controller import Result
 
 log = logging.getLogger(__name__)
@@ -144,14 +144,15 @@ class StackReconciler:
         self.min_resync = min_resync  # the floor under a Stack's resyncFrequencySeconds (--min-resync-frequency)
         self.watch_approvals = watch_approvals  # starts the StackApproval watch, once a Stack needs it
         self._applied = applied.Applied()  # the Workspaces this process applied (skips applies that change nothing)
+        self.shard = sharding.EVERYTHING  # pko: the Stacks this operator reconciles (--shard-key)
 
     def _policy(self, stack: stack_api.Stack) -> sync.RetryPolicy:
         return sync.policy_for(stack_api.spec_of(stack), self.retry_policy)
 
     async def __call__(self, key: objects.ObjectKey) -> Result | None:
         stack = await self.client.get_typed_or_none(resources.STACK, stack_api.Stack, key.name, key.namespace)
-        if stack is None:
-            return None
+        if stack is None or not self.shard.owns_labels(stack.metadata.labels):
+            return None  # gone, or another shard's (pko.runtime.sharding)
         status = (stack.status or stack_api.StackStatus()).model_copy(deep=True)
         status.observed_generation = stack.metadata.generation
         status.observed_reconcile_request = sync.reconcile_request(stack)
@@ -163,6 +164,11 @@ class StackReconciler:
             return None
         if not s.deleting and names.FINALIZER not in finalizers:
             s.stack = stack = await self._write_finalizers(stack, [*finalizers, names.FINALIZER])
+
+        if not self.shard.everything:
+            wait = await self._claim(s)
+            if wait is not None:
+                return Result(requeue_after=wait)
 
         absorbed = status.current_update is not None
         if absorbed and not await self._absorb(s):
@@ -364,6 +370,31 @@ class StackReconciler:
         s.status.current_update = None
         s.gave_up = name
         return True
+
+    async def _claim(self, s: _Session) -> float | None:
+        """pko sharding: take over the Workspace and Updates of a Stack relabelled into this shard
+        (:mod:`shardmove`); the seconds to wait while one of its Updates still runs in the shard it comes from."""
+        workspace = await self.client.get_or_none(resources.WORKSPACE, s.key.name, s.key.namespace)
+        if workspace is None or self.shard.owns(workspace):
+            return None  # nothing to take over: new, or already here (a cached read, no request)
+        found = await self.client.list(resources.UPDATE, s.key.namespace,
+                                       labels={names.LABEL_STACK_NAME: s.key.name})
+        move = shardmove.plan(self.shard, s.stack.metadata.labels, workspace, found.items)
+        if move.waiting:
+            s.conditions = conditions.mark_reconciling(s.conditions, conditions.RECONCILING_PROCESSING,
+                                                       shardmove.waiting_message(move, workspace), now=self.clock())
+            await self._save(s)
+            return shardmove.POLL
+        labels = {"metadata": {"labels": {names.LABEL_SHARD_KEY: move.value}}}
+        for name in move.updates:
+            with contextlib.suppress(errors.NotFound):
+                await self.client.patch(resources.UPDATE, name, labels, s.key.namespace)
+        if move.workspace:
+            await self.client.patch(resources.WORKSPACE, s.key.name, labels, s.key.namespace)
+            self._applied.forget(s.key)  # apply it again: the last apply this process made may be stale
+        log.info(shardmove.moved_message(move, workspace))
+        await self.recorder.normal(s.stack, "ShardMoved", shardmove.moved_message(move, workspace))
+        return None
 
     # --- steps -------------------------------------------------------------------------------------------------
 

@@ -273,6 +273,7 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings, *,
 
     reconciler = stack_reconciler.StackReconciler(client, recorder, resolver, retry_policy=retry_policy(settings),
                                                   min_resync=settings.min_resync, watch_approvals=watch_approvals)
+    reconciler.shard = settings.shard
     controller = mgr.controller(names.STACK_CONTROLLER, reconciler, workers=workers)
     flux_watches = FluxWatches(client, mgr.namespace, stacks, lambda key: controller.queue.add(key))
     approval_watch = ApprovalWatch(client, mgr.namespace, lambda key: controller.queue.add(key))

@@ -17,6 +17,7 @@ from pko.api import stack as stack_api
 from pko.api import update as up_api
 from pko.api import workspace as ws_api
 from pko.kube import owners, patchmeta, resources, smp
+from pko.runtime import sharding
 
 TTL_AFTER_COMPLETED = "24h0m0s"
 
@@ -46,7 +47,7 @@ def build(stack: stack_api.Stack, workspace: ws_api.Workspace, message: str, uni
         spec["targetDependents"] = bool(stack_spec.target_dependents)
         spec["refresh"] = bool(stack_spec.refresh)
     update = resources.UPDATE.new(names.update_name(name, unix_millis), stack.metadata.namespace, spec=spec)
-    update["metadata"]["labels"] = names.stack_component_labels(name)
+    update["metadata"]["labels"] = names.stack_component_labels(name) | sharding.carried_labels(stack.metadata.labels)
     if stack_spec.update_template:
         update = smp.merge(update, copy.deepcopy(dict(stack_spec.update_template)), patchmeta.UPDATE)
     update = owners.set_controller_reference(update, workspace)

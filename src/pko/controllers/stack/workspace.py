@@ -19,6 +19,7 @@ from typing import Any
 from pko.api import names
 from pko.api import stack as stack_api
 from pko.kube import owners, patchmeta, resources, smp
+from pko.runtime import sharding
 
 CONFIGMAP_MOUNT_ROOT = "/var/run/configmaps/stacks.pulumi.com/configmaps/"
 SECRET_MOUNT_ROOT = "/var/run/secrets/stacks.pulumi.com/secrets/"
@@ -155,7 +156,9 @@ def desired(stack: stack_api.Stack, source: Source) -> dict[str, Any]:
     ws_spec["podTemplate"] = {"spec": pod_spec}
 
     workspace = resources.WORKSPACE.new(name, stack.metadata.namespace, spec=ws_spec)
-    workspace["metadata"]["labels"] = names.stack_component_labels(name)
+    # pko: the Stack's shard label goes with it, so the Stack's shard reconciles its Workspace (docs/scale.md)
+    workspace["metadata"]["labels"] = names.stack_component_labels(name) | sharding.carried_labels(
+        stack.metadata.labels)
     if spec.workspace_template:
         template = copy.deepcopy(dict(spec.workspace_template))
         workspace = smp.merge(workspace, template, patchmeta.WORKSPACE)

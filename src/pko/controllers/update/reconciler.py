@@ -38,7 +38,7 @@ from pko.kube import client as kclient
 from pko.kube import errors, events, objects, owners, resources
 from pko.protocol import client as agent_client
 from pko.protocol.proto import agent_pb2
-from pko.runtime import logcontext, metrics
+from pko.runtime import logcontext, metrics, sharding
 from pko.runtime.controller import Result, expected
 
 log = logging.getLogger(__name__)
@@ -83,6 +83,7 @@ class UpdateReconciler:
         self.clock = clock
         self.active: dict[objects.ObjectKey, asyncio.Task[None]] = {}
         self.started = time.monotonic()
+        self.shard = sharding.EVERYTHING  # pko: the Updates this operator runs (--shard-key)
 
     @property
     def running(self) -> int:
@@ -97,8 +98,8 @@ class UpdateReconciler:
 
     async def __call__(self, key: objects.ObjectKey) -> Result | None:
         update = await self.client.get_typed_or_none(resources.UPDATE, up_api.Update, key.name, key.namespace)
-        if update is None:
-            return None
+        if update is None or not self.shard.owns_labels(update.metadata.labels):
+            return None  # gone, or another shard's
         now = self.clock()
         controlled = any(ref.controller for ref in update.metadata.owner_references or ())
         decision = plan.decide(update, running=key in self.active, deleting=bool(update.metadata.deletion_timestamp),

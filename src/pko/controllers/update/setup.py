@@ -56,6 +56,7 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings,
         events.Recorder(client, names.WORKSPACE_CONTROLLER), max_operations=settings.max_operations,
         pulumi_metrics=metrics.pulumi(mgr.registry), idle_timeout=settings.update_idle_timeout,
     )
+    reconciler.shard = settings.shard
     controller = mgr.controller(names.UPDATE_CONTROLLER, reconciler, workers=settings.workers)
     reconciler.enqueue = lambda key: controller.queue.add(key)
     updates = mgr.informer(resources.UPDATE, indexers={UPDATE_WORKSPACE_INDEX: _update_workspace})

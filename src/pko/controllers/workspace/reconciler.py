@@ -39,7 +39,7 @@ from pko.kube import events, objects, owners, resources
 from pko.protocol import client as agent_client
 from pko.protocol import transient
 from pko.protocol.proto import agent_pb2
-from pko.runtime import metrics
+from pko.runtime import metrics, sharding
 from pko.runtime.controller import Result
 
 log = logging.getLogger(__name__)
@@ -131,6 +131,7 @@ class WorkspaceReconciler:
         active: pool.Pool | None = None,
     ) -> None:
         self.client = client
+        self.shard = sharding.EVERYTHING  # pko: the Workspaces this operator reconciles (--shard-key)
         self.pool = active  # pko: --max-active-workspaces (None: every Workspace runs its agent, as the Go operator)
         self.default_env = default_env  # the operator's env for every workspace (the dependency cache's)
         self.metrics = pulumi_metrics
@@ -147,7 +148,8 @@ class WorkspaceReconciler:
     async def __call__(self, key: objects.ObjectKey) -> Result | None:
         workspace = await self.client.get_typed_or_none(resources.WORKSPACE, ws_api.Workspace, key.name,
                                                         key.namespace)
-        if workspace is None:
+        if workspace is None or not self.shard.owns_labels(workspace.metadata.labels):
+            # gone, or relabelled to another shard (which takes over its pod; a local agent stops here)
             await self.runtime.remove(key)
             self._release(key)
             return None

@@ -92,6 +92,7 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings,
     )
     if default_env is not None:
         reconciler.default_env = default_env
+    reconciler.shard = settings.shard
     controller = mgr.controller(names.WORKSPACE_CONTROLLER, reconciler, workers=settings.workers)
     workspaces = mgr.informer(resources.WORKSPACE)
     if settings.max_active_workspaces is not None:

@@ -1,0 +1,276 @@
+"""Sharding across operator processes (Flux's scheme), end to end: two `pko operator` processes on one control plane,
+the default shard (`--watch-label-selector '!sharding.fluxcd.io/key'`) and shard `b` (`--shard-key b`), split a fleet
+of 30 Stacks on one backend by the Stacks' `sharding.fluxcd.io/key` label. Each Stack is reconciled by exactly one
+operator — by its Updates, by the operators' logs and by the API server's audit of who wrote its status. Relabelled
+Stacks move to the other shard with their Workspace and Updates; a Stack relabelled while its Update runs waits for
+that Update to finish where it started, and no operation runs twice."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import datetime
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import lightkube
+import pytest
+import stack_e2e as e2e
+
+from pko.api import names
+from pko.kube import client as kclient
+from pko.kube import errors as kerrors
+from pko.kube import objects, resources
+from pko.testing import binaries, controlplane, gitserver, operator, ports
+from pko.testing.waiting import condition, wait_for
+
+FLEET = 30
+SHARD = names.LABEL_SHARD_KEY
+DEFAULT_UA = "selector !sharding.fluxcd.io/key"
+B_UA = "shard b"
+SLOW_PROGRAM = """import os
+import time
+
+import pulumi
+
+release = pulumi.Config().require("release")
+deadline = time.monotonic() + 600
+while not os.path.exists(release) and time.monotonic() < deadline:
+    time.sleep(0.1)
+pulumi.export("done", True)
+"""
+
+
+@contextlib.contextmanager
+def _control_plane(workdir: Path, audit: Path) -> Iterator[controlplane.ControlPlane]:
+    try:
+        cp = controlplane.start(workdir, audit_log=audit)
+    except Exception as err:  # a broken test bed fails the test, never skips it
+        pytest.fail(f"could not start the control plane: {err}", pytrace=False)
+    with cp:
+        yield cp
+
+
+@contextlib.asynccontextmanager
+async def _operator(cp: controlplane.ControlPlane, root: Path, env: dict[str, str], *flags: str
+                    ) -> AsyncIterator[Path]:
+    """A `pko operator` process with `flags`, logging JSON lines to the file it yields; stopped with SIGTERM."""
+    root.mkdir(parents=True)
+    log_path = root / "operator.log"
+    health = ports.free_port()
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(  # noqa: ASYNC220 (spawning does not block; waits go through to_thread)
+            [sys.executable, "-m", "pko", "operator", "--kubeconfig", str(cp.kubeconfig),
+             "--workspace-runtime", "local", "--workspace-root", str(root / "workspaces"),
+             "--health-probe-bind-address", f"127.0.0.1:{health}",
+             "--program-fs-addr", f"127.0.0.1:{ports.free_port()}", "--zap-encoder", "json", *flags],
+            env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        try:
+            yield log_path
+        finally:
+            process.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.to_thread(process.wait, 90)
+            finally:
+                if process.poll() is None:
+                    process.kill()
+    assert process.returncode == 0, log_path.read_text()[-3000:]
+
+
+def _apply_shard_policy(cp: controlplane.ControlPlane) -> None:
+    """Install the chart's admission policy for a chart with the one shard `b`."""
+    chart = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "pko"
+    rendered = subprocess.run(
+        [str(binaries.require("helm")), "template", "pko", str(chart), "--set", "sharding.shards={b}",
+         "--show-only", "templates/sharding.yaml"], capture_output=True, text=True, timeout=120, check=True).stdout
+    subprocess.run([str(binaries.require("kubectl")), "--kubeconfig", str(cp.kubeconfig), "apply", "-f", "-"],
+                   input=rendered, capture_output=True, text=True, timeout=120, check=True)
+
+
+async def _shard_policy(cp: controlplane.ControlPlane, kc: kclient.Client, namespace: str) -> None:
+    """Install the chart's admission policy, and see the API server refuse a label naming no shard."""
+    await asyncio.to_thread(_apply_shard_policy, cp)
+    stray = resources.STACK.new("stray", namespace, spec={"stack": "stray", "programRef": {"name": "fleet"}})
+    stray["metadata"]["labels"] = {SHARD: "c"}
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 30  # the API server compiles a new policy within a second or so
+    refused = ""
+    while not refused:
+        try:
+            await kc.create(stray)
+        except kerrors.ApiError as err:
+            refused = str(err)
+            break
+        await kc.delete(resources.STACK, "stray", namespace)
+        assert loop.time() < deadline, "the admission policy never refused a Stack of shard c"
+        await asyncio.sleep(0.5)
+    assert 'label sharding.fluxcd.io/key: "c" names no shard of this operator (its shards: b)' in refused
+
+
+def _stack(name: str, namespace: str, backend: Path, shard: str | None, **spec: Any) -> dict[str, Any]:
+    obj = resources.STACK.new(name, namespace, spec={
+        "stack": name, "programRef": {"name": "fleet"}, "backend": f"file://{backend}",
+        "envRefs": {"PULUMI_CONFIG_PASSPHRASE": {"type": "Literal", "literal": {"value": "shards"}}}, **spec})
+    if shard is not None:
+        obj["metadata"]["labels"] = {SHARD: shard}
+    return obj
+
+
+def _audit(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _writers(audit: list[dict[str, Any]], namespace: str, resource: str, subresource: str | None,
+             verbs: set[str]) -> dict[str, list[tuple[datetime.datetime, str]]]:
+    """Per object name: (time, which operator) of each request of `verbs` to it, in the order they came."""
+    found: dict[str, list[tuple[datetime.datetime, str]]] = collections.defaultdict(list)
+    for event in audit:
+        ref = event.get("objectRef") or {}
+        if (ref.get("namespace") != namespace or ref.get("resource") != resource
+                or ref.get("subresource") != subresource or event.get("verb") not in verbs):
+            continue
+        agent = event.get("userAgent", "")
+        who = "b" if B_UA in agent else "default" if DEFAULT_UA in agent else None
+        if who is None or (event.get("responseStatus") or {}).get("code", 200) >= 300:
+            continue
+        found[ref.get("name") or ""].append((datetime.datetime.fromisoformat(event["requestReceivedTimestamp"]), who))
+    return found
+
+
+def _worked_on(log: Path, namespace: str, stacks: set[str]) -> set[str]:
+    """The Stacks whose Workspace, Updates or Stack the operator writing `log` worked on (its lines carry the name
+    of the object each controller reconciles; an Update's name begins with its Stack's)."""
+    found = set()
+    for line in log.read_text().splitlines():
+        with contextlib.suppress(ValueError):
+            entry = json.loads(line)
+            name = str(entry.get("name") or "")
+            if entry.get("namespace") != namespace:
+                continue
+            if entry.get("controller") == names.UPDATE_CONTROLLER:
+                name = next((s for s in stacks if names.update_name_millis(s, name)), "")
+            if name in stacks:
+                found.add(name)
+    return found
+
+
+async def _ready_at(kc: kclient.Client, name: str, namespace: str, generation: int) -> dict[str, Any]:
+    return await wait_for(kc, resources.STACK, name, namespace, lambda o: e2e.is_ready(o) and (
+        (o.get("status") or {}).get("observedGeneration") == generation), timeout=300)
+
+
+async def test_two_shards_split_a_fleet_and_relabelled_stacks_move_once(
+    tmp_path: Path, git: gitserver.GitServer, pulumi_env: dict[str, str],
+) -> None:
+    audit_log = tmp_path / "audit" / "audit.log"
+    with _control_plane(tmp_path / "cp", audit_log) as cp:
+        async with kclient.Client.connect(lightkube.KubeConfig.from_file(str(cp.kubeconfig))) as kc:
+            await operator.install_crds(kc)
+            await operator.install_identity(kc)
+            namespace = "fleet"
+            await kc.create(resources.NAMESPACE.new(namespace))
+            await _shard_policy(cp, kc, namespace)
+            backend = tmp_path / "state"
+            backend.mkdir()
+            await kc.create(resources.PROGRAM.new("fleet", namespace, program={
+                "configuration": {"size": {"type": "String", "default": "small"}},
+                "outputs": {"size": "${size}"}}))
+            shard_of = {f"s{i:02d}": "b" if i % 2 else None for i in range(FLEET)}
+            slow_repo = git.create_repo("slow-shards", {"Pulumi.yaml": "name: slow\nruntime: python\n",
+                                                        "__main__.py": SLOW_PROGRAM})
+            release = tmp_path / "release"
+
+            async with (_operator(cp, tmp_path / "default", dict(pulumi_env),
+                                  "--watch-label-selector", f"!{SHARD}") as default_log,
+                        _operator(cp, tmp_path / "b", dict(pulumi_env), "--shard-key", "b") as b_log):
+                for name, shard in shard_of.items():
+                    await kc.create(_stack(name, namespace, backend, shard))
+                await kc.create(resources.STACK.new("slow", namespace, spec={
+                    "stack": "slow", "projectRepo": git.http_url("slow-shards"), "commit": slow_repo,
+                    "backend": f"file://{backend}", "config": {"release": str(release)},
+                    "envRefs": {"PULUMI_CONFIG_PASSPHRASE": {"type": "Literal", "literal": {"value": "slow"}}}}))
+                for name in shard_of:
+                    stack = await _ready_at(kc, name, namespace, 1)
+                    assert stack["status"]["outputs"] == {"size": "small"}
+
+                # The slow Stack's first Update runs in the default shard; relabel it to shard b meanwhile.
+                running = await wait_for(kc, resources.STACK, "slow", namespace,
+                                         lambda o: bool((o.get("status") or {}).get("currentUpdate")), timeout=240)
+                first = running["status"]["currentUpdate"]["name"]
+                moved_at = datetime.datetime.now(datetime.UTC)
+                await kc.patch(resources.STACK, "slow", {"metadata": {"labels": {SHARD: "b"}}}, namespace)
+                waiting = await wait_for(kc, resources.STACK, "slow", namespace, lambda o: "moving to this shard" in (
+                    condition(o, "Reconciling").get("message") or ""))
+                assert first in condition(waiting, "Reconciling")["message"]
+                workspace = await kc.get(resources.WORKSPACE, "slow", namespace)
+                assert SHARD not in objects.labels_of(workspace), "the Workspace moved while its Update ran"
+                release.write_text("go")
+                slow = await wait_for(kc, resources.STACK, "slow", namespace, lambda o: e2e.is_ready(o) and (
+                    e2e.last_update(o).get("name") == first), timeout=240)
+                assert slow["status"]["outputs"] == {"done": True}
+                workspace = await wait_for(kc, resources.WORKSPACE, "slow", namespace,
+                                           lambda o: objects.labels_of(o).get(SHARD) == "b")
+                update = await kc.get(resources.UPDATE, first, namespace)
+                assert objects.labels_of(update).get(SHARD) == "b"
+
+                # Four idle Stacks change shard, each with a spec change that needs an Update in its new shard.
+                movers = {"s00": "b", "s02": "b", "s01": None, "s03": None}
+                for name, target in movers.items():
+                    await kc.patch(resources.STACK, name, {"metadata": {"labels": {SHARD: target}},
+                                                           "spec": {"config": {"size": "large"}}}, namespace)
+                for name in movers:
+                    stack = await _ready_at(kc, name, namespace, 2)
+                    assert stack["status"]["outputs"] == {"size": "large"}
+                    workspace = await kc.get(resources.WORKSPACE, name, namespace)
+                    assert objects.labels_of(workspace).get(SHARD) == movers[name]
+                moves = await e2e.events_with(kc, "s00", namespace, "ShardMoved")
+                assert "to shard b" in moves[0]["message"]
+
+            # Every Update ran once, where its Stack was; none failed; the slow Stack ran one.
+            for name in [*shard_of, "slow"]:
+                updates = await e2e.updates_of(kc, name, namespace)
+                expected = 1 if name == "slow" or name not in movers else 2
+                assert len(updates) == expected, (name, [objects.name_of(u) for u in updates])
+                for update in updates:
+                    assert condition(update, "Failed").get("status") != "True", (name, update.get("status"))
+
+    audit = _audit(audit_log)
+    status = _writers(audit, namespace, "stacks", "status", {"patch", "update"})
+    created = _writers(audit, namespace, "updates", None, {"create"})
+    assert created, "the audit log names no Update creation"
+    owner = {name: shard or "default" for name, shard in shard_of.items()}
+    target = {name: shard or "default" for name, shard in movers.items()}
+
+    def creators(stack: str) -> list[str]:
+        return sorted(who for update, found in created.items() if names.update_name_millis(stack, update)
+                      for _, who in found)
+
+    for name in shard_of:
+        sequence = [who for _, who in status[name]]
+        assert sequence, f"nobody wrote the status of {name}"
+        if name in movers:  # the old shard until the move, the new one after it, never both in turns
+            switch = sequence.index(target[name])
+            assert set(sequence[:switch]) == {owner[name]}, (name, sequence)
+            assert set(sequence[switch:]) == {target[name]}, (name, sequence)
+            assert creators(name) == sorted([owner[name], target[name]]), (name, creators(name))
+        else:
+            assert set(sequence) == {owner[name]}, (name, sequence)
+            assert creators(name) == [owner[name]], (name, creators(name))
+    assert creators("slow") == ["default"]
+    late = {who for when, who in status["slow"] if when > moved_at + datetime.timedelta(seconds=1)}
+    assert late == {"b"}, status["slow"]
+
+    everyone = {*shard_of, "slow"}
+    in_default, in_b = _worked_on(default_log, namespace, everyone), _worked_on(b_log, namespace, everyone)
+    for name, shard in owner.items():
+        if name in movers:
+            assert name in in_default
+            assert name in in_b
+        else:
+            assert (name in in_default, name in in_b) == (shard == "default", shard == "b"), name

@@ -1,0 +1,106 @@
+"""Which objects an operator of a shard reconciles (pko.runtime.sharding), and how a Stack relabelled into another
+shard moves its Workspace and Updates there (pko.controllers.stack.shardmove)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pko.api import names
+from pko.controllers.stack import shardmove
+from pko.runtime import sharding
+
+SHARD = names.LABEL_SHARD_KEY
+
+
+def _obj(name: str, shard: str | None = None, complete: bool | None = None) -> dict[str, Any]:
+    obj: dict[str, Any] = {"metadata": {"name": name, "labels": {SHARD: shard} if shard else {}}}
+    if complete is not None:
+        obj["status"] = {"conditions": [{"type": "Complete", "status": "True" if complete else "False"}]}
+    return obj
+
+
+def test_a_named_shard_owns_its_labelled_objects_only() -> None:
+    b = sharding.shard(shard_key="b")
+    assert b.owns(_obj("x", "b"))
+    assert not b.owns(_obj("x", "c"))
+    assert not b.owns(_obj("x"))
+    assert b.text == f"{SHARD} in (b)"
+    assert b.lease_name("operator.pulumi.com") == "operator.pulumi.com-b"
+
+
+def test_the_default_shard_owns_what_no_shard_names() -> None:
+    default = sharding.shard(watch_label_selector=sharding.DEFAULT_SHARD_SELECTOR)
+    assert default.owns(_obj("x"))
+    assert not default.owns(_obj("x", "b"))
+    assert default.lease_name("operator.pulumi.com") == "operator.pulumi.com"
+
+
+def test_no_sharding_owns_everything() -> None:
+    assert sharding.shard() is sharding.EVERYTHING
+    assert sharding.EVERYTHING.owns(_obj("x", "b"))
+    assert sharding.EVERYTHING.text is None
+    assert not sharding.EVERYTHING.owns(None)
+
+
+@pytest.mark.parametrize("name", ["B", "shard_1", "-a", "a" * 64, "a.b"])
+def test_a_shard_name_that_cannot_name_a_lease_is_refused(name: str) -> None:
+    with pytest.raises(sharding.ShardError, match="invalid shard name"):
+        sharding.shard(shard_key=name)
+
+
+def test_both_flags_at_once_are_refused() -> None:
+    with pytest.raises(sharding.ShardError, match="give one"):
+        sharding.shard(shard_key="b", watch_label_selector="team=x")
+
+
+def test_a_bad_watch_selector_is_refused() -> None:
+    with pytest.raises(sharding.ShardError, match="invalid --watch-label-selector"):
+        sharding.shard(watch_label_selector="team in (x")
+
+
+def test_a_stack_carries_only_its_shard_label() -> None:
+    assert sharding.carried_labels({SHARD: "b", "team": "x"}) == {SHARD: "b"}
+    assert sharding.carried_labels({"team": "x"}) == {}
+    assert sharding.carried_labels(None) == {}
+
+
+def test_a_move_waits_while_an_update_runs_in_the_other_shard() -> None:
+    b = sharding.shard(shard_key="b")
+    move = shardmove.plan(b, {SHARD: "b"}, _obj("s"), [_obj("s-1", complete=True), _obj("s-2", complete=False)])
+    assert move.waiting
+    assert move.running == ("s-2",)
+    assert not move.workspace
+    assert "s-2" in shardmove.waiting_message(move, _obj("s"))
+    assert "the default shard" in shardmove.waiting_message(move, _obj("s"))
+
+
+def test_an_update_not_yet_started_counts_as_running() -> None:
+    move = shardmove.plan(sharding.shard(shard_key="b"), {SHARD: "b"}, _obj("s"), [_obj("s-1")])
+    assert move.running == ("s-1",)
+
+
+def test_a_quiet_stack_moves_its_workspace_and_every_foreign_update() -> None:
+    b = sharding.shard(shard_key="b")
+    move = shardmove.plan(b, {SHARD: "b"}, _obj("s"),
+                          [_obj("s-2", complete=True), _obj("s-1", complete=True), _obj("s-0", "b", complete=False)])
+    assert not move.waiting
+    assert move.workspace
+    assert move.updates == ("s-1", "s-2")
+    assert move.value == "b"
+    assert shardmove.moved_message(move, _obj("s")) == (
+        "moved the Workspace and 2 Updates from the default shard to shard b")
+
+
+def test_a_move_to_the_default_shard_removes_the_label() -> None:
+    default = sharding.shard(watch_label_selector=sharding.DEFAULT_SHARD_SELECTOR)
+    move = shardmove.plan(default, {}, _obj("s", "b"), [])
+    assert move.workspace
+    assert move.value is None
+    assert shardmove.moved_message(move, _obj("s", "b")) == "moved the Workspace from shard b to the default shard"
+
+
+def test_nothing_moves_when_the_workspace_is_here_already() -> None:
+    b = sharding.shard(shard_key="b")
+    assert not shardmove.plan(b, {SHARD: "b"}, _obj("s", "b"), [_obj("s-1", "b", complete=True)]).needed
