@@ -29,6 +29,7 @@ from pko.agent.config import plan_config
 from pko.agent.errors import AgentError
 from pko.agent.pulumicmd import CommandError, CommandResult
 from pko.agent.workspace import StackNotFoundError, Workspace
+from pko.protocol import notices as notices_
 from pko.protocol.proto import agent_pb2, agent_pb2_grpc
 
 log = logging.getLogger("pko.agent.server")
@@ -45,6 +46,10 @@ def _read_text(path: str) -> str:
 async def _abort(context: grpc.aio.ServicerContext[Any, Any], err: AgentError) -> None:
     await context.abort(err.rpc.code, err.rpc.message, err.rpc.trailing_metadata())
 
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
 
 class _Seen:
     """What an operation's engine events told: when it began (as the agent saw it), the root Stack's outputs, the
@@ -199,8 +204,13 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
         stack = await self.ensure_stack()
         # A lock left by a CLI that died (a SIGKILLed agent, an OOM-killed container) would fail this operation
         # until someone ran `pulumi cancel`; a provably dead holder's lock goes first (pko.agent.stalelocks).
-        await asyncio.to_thread(stalelocks.release, self.ws.cli.env, self.ws.project(), stack)
+        released = await asyncio.to_thread(stalelocks.release, self.ws.cli.env, self.ws.project(), stack)
+        notices = [notices_.stale_lock_released(path.name, lock.get("pid"), str(lock.get("hostname")), _now())
+                   for path, lock in released]
         for attempt in (1, 2):
+            for notice in notices:  # the operator posts each as an event and a status line (pko.protocol.notices)
+                yield on_event(eventlog.to_struct(notice))
+            notices = []
             with tempfile.TemporaryDirectory(prefix=f"pko-agent-{op}-") as tmp:
                 event_log = Path(tmp) / "eventlog.txt"
                 run = asyncio.ensure_future(self.ws.cli.run(args(stack, str(event_log)), description=description,
@@ -216,8 +226,10 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
                 except CommandError as err:
                     # refused on a lock of another DIY backend whose every holder is provably dead: release it and
                     # run again (nothing ran yet: the CLI checks locks before the engine starts)
-                    if attempt == 1 and count == 0 and await self._cancel_stale_locks(stack, str(err)):
-                        continue
+                    if attempt == 1 and count == 0:
+                        notices = await self._cancel_stale_locks(stack, str(err))
+                        if notices:
+                            continue
                     log.error("%s completed with an error", op)
                     raise errors.operation_failed(op, str(err)) from None
                 except BaseException:
@@ -235,16 +247,19 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
                 yield outcome
                 return
 
-    async def _cancel_stale_locks(self, stack: str, output: str) -> bool:
-        """`pulumi cancel` when the CLI refused on locks all held by dead processes of this host; whether it did."""
+    async def _cancel_stale_locks(self, stack: str, output: str) -> list[dict[str, Any]]:
+        """`pulumi cancel` when the CLI refused on locks all held by dead processes of this host; a notice for each
+        lock it released (none: it did not)."""
         locks = stalelocks.refusing_locks(output)
-        if not stalelocks.all_stale(locks, socket.gethostname(), stalelocks.running_pulumi):
-            return False
+        host = socket.gethostname()
+        if not stalelocks.all_stale(locks, host, stalelocks.running_pulumi):
+            return []
         await self.ws.cli.run(["cancel", "--yes", "--stack", stack], description="failed to release a stale lock")
         for lock in locks:
             log.warning("released the stack lock %s: its holder (pid %s on this host) is gone",
                         lock["url"].rsplit("/", 1)[-1], lock["pid"])
-        return True
+        return [notices_.stale_lock_released(lock["url"].rsplit("/", 1)[-1], lock["pid"], host, _now())
+                for lock in locks]
 
     async def _stream(self, context: grpc.aio.ServicerContext[Any, Any], op: str, description: str,
                       args: Callable[[str, str], list[str]], on_event: Callable[[struct_pb2.Struct], StreamMessage],

@@ -89,8 +89,9 @@ def running_pulumi(pid: int) -> bool:
 
 
 def release(env: Mapping[str, str], project: Mapping[str, Any], stack: str,
-            hostname: str | None = None, alive: Callable[[int], bool] = running_pulumi) -> list[Path]:
-    """Remove `stack`'s stale lock files; the paths removed."""
+            hostname: str | None = None, alive: Callable[[int], bool] = running_pulumi
+            ) -> list[tuple[Path, dict[str, Any]]]:
+    """Remove `stack`'s stale lock files; each path removed, with the lock it held."""
     root = backend_root(env, project)
     if root is None:
         return []
@@ -107,7 +108,7 @@ def release(env: Mapping[str, str], project: Mapping[str, Any], stack: str,
             if isinstance(lock, dict) and stale(lock, host, alive):
                 with contextlib.suppress(FileNotFoundError):
                     path.unlink()
-                    removed.append(path)
+                    removed.append((path, lock))
                 with contextlib.suppress(FileNotFoundError):  # the file blob store's metadata beside it
                     path.with_name(path.name + ".attrs").unlink()
                     log.warning("released the stack lock %s: its holder (pid %s on this host) is gone", path.name,

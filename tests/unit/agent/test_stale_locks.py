@@ -46,7 +46,8 @@ def test_release_removes_only_the_dead_holders_lock(tmp_path: Path) -> None:
     attrs.write_text("{}")
     env = {"PULUMI_BACKEND_URL": f"file://{tmp_path}"}
     removed = stalelocks.release(env, PROJECT, "dev", hostname="vm", alive=lambda pid: pid == 1002)
-    assert removed == [dead]
+    assert [path for path, _ in removed] == [dead]
+    assert removed[0][1]["pid"] == 1001
     assert not dead.exists()
     assert not attrs.exists()
     assert live.exists()
@@ -57,7 +58,8 @@ def test_release_removes_only_the_dead_holders_lock(tmp_path: Path) -> None:
 def test_the_project_backend_url_and_a_qualified_stack_name(tmp_path: Path) -> None:
     dead = _lock(tmp_path, "dead", pid=1001, hostname="vm")
     project = {**PROJECT, "backend": {"url": f"file://{tmp_path}"}}
-    assert stalelocks.release({}, project, "organization/slow/dev", hostname="vm", alive=lambda pid: False) == [dead]
+    removed = stalelocks.release({}, project, "organization/slow/dev", hostname="vm", alive=lambda pid: False)
+    assert [path for path, _ in removed] == [dead]
 
 
 def test_other_backends_are_never_read(tmp_path: Path) -> None:

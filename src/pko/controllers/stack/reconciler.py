@@ -424,6 +424,9 @@ class StackReconciler:
             s.finalize_update = update.metadata.name
             s.status.current_update = None
             return True
+        released = sync.stale_lock_lines(update.status.message if update.status else None)
+        if released:  # pko: the agent released a lock whose holder was gone before this Update ran (PKO#736)
+            await self.recorder.warning(s.stack, "StaleLockReleased", released)
         if conditions.is_true(update.status.conditions if update.status else None, conditions.FAILED):
             s.status.last_update = sync.record_failure(current, update, s.status.last_update, now)
             await self.recorder.warning(s.stack, "StackUpdateFailure", sync.update_event_message(update, True))

@@ -29,7 +29,7 @@ from pko.api import conditions, durations, lanes, names
 from pko.api import stack as stack_api
 from pko.api import update as up_api
 from pko.api.meta import Condition
-from pko.protocol import transient
+from pko.protocol import notices, transient
 
 MAX_UPDATE_FAILURES = 3
 BASE_BACKOFF = 10.0
@@ -224,10 +224,17 @@ def record_success(current: stack_api.CurrentStackUpdate, update: up_api.Update,
     return stack_api.StackUpdateState(
         generation=current.generation, reconcile_request=current.reconcile_request or None, name=update.metadata.name,
         type=update.spec.type if update.spec else None, state=stack_api.STATE_SUCCEEDED,
+        message=stale_lock_lines(status.message),  # pko: None unless the agent released a stale lock (PKO#736)
         last_attempted_commit=current.commit, last_successful_commit=current.commit,
         permalink=status.permalink or None, last_resync_time=conditions.format_time(now),
         resource_changes=status.resource_changes or None,  # never {}: see below
     )
+
+
+def stale_lock_lines(message: str | None) -> str | None:
+    """The lines of an Update's status message that say the agent released a stale lock (pko.protocol.notices)."""
+    lines = [line for line in (message or "").splitlines() if line.startswith(notices.STALE_LOCK_RELEASED)]
+    return "\n".join(lines) or None
 
 
 def update_event_message(update: up_api.Update, failed: bool) -> str:

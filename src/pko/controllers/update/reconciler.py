@@ -37,6 +37,7 @@ from pko.controllers.update import drift, plan
 from pko.kube import client as kclient
 from pko.kube import errors, events, objects, owners, resources
 from pko.protocol import client as agent_client
+from pko.protocol import notices
 from pko.protocol.proto import agent_pb2
 from pko.runtime import logcontext, metrics, sharding
 from pko.runtime.controller import Result, expected
@@ -189,13 +190,16 @@ class UpdateReconciler:
         """The operation's outcome, with the resource changes of the engine's summary event when one came (a
         failed operation ends with an error status, after its events)."""
         changes: list[dict[str, int]] = []
-        outcome = await self._stream(update, conn, changes, resume_after)
+        released: list[str] = []
+        outcome = await self._stream(update, conn, changes, released, resume_after)
         if changes and outcome.resource_changes is None:
             outcome.resource_changes = changes[-1]
+        if released:  # pko: a status line for each stale lock the agent released (PKO#736), before the result's
+            outcome.message = "\n".join([*released, *([outcome.message] if outcome.message else [])])
         return outcome
 
     async def _stream(self, update: up_api.Update, conn: connect.Connection, changes: list[dict[str, int]],
-                      resume_after: datetime.datetime | None = None) -> plan.Outcome:
+                      released: list[str], resume_after: datetime.datetime | None = None) -> plan.Outcome:
         spec = update.spec or up_api.UpdateSpec()
         kind = spec.type or ""
         gate = plan.plan_gate(update.metadata.annotations or {}, kind)
@@ -232,6 +236,10 @@ class UpdateReconciler:
                 if which == "event":
                     event = json_format.MessageToDict(response.event)
                     self._log_event(update, event)
+                    notice = notices.stale_lock_notice(event)
+                    if notice is not None:  # the agent released a lock whose holder is gone (pko.protocol.notices)
+                        released.append(notice)
+                        await self.recorder.warning(update, "StaleLockReleased", notice)
                     found = plan.resource_changes(event)
                     if found is not None:
                         changes.append(found)
