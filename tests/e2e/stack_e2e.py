@@ -204,3 +204,18 @@ def timestamp(value: str) -> datetime.datetime:
 
 def update_complete(obj: dict[str, Any]) -> bool:
     return condition(obj, "Complete").get("status") == "True"
+
+
+# Blocks until the test creates the file named by the `release` config value (or for ten minutes): the test knows
+# the Update is in flight for as long as it needs, and ends it when it is done looking.
+SLOW_PROGRAM = """import os
+import time
+
+import pulumi
+
+release = pulumi.Config().require("release")
+deadline = time.monotonic() + 600
+while not os.path.exists(release) and time.monotonic() < deadline:
+    time.sleep(0.1)
+pulumi.export("done", True)
+"""

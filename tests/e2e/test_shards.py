@@ -34,17 +34,6 @@ FLEET = 30
 SHARD = names.LABEL_SHARD_KEY
 DEFAULT_UA = "selector !sharding.fluxcd.io/key"
 B_UA = "shard b"
-SLOW_PROGRAM = """import os
-import time
-
-import pulumi
-
-release = pulumi.Config().require("release")
-deadline = time.monotonic() + 600
-while not os.path.exists(release) and time.monotonic() < deadline:
-    time.sleep(0.1)
-pulumi.export("done", True)
-"""
 
 
 @contextlib.contextmanager
@@ -183,7 +172,7 @@ async def test_two_shards_split_a_fleet_and_relabelled_stacks_move_once(
                 "outputs": {"size": "${size}"}}))
             shard_of = {f"s{i:02d}": "b" if i % 2 else None for i in range(FLEET)}
             slow_repo = git.create_repo("slow-shards", {"Pulumi.yaml": "name: slow\nruntime: python\n",
-                                                        "__main__.py": SLOW_PROGRAM})
+                                                        "__main__.py": e2e.SLOW_PROGRAM})
             release = tmp_path / "release"
 
             async with (_operator(cp, tmp_path / "default", dict(pulumi_env),

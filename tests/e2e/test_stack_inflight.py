@@ -16,26 +16,12 @@ from pko.kube import objects, resources
 from pko.testing import gitserver, operator
 from pko.testing.waiting import condition, reconciles, settled, wait_for
 
-# Blocks until the test creates the file named by the `release` config value (or for ten minutes): the test knows
-# the Update is in flight for as long as it needs, and ends it when it is done looking.
-SLOW_PROGRAM = """import os
-import time
-
-import pulumi
-
-release = pulumi.Config().require("release")
-deadline = time.monotonic() + 600
-while not os.path.exists(release) and time.monotonic() < deadline:
-    time.sleep(0.1)
-pulumi.export("done", True)
-"""
-
 
 async def _slow_stack_running(kc: kclient.Client, git: gitserver.GitServer, name: str, namespace: str,
                               tmp_path: Path) -> tuple[dict[str, Any], Path]:
     """A Stack of SLOW_PROGRAM, once it has a current Update; and the file that releases the program."""
     repo = f"{name}-{namespace}"
-    commit = git.create_repo(repo, {"Pulumi.yaml": f"name: {name}\nruntime: python\n", "__main__.py": SLOW_PROGRAM})
+    commit = git.create_repo(repo, {"Pulumi.yaml": f"name: {name}\nruntime: python\n", "__main__.py": e2e.SLOW_PROGRAM})
     backend, release = tmp_path / "state", tmp_path / "release"
     backend.mkdir()
     await kc.create(resources.STACK.new(name, namespace, spec={
