@@ -5,7 +5,8 @@ The program blocks without output (no engine event) until the test releases it. 
 the Stack's `updateTemplate`, its Update fails with reason `IdleTimeout` and a message that names the timeout; the
 Stack records the failure as any other; and the stack's lock was released (the CLI was cancelled, not killed), so
 the retry that follows — the program released — succeeds instead of finding the stack locked. An operation that
-keeps talking is not cancelled however long it runs."""
+keeps talking is not cancelled however long it runs — unless it passes its hard deadline (pko's `spec.timeout`,
+`--update-timeout`): then it is cancelled, output or not, with reason `DeadlineExceeded`."""
 
 from __future__ import annotations
 
@@ -54,13 +55,13 @@ pulumi.export("done", True)
 
 
 def _stack(name: str, namespace: str, url: str, commit: str, backend: Path, release: Path,
-           chatty: bool = False) -> dict[str, object]:
+           chatty: bool = False, limits: dict[str, str] | None = None) -> dict[str, object]:
     return resources.STACK.new(name, namespace, spec={
         "stack": "dev", "projectRepo": url, "commit": commit, "backend": f"file://{backend}",
         "config": {"release": str(release), "chatty": "true" if chatty else "false"},
         "envRefs": {"PULUMI_CONFIG_PASSPHRASE": {"type": "Literal", "literal": {"value": "idle"}}},
         "retryPolicy": {"backoffBaseSeconds": 1, "backoffFactor": 1},
-        "updateTemplate": {"spec": {"idleTimeout": "4s"}},
+        "updateTemplate": {"spec": limits or {"idleTimeout": "4s"}},
     })
 
 
@@ -116,6 +117,30 @@ async def test_an_operation_that_keeps_talking_runs_past_the_idle_timeout(
     assert (ended - started).total_seconds() > 4
 
 
+async def test_an_operation_past_its_deadline_is_cancelled_though_it_talks(
+    kc: kclient.Client, namespace: str, git: gitserver.GitServer, stack_operator: operator.Operator, tmp_path: Path,
+) -> None:
+    repo = f"endless-{namespace}"
+    commit = git.create_repo(repo, {"Pulumi.yaml": "name: endless\nruntime: python\n", "__main__.py": PROGRAM})
+    backend, release = tmp_path / "state", tmp_path / "never"
+    backend.mkdir()
+    await kc.create(_stack("endless", namespace, git.http_url(repo), commit, backend, release, chatty=True,
+                           limits={"idleTimeout": "0s", "timeout": "3s"}))
+    failed = await wait_for(kc, resources.STACK, "endless", namespace,
+                            lambda o: e2e.last_update(o).get("state") == "failed", timeout=240)
+    update = await kc.get(resources.UPDATE, e2e.last_update(failed)["name"], namespace)
+    assert condition(update, "Failed")["reason"] == "DeadlineExceeded"
+    assert condition(update, "Failed")["message"] == (
+        "the up ran for longer than 3s and was cancelled (spec.timeout, or the operator's --update-timeout)")
+    assert "ran for longer than 3s" in e2e.last_update(failed)["message"]
+
+    # Without the deadline the same program finishes: the cancelled CLI left the stack unlocked.
+    await kc.patch(resources.STACK, "endless", {"spec": {"updateTemplate": {"spec": {"timeout": "0s"}}}}, namespace)
+    done = await wait_for(kc, resources.STACK, "endless", namespace, e2e.is_ready, timeout=240)
+    assert done["status"]["outputs"] == {"done": True}
+    assert not list((backend / ".pulumi" / "locks").rglob("*.json")), "a lock was left behind"
+
+
 @pytest.mark.parametrize("value", ["half an hour", "-5m", "30", "1d"])
 async def test_a_meaningless_idle_timeout_is_refused(kc: kclient.Client, namespace: str, value: str) -> None:
     update = resources.UPDATE.new("bad-idle", namespace, spec={"workspaceName": "w", "stackName": "dev",
@@ -124,6 +149,18 @@ async def test_a_meaningless_idle_timeout_is_refused(kc: kclient.Client, namespa
         await kc.create(update)
     assert "spec.idleTimeout: Invalid value" in refused.value.message
     assert "idleTimeout must be a duration such as 30m, 2h or 90s" in refused.value.message
+
+
+async def test_a_meaningless_deadline_is_refused(kc: kclient.Client, namespace: str) -> None:
+    update = resources.UPDATE.new("bad-deadline", namespace, spec={"workspaceName": "w", "stackName": "dev",
+                                                                   "type": "up", "timeout": "six hours"})
+    with pytest.raises(errors.ApiError) as refused:
+        await kc.create(update)
+    assert "spec.timeout: Invalid value" in refused.value.message
+    assert "timeout must be a duration such as 6h, 90m or 1h30m" in refused.value.message
+    stored = await kc.create(resources.UPDATE.new("deadline", namespace, spec={
+        "workspaceName": "w", "stackName": "dev", "type": "up", "timeout": "1h30m"}))
+    assert stored["spec"]["timeout"] == "1h30m"
 
 
 async def test_meaningful_idle_timeouts_are_stored(kc: kclient.Client, namespace: str) -> None:

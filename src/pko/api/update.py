@@ -38,6 +38,8 @@ REFRESH: UpdateType = "refresh"
 IdleTimeout = Annotated[str, MaxLength(64), Rule(
     DURATION_RULE, "idleTimeout must be a duration such as 30m, 2h or 90s (0s: the operation may stay silent "
                    "for ever)")]
+Timeout = Annotated[str, MaxLength(64), Rule(
+    DURATION_RULE, "timeout must be a duration such as 6h, 90m or 1h30m (0s: the operation may run for ever)")]
 
 
 class UpdateSpec(Wire):
@@ -61,6 +63,10 @@ class UpdateSpec(Wire):
     idle_timeout: IdleTimeout | None = pydantic.Field(
         None, description="How long the operation may go without output before it is cancelled and the Update "
                           "fails (a Go duration; 0s: no limit). Default: the operator's --update-idle-timeout.")
+    # pko: the hard deadline beside the idle timeout; absent, the operator's --update-timeout.
+    timeout: Timeout | None = pydantic.Field(
+        None, description="How long the operation may run in all, output or not, before it is cancelled and the "
+                          "Update fails (a Go duration; 0s: no limit). Default: the operator's --update-timeout.")
 
 
 # pko: drift checks (docs/drift-detection.md). The Stack controller labels the `preview --refresh` Updates it runs to

@@ -76,6 +76,7 @@ class Settings:
     workspace_idle_timeout: float = 0.0  # seconds; pko: scale idle workspaces to zero (0: never, as the Go operator)
     config_in_place: bool = True  # pko: a config-only change keeps the pod (False: a new pod, as the Go operator)
     update_idle_timeout: float = 1800.0  # seconds an operation may stay silent (0: no limit); an Update's own wins
+    update_timeout: float = 0.0  # pko: seconds an operation may run in all (0: no limit); an Update's own wins
     max_active_workspaces: int | None = None  # pko: the pool of active workspaces (None: no bound, as the Go operator)
     # pko: sharding (pko.runtime.sharding); neither: this operator reconciles every object
     shard_key: str | None = None
@@ -271,6 +272,11 @@ OPTIONS: tuple[Option, ...] = (
            "Update's spec.idleTimeout (a Stack's updateTemplate) overrides it", env="UPDATE_IDLE_TIMEOUT",
            default="30m", parse=_at_least(0, durations.parse, "non-negative duration"),
            helm="controller.updateIdleTimeout"),
+    Option("--update-timeout", "update_timeout",
+           "pko: cancel an operation that has run for this long in all, output or not, and fail its Update (0: no "
+           "limit, as the Go operator); an Update's spec.timeout (a Stack's updateTemplate) overrides it",
+           env="UPDATE_TIMEOUT", default="0", parse=_at_least(0, durations.parse, "non-negative duration"),
+           helm="controller.updateTimeout"),
     Option("--max-active-workspaces", "max_active_workspaces",
            "workspaces whose agent (pod or process) may run at once; more wait in a queue and idle ones sleep to "
            "make room (unset: no bound, as the Go operator)", env="MAX_ACTIVE_WORKSPACES", default="",

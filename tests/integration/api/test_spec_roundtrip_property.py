@@ -19,7 +19,7 @@ from pko.api.meta import Wire
 # the example manifests; drawing it would dominate the run time. Stack `outputs` (pko) is skipped: its names,
 # keys and CEL rules are beyond these strategies; test_outputs_fields.py stores and refuses it on the API server.
 # The same holds for the other pko additions with CEL rules, each with its own field test: `workspaceIdleTimeout`
-# (tests/e2e/test_workspace_fleet.py), an Update's `idleTimeout` (tests/e2e/test_update_idle_timeout.py),
+# (tests/e2e/test_workspace_fleet.py), an Update's `idleTimeout` and `timeout` (tests/e2e/test_update_idle_timeout.py),
 # `driftDetection` (test_drift_detection_fields.py), `approval` and `destroyProtection`
 # (tests/e2e/test_stack_approvals.py, test_stack_destroy_protection.py).
 KINDS: dict[str, tuple[crds.Manifest, type[Wire], str]] = {
@@ -29,10 +29,11 @@ KINDS: dict[str, tuple[crds.Manifest, type[Wire], str]] = {
     "Update": (crds.updates(), update.Update, "spec"),
 }
 SKIP = frozenset({"podTemplate"})
+# top-level body fields of one kind only
 SKIP_IN: dict[str, frozenset[str]] = {"Stack": frozenset({"outputs", "workspaceIdleTimeout", "driftDetection",
                                                           "approval", "destroyProtection"}),
                                       "Workspace": frozenset({"idleTimeout"}),
-                                      "Update": frozenset({"idleTimeout"})}  # top-level body fields of one kind only
+                                      "Update": frozenset({"idleTimeout", "timeout"})}
 
 
 def _body_strategy(kind: str) -> st.SearchStrategy[Any]:

@@ -278,9 +278,10 @@ def test_update_schema() -> None:
                                    "expectNoChanges", "replace", "target", "targetDependents", "refresh",
                                    "continueOnError", "remove", "runProgram",
                                    # pko's addition (the reference's PR#1296 name), on the parity test's list
-                                   "idleTimeout"])
+                                   "idleTimeout", "timeout"])
     assert "enum" not in spec["type"]
     assert "0s: the operation may stay silent" in spec["idleTimeout"]["x-kubernetes-validations"][0]["message"]
+    assert "0s: the operation may run for ever" in spec["timeout"]["x-kubernetes-validations"][0]["message"]
     assert spec["parallel"]["format"] == "int32"
     status = _at(_root(updates), "status")["properties"]
     # resourceChanges: pko's addition (docs/metrics.md), on the parity test's list of additions

@@ -85,6 +85,7 @@ ADDED: dict[tuple[str, str], str] = {
               for leaf in ("interval", "cron", "jitter", "remediate")},
            # The operation's idle timeout (the reference's PR#1296 name), in an updateTemplate.
            "updateTemplate.spec.idleTimeout": "the Update's idle timeout, in an updateTemplate",
+           "updateTemplate.spec.timeout": "the Update's hard deadline, in an updateTemplate",
            # updateTemplate is an apply configuration of an Update, so it carries the Update's status.drift.
            **{f"updateTemplate.status.{path}": "an Update's drift-check result" for path in _UPDATE_DRIFT},
        }.items()},
@@ -98,6 +99,7 @@ ADDED: dict[tuple[str, str], str] = {
     # Scale-to-zero and config without a pod roll (docs/scale-to-zero.md, docs/config-without-restart.md).
     ("auto.pulumi.com_workspaces.yaml", "v1alpha1 .spec.idleTimeout"): "scale the workspace to zero when idle",
     ("auto.pulumi.com_updates.yaml", "v1alpha1 .spec.idleTimeout"): "cancel an operation silent for this long",
+    ("auto.pulumi.com_updates.yaml", "v1alpha1 .spec.timeout"): "cancel an operation that ran this long in all",
     **{("auto.pulumi.com_workspaces.yaml", f"v1alpha1 .status.applied{leaf}"): "what the running agent was "
        "started and configured for" for leaf in ("", ".podGeneration", ".podDigest", ".configGeneration")},
     # The resource changes of an update (docs/metrics.md): status only, written by pko's controllers.

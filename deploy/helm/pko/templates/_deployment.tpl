@@ -162,6 +162,10 @@ spec:
             - name: UPDATE_IDLE_TIMEOUT
               value: {{ include "pko.envValue" .Values.controller.updateIdleTimeout }}
             {{- end }}
+            {{- if ne (toString .Values.controller.updateTimeout) "" }}
+            - name: UPDATE_TIMEOUT
+              value: {{ include "pko.envValue" .Values.controller.updateTimeout }}
+            {{- end }}
             {{- if ne (toString .Values.controller.maxActiveWorkspaces) "" }}
             {{- if lt (int .Values.controller.maxActiveWorkspaces) 1 }}
             {{- fail (printf "controller.maxActiveWorkspaces must be at least 1, not %v (leave it empty for no bound)" .Values.controller.maxActiveWorkspaces) }}

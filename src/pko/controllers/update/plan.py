@@ -35,6 +35,7 @@ REASON_CANCELED = "Canceled"
 REASON_WORKSPACE_NOT_FOUND = "WorkspaceNotFound"
 REASON_WORKSPACE_NOT_READY = "WorkspaceNotReady"
 REASON_TRANSIENT = "TransientFailure"
+REASON_DEADLINE_EXCEEDED = "DeadlineExceeded"  # pko: the operation ran longer than its timeout, and was cancelled
 REASON_IDLE_TIMEOUT = "IdleTimeout"  # the operation went silent for longer than its idle timeout, and was cancelled
 REASON_PLANS_UNSUPPORTED = "UpdatePlansUnsupported"  # pko: approvals need an agent that saves and applies plans
 PLANS_UNSUPPORTED_MESSAGE = ("the workspace agent does not support update plans (spec.approval needs the pko "
@@ -312,15 +313,49 @@ def planned_annotations(digest: str, changes: Mapping[str, int],
 
 # --- the idle timeout (spec.idleTimeout, --update-idle-timeout) ------------------------------------------------
 
-def idle_timeout(spec: up_api.UpdateSpec, default: float) -> float:
-    """Seconds the operation may go without output (0: no limit): the Update's own value, else the operator's.
-    The API server has checked the format; a value it let through that does not parse counts as unset."""
-    if spec.idle_timeout is not None:
+def _seconds(own: str | None, default: float) -> float:
+    """A limit in seconds (0: none): the Update's own value, else the operator's. The API server has checked the
+    format; a value it let through that does not parse counts as unset."""
+    if own is not None:
         try:
-            return max(durations.parse(spec.idle_timeout), 0.0)
+            return max(durations.parse(own), 0.0)
         except ValueError:
             pass
     return max(default, 0.0)
+
+
+def idle_timeout(spec: up_api.UpdateSpec, default: float) -> float:
+    """Seconds the operation may go without output (0: no limit)."""
+    return _seconds(spec.idle_timeout, default)
+
+
+def timeout(spec: up_api.UpdateSpec, default: float) -> float:
+    """pko: seconds the operation may run in all, counted from its start (0: no limit)."""
+    return _seconds(spec.timeout, default)
+
+
+def remaining(limit: float, started: datetime.datetime | None, now: datetime.datetime) -> float | None:
+    """Seconds left before the hard deadline of an operation that started at `started` (None: no deadline; never
+    below 0). An operation resumed after a restart keeps the deadline of its first start."""
+    if limit <= 0:
+        return None
+    elapsed = (now - started).total_seconds() if started is not None else 0.0
+    return max(limit - elapsed, 0.0)
+
+
+def wait_limit(silence: float, left: float | None) -> tuple[float | None, bool]:
+    """How long to wait for the operation's next message, and whether it is the deadline (not the silence) that
+    ends that wait."""
+    if left is None:
+        return (silence or None), False
+    if not silence or left < silence:
+        return left, True
+    return silence, False
+
+
+def deadline_message(kind: str, seconds: float) -> str:
+    return (f"the {kind or 'operation'} ran for longer than {durations.format_seconds(seconds)} and was cancelled "
+            "(spec.timeout, or the operator's --update-timeout)")
 
 
 def idle_message(kind: str, seconds: float) -> str:

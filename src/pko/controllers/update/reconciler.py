@@ -72,10 +72,12 @@ class UpdateReconciler:
         clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
         pulumi_metrics: metrics.PulumiMetrics | None = None,
         idle_timeout: float = 0.0,
+        timeout: float = 0.0,
     ) -> None:
         self.client = client
         self.metrics = pulumi_metrics
         self.idle_timeout = idle_timeout  # --update-idle-timeout (seconds; 0: none); spec.idleTimeout overrides it
+        self.timeout = timeout  # pko: --update-timeout (seconds; 0: none); spec.timeout overrides it
         self.connector = connector
         self.recorder = recorder
         self.workspace_recorder = workspace_recorder
@@ -220,16 +222,24 @@ class UpdateReconciler:
                 return plan.failed(plan.REASON_ABORTED)  # a Go agent: the reference's answer
             stream = self._call(kind, spec, conn, gate, resume_after)
             silence = plan.idle_timeout(spec, self.idle_timeout)
+            limit = plan.timeout(spec, self.timeout)
+            began = resume_after or self.clock()  # a resumed operation keeps its first start's deadline
             responses = aiter(stream)
             while True:
+                wait, deadline = plan.wait_limit(silence, plan.remaining(limit, began, self.clock()))
                 try:
-                    response = await (asyncio.wait_for(anext(responses), silence) if silence else anext(responses))
+                    response = await (asyncio.wait_for(anext(responses), wait) if wait is not None
+                                      else anext(responses))
                 except StopAsyncIteration:
                     break
                 except TimeoutError:
-                    # silent for too long (a hung provider, an agent behind a dead connection): cancelling the
-                    # call makes the agent cancel the CLI, which releases the stack's lock as it stops
+                    # silent for too long (a hung provider, an agent behind a dead connection), or past its
+                    # deadline: cancelling the call makes the agent cancel the CLI, which releases the stack's lock
+                    # as it stops
                     stream.cancel()
+                    if deadline:
+                        log.warning("ran for longer than %.0fs: cancelled the %s", limit, kind)
+                        return plan.failed(plan.REASON_DEADLINE_EXCEEDED, plan.deadline_message(kind, limit))
                     log.warning("no output for %.0fs: cancelled the %s", silence, kind)
                     return plan.failed(plan.REASON_IDLE_TIMEOUT, plan.idle_message(kind, silence))
                 which = response.WhichOneof("response")

@@ -55,6 +55,7 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings,
         client, connector, events.Recorder(client, names.UPDATE_CONTROLLER),
         events.Recorder(client, names.WORKSPACE_CONTROLLER), max_operations=settings.max_operations,
         pulumi_metrics=metrics.pulumi(mgr.registry), idle_timeout=settings.update_idle_timeout,
+        timeout=settings.update_timeout,
     )
     reconciler.shard = settings.shard
     controller = mgr.controller(names.UPDATE_CONTROLLER, reconciler, workers=settings.workers)
