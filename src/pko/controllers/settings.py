@@ -77,6 +77,7 @@ class Settings:
     config_in_place: bool = True  # pko: a config-only change keeps the pod (False: a new pod, as the Go operator)
     update_idle_timeout: float = 1800.0  # seconds an operation may stay silent (0: no limit); an Update's own wins
     update_timeout: float = 0.0  # pko: seconds an operation may run in all (0: no limit); an Update's own wins
+    restart_spread: float = 0.05  # pko: seconds of spread each settled Stack adds to the first looks after a start
     max_active_workspaces: int | None = None  # pko: the pool of active workspaces (None: no bound, as the Go operator)
     # pko: sharding (pko.runtime.sharding); neither: this operator reconciles every object
     shard_key: str | None = None

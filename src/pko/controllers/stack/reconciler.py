@@ -30,6 +30,7 @@ import contextlib
 import datetime
 import json
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,7 +42,7 @@ from pko.api import update as up_api
 from pko.api import workspace as ws_api
 from pko.api.meta import Condition, ObjectMeta
 from pko.controllers.stack import approval as gate
-from pko.controllers.stack import drift, outputs, publish, shardmove, sync, updates
+from pko.controllers.stack import drift, outputs, publish, restart, shardmove, sync, updates
 from pko.controllers.stack import source as source_mod
 from pko.controllers.stack import workspace as ws_build
 from pko.kube import client as kclient
@@ -145,6 +146,10 @@ class StackReconciler:
         self.watch_approvals = watch_approvals  # starts the StackApproval watch, once a Stack needs it
         self._applied = applied.Applied()  # the Workspaces this process applied (skips applies that change nothing)
         self.shard = sharding.EVERYTHING  # pko: the Stacks this operator reconciles (--shard-key)
+        self.fleet_size: Callable[[], int] = lambda: 0  # how many Stacks this operator has (restart.window)
+        self.restart_spread = restart.PER_STACK  # seconds each settled Stack adds to the window of first looks
+        self._first_reconcile: float | None = None  # monotonic time of this process's first reconcile
+        self._looked: set[objects.ObjectKey] = set()  # the Stacks this process has looked at
 
     def _policy(self, stack: stack_api.Stack) -> sync.RetryPolicy:
         return sync.policy_for(stack_api.spec_of(stack), self.retry_policy)
@@ -152,7 +157,11 @@ class StackReconciler:
     async def __call__(self, key: objects.ObjectKey) -> Result | None:
         stack = await self.client.get_typed_or_none(resources.STACK, stack_api.Stack, key.name, key.namespace)
         if stack is None or not self.shard.owns_labels(stack.metadata.labels):
+            self._looked.discard(key)
             return None  # gone, or another shard's (pko.runtime.sharding)
+        wait = self._first_look(key, stack)
+        if wait is not None:
+            return Result(requeue_after=wait)
         status = (stack.status or stack_api.StackStatus()).model_copy(deep=True)
         status.observed_generation = stack.metadata.generation
         status.observed_reconcile_request = sync.reconcile_request(stack)
@@ -370,6 +379,24 @@ class StackReconciler:
         s.status.current_update = None
         s.gave_up = name
         return True
+
+    def _first_look(self, key: objects.ObjectKey, stack: stack_api.Stack) -> float | None:
+        """pko: the seconds to wait before the first look at a settled Stack after this process started (the spread
+        of restart.py), or None to look now."""
+        now = time.monotonic()
+        if self._first_reconcile is None:
+            self._first_reconcile = now
+        if key in self._looked:
+            return None
+        self._looked.add(key)
+        fleet = self.fleet_size()
+        if now - self._first_reconcile >= restart.window(fleet, self.restart_spread):
+            return None  # the restart is over: a Stack seen first now is new
+        found = list((stack.status.conditions if stack.status else None) or [])
+        if not restart.settled(stack, found, sync.reconcile_request(stack)):
+            return None
+        wait = restart.delay(key.namespace, key.name, fleet, self.restart_spread) - (now - self._first_reconcile)
+        return wait if wait > 0.5 else None
 
     async def _claim(self, s: _Session) -> float | None:
         """pko sharding: take over the Workspace and Updates of a Stack relabelled into this shard

@@ -274,6 +274,8 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings, *,
     reconciler = stack_reconciler.StackReconciler(client, recorder, resolver, retry_policy=retry_policy(settings),
                                                   min_resync=settings.min_resync, watch_approvals=watch_approvals)
     reconciler.shard = settings.shard
+    reconciler.fleet_size = lambda: len(stacks.store)
+    reconciler.restart_spread = settings.restart_spread
     controller = mgr.controller(names.STACK_CONTROLLER, reconciler, workers=workers)
     flux_watches = FluxWatches(client, mgr.namespace, stacks, lambda key: controller.queue.add(key))
     approval_watch = ApprovalWatch(client, mgr.namespace, lambda key: controller.queue.add(key))

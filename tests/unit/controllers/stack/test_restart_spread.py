@@ -1,0 +1,47 @@
+"""The first looks at settled Stacks after a start (pko.controllers.stack.restart): which Stacks are settled, and
+the window and delays that spread them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pko.api import stack as stack_api
+from pko.api.meta import Condition
+from pko.controllers.stack import restart
+
+READY = [Condition(type="Ready", status="True", reason="ProcessingCompleted", message="",
+                   last_transition_time="2026-11-27T00:00:00Z")]
+
+
+def _stack(**status: Any) -> stack_api.Stack:
+    return stack_api.Stack.model_validate({
+        "apiVersion": "pulumi.com/v1", "kind": "Stack",
+        "metadata": {"name": "s", "namespace": "n", "generation": 2},
+        "spec": {"stack": "dev"}, "status": {"observedGeneration": 2, **status}})
+
+
+def test_a_ready_stack_at_its_generation_with_nothing_running_is_settled() -> None:
+    assert restart.settled(_stack(), READY, "")
+
+
+def test_a_stack_with_work_is_not_settled() -> None:
+    assert not restart.settled(_stack(), [], "")  # not Ready
+    assert not restart.settled(_stack(observedGeneration=1), READY, "")  # a new generation
+    assert not restart.settled(_stack(), READY, "now")  # a sync request
+    assert not restart.settled(_stack(currentUpdate={"name": "s-1"}), READY, "")  # an Update runs
+    assert not restart.settled(_stack(drift={"currentCheck": "s-2"}), READY, "")  # a drift check runs
+
+
+def test_the_window_grows_with_the_fleet_up_to_a_minute() -> None:
+    assert restart.window(4) == 0.2
+    assert restart.window(1000) == 50
+    assert restart.window(100_000) == restart.MAX_WINDOW
+    assert restart.window(8, 2.5) == 20
+
+
+def test_delays_are_fixed_by_name_and_spread_over_the_window() -> None:
+    delays = [restart.delay("team", f"s{i}", 1000) for i in range(1000)]
+    assert delays == [restart.delay("team", f"s{i}", 1000) for i in range(1000)]  # the same at every restart
+    assert all(0 <= d < 50 for d in delays)
+    buckets = [sum(1 for d in delays if 10 * b <= d < 10 * (b + 1)) for b in range(5)]
+    assert min(buckets) > 150, buckets  # about 200 in each fifth of the window
