@@ -91,6 +91,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
                              "instead of pko serving them through its dependency cache")
     parser.add_argument("--max-active-workspaces", type=int, default=None,
                         help="local runtime: pko's pool of active workspaces (default: no bound)")
+    parser.add_argument("--restart", action="store_true",
+                        help="local runtime: then restart the operator on the Ready fleet (time to verify it all, "
+                             "updates run again)")
     parser.add_argument("--json", type=Path, help="write the figures as JSON here")
     parser.add_argument("--plot", type=Path, help="write a PNG chart per scenario into this directory")
     args = parser.parse_args(argv)
@@ -103,6 +106,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
                      "python -m bench fleet --runtime local --operators pko")
     if args.runtime == "local" and args.program != "yaml":
         parser.error("--program typescript runs on the pod runtime")
+    if args.restart and args.runtime != "local":
+        parser.error("--restart is for --runtime local (the restart scenario measures the pod runtime)")
     if args.max_active_workspaces is not None and (args.runtime != "local" or args.max_active_workspaces < 1):
         parser.error("--max-active-workspaces (at least 1) is for --runtime local")
     if args.stacks < 1 or args.changes < 1 or args.idle_seconds <= 0:
@@ -115,7 +120,8 @@ async def _main(args: argparse.Namespace) -> int:
     say = print
     if args.runtime == "local":
         results: report.Results = {"fleet": {"pko": await localfleet.run(args.stacks, say,
-                                                                          args.max_active_workspaces)}}
+                                                                          args.max_active_workspaces,
+                                                                          restart=args.restart)}}
         pool = f", pool of {args.max_active_workspaces}" if args.max_active_workspaces else ""
         say(f"\nfleet (local runtime, {args.stacks} Stacks{pool}):\n{report.table(results, 'fleet')}")
         if args.json:

@@ -72,21 +72,24 @@ def _agents(pid: int) -> int:
     return count
 
 
-async def run(stacks: int, say: Callable[[str], None] = print, pool: int | None = None) -> dict[str, float]:
+async def run(stacks: int, say: Callable[[str], None] = print, pool: int | None = None,
+              restart: bool = False) -> dict[str, float]:
     """N Program Stacks applied at once to pko with the local runtime: time to all Ready, p50/p95, CPU, RSS, and
-    the most agents that ran at once (`pool`: --max-active-workspaces)."""
+    the most agents that ran at once (`pool`: --max-active-workspaces). With `restart`, then a second operator
+    takes over the Ready fleet: the time until it has verified every Stack, its CPU, and the updates that ran
+    again (should be none)."""
     with tempfile.TemporaryDirectory(prefix="pko-bench-local-") as tmp:
         root = Path(tmp)
         plane = await asyncio.to_thread(controlplane.start, root / "control-plane")
         try:
             with _environment(pulumi.pulumi_env(root / "pulumi")):
-                return await _fleet(plane, root, stacks, say, pool)
+                return await _fleet(plane, root, stacks, say, pool, restart)
         finally:
             await asyncio.to_thread(plane.stop)
 
 
 async def _fleet(plane: controlplane.ControlPlane, root: Path, stacks: int, say: Callable[[str], None],
-                 pool: int | None) -> dict[str, float]:
+                 pool: int | None, restart: bool) -> dict[str, float]:
     async with kclient.Client.from_kubeconfig(plane.kubeconfig) as kc:
         await local_operator.install_crds(kc)
         await local_operator.install_identity(kc)
@@ -113,12 +116,38 @@ async def _fleet(plane: controlplane.ControlPlane, root: Path, stacks: int, say:
                                        progress=progress)
             cpu = time.process_time() - cpu
             agents = sum(_rss(pid) for pid in _children(os.getpid()))
-            for name in names:
-                await kc.delete(resources.STACK, name, NAMESPACE)
+            if not restart:
+                for name in names:
+                    await kc.delete(resources.STACK, name, NAMESPACE)
+        again = await _restart(kc, plane, root, names, say, pool) if restart else {}
         times = list(done.values())
-        return {"all Ready (s)": max(times), "Stack Ready p50 (s)": b.percentile(times, 0.5),
+        return again | {"all Ready (s)": max(times), "Stack Ready p50 (s)": b.percentile(times, 0.5),
                 "Stack Ready p95 (s)": b.percentile(times, 0.95), "operator+harness CPU (s)": cpu,
                 "operator+harness peak RSS (MB)": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3,
                 "agents RSS at rest (MB)": agents / 1e6, "agents peak RSS (MB)": peak_agents[0] / 1e6,
                 "most agents at once": float(most_agents[0])}
 
+
+async def _restart(kc: kclient.Client, plane: controlplane.ControlPlane, root: Path, names: list[str],
+                   say: Callable[[str], None], pool: int | None) -> dict[str, float]:
+    """A second operator takes over the Ready fleet (the first one is gone, and its agents with it)."""
+    before = len(await b.updates_in(kc, NAMESPACE))
+    say(f"  [pko local] restart: a new operator takes over {len(names)} Ready Stacks")
+    async with local_operator.running(plane.kubeconfig, root / "workspaces-2", namespace=NAMESPACE,
+                                      max_active_workspaces=pool) as op:
+        cpu = time.process_time()
+        start = time.monotonic()
+        verified = op.controllers.stacks.reconciler.verified
+        deadline = start + 600 + len(names)
+        while len(verified) < len(names):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the new operator verified {len(verified)} of {len(names)} Stacks")
+            await asyncio.sleep(0.1)
+        took = time.monotonic() - start
+        cpu = time.process_time() - cpu
+        reruns = len(await b.updates_in(kc, NAMESPACE)) - before
+        ready = sum(1 for s in (await kc.list(resources.STACK, NAMESPACE)).items if b.is_ready(s))
+        for name in names:
+            await kc.delete(resources.STACK, name, NAMESPACE)
+    return {"restart: all verified (s)": took, "restart: operator+harness CPU (s)": cpu,
+            "restart: updates re-run": float(reruns), "restart: Ready after": float(ready)}

@@ -53,8 +53,11 @@ async def test_every_scenario_yields_figures_for_both_operators(
 
 
 async def test_the_local_runtime_fleet_yields_figures() -> None:
-    """`python -m bench fleet --runtime local`: pko alone (the Go operator has no local runtime)."""
-    figures = await localfleet.run(1, say=lambda line: None)
+    """`python -m bench fleet --runtime local --restart`: pko alone (the Go operator has no local runtime)."""
+    figures = await localfleet.run(1, say=lambda line: None, restart=True)
     assert figures["all Ready (s)"] > 0, figures
+    assert figures["restart: all verified (s)"] > 0, figures
+    assert figures["restart: updates re-run"] == 0, figures
+    assert figures["restart: Ready after"] == 1, figures
     assert figures["agents RSS at rest (MB)"] > 1, figures  # the agent process was alive and measured
     assert not [name for name, value in figures.items() if math.isnan(value)], figures

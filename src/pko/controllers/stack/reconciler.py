@@ -150,6 +150,7 @@ class StackReconciler:
         self.restart_spread = restart.PER_STACK  # seconds each settled Stack adds to the window of first looks
         self._first_reconcile: float | None = None  # monotonic time of this process's first reconcile
         self._looked: set[objects.ObjectKey] = set()  # the Stacks this process has looked at
+        self.verified: set[objects.ObjectKey] = set()  # ... and reconciled past their first look's delay
 
     def _policy(self, stack: stack_api.Stack) -> sync.RetryPolicy:
         return sync.policy_for(stack_api.spec_of(stack), self.retry_policy)
@@ -158,10 +159,12 @@ class StackReconciler:
         stack = await self.client.get_typed_or_none(resources.STACK, stack_api.Stack, key.name, key.namespace)
         if stack is None or not self.shard.owns_labels(stack.metadata.labels):
             self._looked.discard(key)
+            self.verified.discard(key)
             return None  # gone, or another shard's (pko.runtime.sharding)
         wait = self._first_look(key, stack)
         if wait is not None:
             return Result(requeue_after=wait)
+        self.verified.add(key)
         status = (stack.status or stack_api.StackStatus()).model_copy(deep=True)
         status.observed_generation = stack.metadata.generation
         status.observed_reconcile_request = sync.reconcile_request(stack)
