@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -125,6 +126,53 @@ def _approved_stack(obj: objects.Object) -> list[objects.ObjectKey]:
     """A StackApproval (pko, docs/approvals.md) brings back the Stack it names, in its namespace."""
     name = (obj.get("spec") or {}).get("stackName")
     return [objects.ObjectKey(objects.namespace_of(obj), str(name))] if name else []
+
+
+# --- what brings a Stack back: the mappings and predicates of its watches --------------------------------------
+
+def _users(stacks: store.Store, index: str, obj: objects.Object) -> list[objects.ObjectKey]:
+    return [objects.key_of(s) for s in stacks.by_index(index, objects.name_of(obj))
+            if objects.namespace_of(s) == objects.namespace_of(obj)]
+
+
+def dependents(stacks: store.Store, obj: objects.Object) -> list[objects.ObjectKey]:
+    """The Stacks of `obj`'s namespace that name the Stack `obj` as a prerequisite."""
+    return _users(stacks, PREREQUISITE_INDEX, obj)
+
+
+def program_users(stacks: store.Store, obj: objects.Object) -> list[objects.ObjectKey]:
+    """The Stacks of `obj`'s namespace that run the Program `obj`."""
+    return _users(stacks, PROGRAM_INDEX, obj)
+
+
+def workspace_signal(obj: objects.Object) -> bool:
+    """The Workspace is ready, or stalled: either is news for its Stack."""
+    workspace = ws_api.Workspace.model_validate(obj)
+    return stack_reconciler.workspace_ready(workspace) or conditions.is_true(
+        workspace.status.conditions if workspace.status else None, conditions.STALLED)
+
+
+def update_finished(obj: objects.Object) -> bool:
+    return stack_reconciler.update_finished(up_api.Update.model_validate(obj))
+
+
+def workspace_problem(obj: objects.Object | None) -> str:
+    """What the Stack shows of its Workspace while waiting for it (its place in the pool's queue, or what is stuck)."""
+    if obj is None:
+        return ""
+    found = ((obj.get("status") or {}).get("conditions") or [])
+    ready = next((c for c in found if isinstance(c, dict) and c.get("type") == conditions.READY), None)
+    if ready is not None and ready.get("reason") == conditions.QUEUED:  # pko: its place in the pool's queue
+        return f"{conditions.QUEUED}: {ready.get('message')}"
+    return sync.waiting_for_workspace_message(Condition.model_validate(ready) if ready else None)
+
+
+def workspace_changed(event: store.Event) -> bool:
+    """The Workspace became ready or stalled, or what it says is stuck (or its place in the pool's queue) changed
+    (shown on the Stack)."""
+    if _transition(workspace_signal)(event):
+        return True
+    return event.type != "DELETED" and workspace_problem(event.object) != workspace_problem(event.old)
 
 
 class StackMetrics:
@@ -282,42 +330,11 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings, *,
 
     controller.watch(stacks, predicate=stack_predicate)
 
-    def dependents(obj: objects.Object) -> list[objects.ObjectKey]:
-        return [objects.key_of(s) for s in stacks.store.by_index(PREREQUISITE_INDEX, objects.name_of(obj))
-                if objects.namespace_of(s) == objects.namespace_of(obj)]
-
-    controller.watch(stacks, handlers.for_mapping(dependents), _transition(stack_ready))
-
-    def program_users(obj: objects.Object) -> list[objects.ObjectKey]:
-        return [objects.key_of(s) for s in stacks.store.by_index(PROGRAM_INDEX, objects.name_of(obj))
-                if objects.namespace_of(s) == objects.namespace_of(obj)]
-
-    controller.watch(mgr.informer(resources.PROGRAM), handlers.for_mapping(program_users), revision_changed)
-
-    def workspace_signal(obj: objects.Object) -> bool:
-        workspace = ws_api.Workspace.model_validate(obj)
-        return stack_reconciler.workspace_ready(workspace) or conditions.is_true(
-            workspace.status.conditions if workspace.status else None, conditions.STALLED)
-
-    def update_finished(obj: objects.Object) -> bool:
-        return stack_reconciler.update_finished(up_api.Update.model_validate(obj))
-
-    def workspace_problem(obj: objects.Object | None) -> str:
-        if obj is None:
-            return ""
-        found = ((obj.get("status") or {}).get("conditions") or [])
-        ready = next((c for c in found if isinstance(c, dict) and c.get("type") == conditions.READY), None)
-        if ready is not None and ready.get("reason") == conditions.QUEUED:  # pko: its place in the pool's queue
-            return f"{conditions.QUEUED}: {ready.get('message')}"
-        return sync.waiting_for_workspace_message(Condition.model_validate(ready) if ready else None)
-
-    def workspace_changed(event: store.Event) -> bool:
-        """The Workspace became ready or stalled, or what it says is stuck (or its place in the pool's queue)
-        changed (shown on the Stack)."""
-        if _transition(workspace_signal)(event):
-            return True
-        return event.type != "DELETED" and workspace_problem(event.object) != workspace_problem(event.old)
-
+    controller.watch(stacks, handlers.for_mapping(functools.partial(dependents, stacks.store)),
+                     _transition(stack_ready))
+    controller.watch(mgr.informer(resources.PROGRAM), handlers.for_mapping(functools.partial(program_users,
+                                                                                             stacks.store)),
+                     revision_changed)
     controller.watch(mgr.informer(resources.WORKSPACE), handlers.for_controller(resources.STACK), workspace_changed)
     controller.watch(mgr.informer(resources.UPDATE), handlers.for_mapping(_stack_owners),
                      _transition(update_finished))
