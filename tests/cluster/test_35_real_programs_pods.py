@@ -19,6 +19,7 @@ import contextlib
 import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,6 +39,9 @@ from pko.testing.clusterbed import (
 from pko.testing.waiting import condition, wait_for
 
 RANDOM_PLUGIN = f"pulumi-resource-random-v{programs.RANDOM_VERSION}-linux-amd64.tar.gz"
+#: Go's build cache for the Go scenario's pods, on the node (this machine), outside the repository and readable by
+#: the pods' uid (not under $HOME): kept between runs like the other caches of the test bed.
+GO_BUILD_CACHE = Path("/var/tmp/pko-test-go-build-cache")
 
 
 @dataclass
@@ -124,10 +128,23 @@ async def python(bed: Bed) -> None:
     assert f"/plugins/{RANDOM_PLUGIN}" in _fetched(pod_mirror, "plugins")
 
 
+def _go_build_cache() -> dict[str, Any]:
+    """A `workspaceTemplate` whose pod keeps Go's build cache (GOCACHE, compiled packages) in a directory of the node
+    that outlives the run: the first run on a machine compiles the Pulumi Go SDK (minutes), later runs reuse it. The
+    modules themselves (GOMODCACHE) still come from the mirror every time, which is what the scenario checks."""
+    GO_BUILD_CACHE.mkdir(mode=0o777, parents=True, exist_ok=True)
+    GO_BUILD_CACHE.chmod(0o777)  # the workspace pods' uid writes it
+    pod = {"volumes": [{"name": "gocache", "hostPath": {"path": str(GO_BUILD_CACHE), "type": "Directory"}}],
+           "containers": [{"name": "pulumi", "env": [{"name": "GOCACHE", "value": "/gocache"}],
+                           "volumeMounts": [{"name": "gocache", "mountPath": "/gocache"}]}]}
+    return workspace_template(resources={"requests": {"cpu": "50m", "memory": "256Mi"}}, podTemplate={"spec": pod})
+
+
 async def go(bed: Bed) -> None:
     pod_mirror = bed.registry
     go_sum = (pod_mirror.go / "go.sum").read_text()  # what the mirror fill resolved for this program
-    stack = await _git_stack_ready(bed, "go", programs.go(go_sum, "goprog"), timeout=900, config={"length": "20"})
+    stack = await _git_stack_ready(bed, "go", programs.go(go_sum, "goprog"), timeout=900, config={"length": "20"},
+                                   workspaceTemplate=_go_build_cache())
     outputs = stack["status"]["outputs"]
     assert outputs["language"] == "go"
     # `token` is a secret output of the random provider: masked in status, as every secret is
