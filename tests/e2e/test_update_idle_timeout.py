@@ -54,8 +54,20 @@ pulumi.export("done", True)
 """
 
 
+async def _create(kc: kclient.Client, git: gitserver.GitServer, namespace: str, tmp_path: Path, name: str, *,
+                  chatty: bool = False, limits: dict[str, str] | None = None) -> tuple[Path, Path]:
+    """A repository of PROGRAM and a Stack `name` of it; the Stack's backend directory and the file that releases
+    a silent program."""
+    repo = f"{name}-{namespace}"
+    commit = git.create_repo(repo, {"Pulumi.yaml": f"name: {name}\nruntime: python\n", "__main__.py": PROGRAM})
+    backend, release = tmp_path / "state", tmp_path / "release"
+    backend.mkdir()
+    await kc.create(_stack(name, namespace, git.http_url(repo), commit, backend, release, chatty, limits))
+    return backend, release
+
+
 def _stack(name: str, namespace: str, url: str, commit: str, backend: Path, release: Path,
-           chatty: bool = False, limits: dict[str, str] | None = None) -> dict[str, object]:
+           chatty: bool, limits: dict[str, str] | None) -> dict[str, object]:
     return resources.STACK.new(name, namespace, spec={
         "stack": "dev", "projectRepo": url, "commit": commit, "backend": f"file://{backend}",
         "config": {"release": str(release), "chatty": "true" if chatty else "false"},
@@ -68,11 +80,7 @@ def _stack(name: str, namespace: str, url: str, commit: str, backend: Path, rele
 async def test_a_silent_operation_is_cancelled_and_leaves_the_stack_unlocked(
     kc: kclient.Client, namespace: str, git: gitserver.GitServer, stack_operator: operator.Operator, tmp_path: Path,
 ) -> None:
-    repo = f"silent-{namespace}"
-    commit = git.create_repo(repo, {"Pulumi.yaml": "name: silent\nruntime: python\n", "__main__.py": PROGRAM})
-    backend, release = tmp_path / "state", tmp_path / "release"
-    backend.mkdir()
-    await kc.create(_stack("silent", namespace, git.http_url(repo), commit, backend, release))
+    backend, release = await _create(kc, git, namespace, tmp_path, "silent")
 
     def failed_silent(obj: dict[str, object]) -> bool:
         return condition(obj, "Failed").get("reason") == "IdleTimeout"
@@ -104,11 +112,7 @@ async def test_a_silent_operation_is_cancelled_and_leaves_the_stack_unlocked(
 async def test_an_operation_that_keeps_talking_runs_past_the_idle_timeout(
     kc: kclient.Client, namespace: str, git: gitserver.GitServer, stack_operator: operator.Operator, tmp_path: Path,
 ) -> None:
-    repo = f"chatty-{namespace}"
-    commit = git.create_repo(repo, {"Pulumi.yaml": "name: chatty\nruntime: python\n", "__main__.py": PROGRAM})
-    backend, release = tmp_path / "state", tmp_path / "never"
-    backend.mkdir()
-    await kc.create(_stack("chatty", namespace, git.http_url(repo), commit, backend, release, chatty=True))
+    await _create(kc, git, namespace, tmp_path, "chatty", chatty=True)
     done = await wait_for(kc, resources.STACK, "chatty", namespace, e2e.is_ready, timeout=240)
     assert e2e.last_update(done)["state"] == "succeeded"
     updates = await e2e.updates_of(kc, "chatty", namespace)
@@ -120,12 +124,8 @@ async def test_an_operation_that_keeps_talking_runs_past_the_idle_timeout(
 async def test_an_operation_past_its_deadline_is_cancelled_though_it_talks(
     kc: kclient.Client, namespace: str, git: gitserver.GitServer, stack_operator: operator.Operator, tmp_path: Path,
 ) -> None:
-    repo = f"endless-{namespace}"
-    commit = git.create_repo(repo, {"Pulumi.yaml": "name: endless\nruntime: python\n", "__main__.py": PROGRAM})
-    backend, release = tmp_path / "state", tmp_path / "never"
-    backend.mkdir()
-    await kc.create(_stack("endless", namespace, git.http_url(repo), commit, backend, release, chatty=True,
-                           limits={"idleTimeout": "0s", "timeout": "3s"}))
+    backend, _ = await _create(kc, git, namespace, tmp_path, "endless", chatty=True,
+                               limits={"idleTimeout": "0s", "timeout": "3s"})
     failed = await wait_for(kc, resources.STACK, "endless", namespace,
                             lambda o: e2e.last_update(o).get("state") == "failed", timeout=240)
     update = await kc.get(resources.UPDATE, e2e.last_update(failed)["name"], namespace)

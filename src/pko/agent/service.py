@@ -47,9 +47,9 @@ async def _abort(context: grpc.aio.ServicerContext[Any, Any], err: AgentError) -
     await context.abort(err.rpc.code, err.rpc.message, err.rpc.trailing_metadata())
 
 
-
 def _now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
+
 
 class _Seen:
     """What an operation's engine events told: when it began (as the agent saw it), the root Stack's outputs, the
@@ -255,11 +255,12 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
         if not stalelocks.all_stale(locks, host, stalelocks.running_pulumi):
             return []
         await self.ws.cli.run(["cancel", "--yes", "--stack", stack], description="failed to release a stale lock")
+        released = []
         for lock in locks:
-            log.warning("released the stack lock %s: its holder (pid %s on this host) is gone",
-                        lock["url"].rsplit("/", 1)[-1], lock["pid"])
-        return [notices_.stale_lock_released(lock["url"].rsplit("/", 1)[-1], lock["pid"], host, _now())
-                for lock in locks]
+            name = lock["url"].rsplit("/", 1)[-1]
+            log.warning("released the stack lock %s: its holder (pid %s on this host) is gone", name, lock["pid"])
+            released.append(notices_.stale_lock_released(name, lock["pid"], host, _now()))
+        return released
 
     async def _stream(self, context: grpc.aio.ServicerContext[Any, Any], op: str, description: str,
                       args: Callable[[str, str], list[str]], on_event: Callable[[struct_pb2.Struct], StreamMessage],

@@ -114,9 +114,6 @@ class GitServer:
     ssh: SSHServer | None = None
     tls: testca.ServingCertificate | None = None
     _credentials: dict[str, tuple[str, str]] = field(default_factory=dict)
-    #: (time.monotonic(), repository) of every ref listing over HTTP(S) (`info/refs`: a clone's first request, and
-    #: all of a `git ls-remote`), in the order they came
-    ref_listings: list[tuple[float, str]] = field(default_factory=list)
     _httpd: WSGIServer | None = None
     _httpsd: WSGIServer | None = None
     _daemon: subprocess.Popen[bytes] | None = None
@@ -332,9 +329,7 @@ def _http_app(server: GitServer) -> WSGIApplication:
 
     def app(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         # the repository's name is the path up to `.git`: `org/name.git/info/refs` is repository `org/name`
-        repo, _, rest = environ.get("PATH_INFO", "").lstrip("/").partition(".git")
-        if rest == "/info/refs":
-            server.ref_listings.append((time.monotonic(), repo))
+        repo = environ.get("PATH_INFO", "").lstrip("/").partition(".git")[0]
         if not server.authorized(repo, environ.get("HTTP_AUTHORIZATION", "")):
             start_response("401 Unauthorized", [("WWW-Authenticate", 'Basic realm="pko-test"'),
                                                  ("Content-Length", "0")])

@@ -103,4 +103,5 @@ def test_a_move_to_the_default_shard_removes_the_label() -> None:
 
 def test_nothing_moves_when_the_workspace_is_here_already() -> None:
     b = sharding.shard(shard_key="b")
-    assert not shardmove.plan(b, {SHARD: "b"}, _obj("s", "b"), [_obj("s-1", "b", complete=True)]).needed
+    move = shardmove.plan(b, {SHARD: "b"}, _obj("s", "b"), [_obj("s-1", "b", complete=True)])
+    assert (move.waiting, move.workspace, move.updates) == (False, False, ())

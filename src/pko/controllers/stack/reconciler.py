@@ -395,8 +395,7 @@ class StackReconciler:
         fleet = self.fleet_size()
         if now - self._first_reconcile >= restart.window(fleet, self.restart_spread):
             return None  # the restart is over: a Stack seen first now is new
-        found = list((stack.status.conditions if stack.status else None) or [])
-        if not restart.settled(stack, found, sync.reconcile_request(stack)):
+        if not restart.settled(stack):
             return None
         wait = restart.delay(key.namespace, key.name, fleet, self.restart_spread) - (now - self._first_reconcile)
         return wait if wait > 0.5 else None

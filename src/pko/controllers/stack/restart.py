@@ -17,22 +17,22 @@ import hashlib
 
 from pko.api import conditions
 from pko.api import stack as stack_api
-from pko.api.meta import Condition
+from pko.controllers.stack import sync
 
 #: Seconds of spread a Stack adds to the window, and the window's bound.
 PER_STACK = 0.05
 MAX_WINDOW = 60.0
 
 
-def settled(stack: stack_api.Stack, found: list[Condition], request: str) -> bool:
+def settled(stack: stack_api.Stack) -> bool:
     """Ready at its current generation and request, with nothing running and nothing to finalize."""
     status = stack.status or stack_api.StackStatus()
     return (stack.metadata.deletion_timestamp is None
             and status.observed_generation == stack.metadata.generation
-            and (status.observed_reconcile_request or "") == request
+            and (status.observed_reconcile_request or "") == sync.reconcile_request(stack)
             and status.current_update is None
             and (status.drift is None or status.drift.current_check is None)
-            and conditions.is_true(found, conditions.READY))
+            and conditions.is_true(status.conditions, conditions.READY))
 
 
 def window(fleet: int, per_stack: float = PER_STACK) -> float:

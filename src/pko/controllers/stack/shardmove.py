@@ -38,13 +38,6 @@ class Move:
     def waiting(self) -> bool:
         return bool(self.running)
 
-    @property
-    def needed(self) -> bool:
-        return self.workspace or bool(self.updates)
-
-
-NOTHING = Move()
-
 
 def plan(shard: sharding.Shard, stack_labels: Mapping[str, str] | None, workspace: objects.Object | None,
          updates: Sequence[objects.Object]) -> Move:

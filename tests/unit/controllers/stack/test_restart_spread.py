@@ -6,30 +6,30 @@ from __future__ import annotations
 from typing import Any
 
 from pko.api import stack as stack_api
-from pko.api.meta import Condition
 from pko.controllers.stack import restart
 
-READY = [Condition(type="Ready", status="True", reason="ProcessingCompleted", message="",
-                   last_transition_time="2026-11-27T00:00:00Z")]
+READY = [{"type": "Ready", "status": "True", "reason": "ProcessingCompleted", "message": "",
+          "lastTransitionTime": "2026-11-27T00:00:00Z"}]
 
 
-def _stack(**status: Any) -> stack_api.Stack:
+def _stack(request: str = "", **status: Any) -> stack_api.Stack:
+    annotations = {"pulumi.com/reconciliation-request": request} if request else {}
     return stack_api.Stack.model_validate({
         "apiVersion": "pulumi.com/v1", "kind": "Stack",
-        "metadata": {"name": "s", "namespace": "n", "generation": 2},
-        "spec": {"stack": "dev"}, "status": {"observedGeneration": 2, **status}})
+        "metadata": {"name": "s", "namespace": "n", "generation": 2, "annotations": annotations},
+        "spec": {"stack": "dev"}, "status": {"observedGeneration": 2, "conditions": READY, **status}})
 
 
 def test_a_ready_stack_at_its_generation_with_nothing_running_is_settled() -> None:
-    assert restart.settled(_stack(), READY, "")
+    assert restart.settled(_stack())
 
 
 def test_a_stack_with_work_is_not_settled() -> None:
-    assert not restart.settled(_stack(), [], "")  # not Ready
-    assert not restart.settled(_stack(observedGeneration=1), READY, "")  # a new generation
-    assert not restart.settled(_stack(), READY, "now")  # a sync request
-    assert not restart.settled(_stack(currentUpdate={"name": "s-1"}), READY, "")  # an Update runs
-    assert not restart.settled(_stack(drift={"currentCheck": "s-2"}), READY, "")  # a drift check runs
+    assert not restart.settled(_stack(conditions=[]))  # not Ready
+    assert not restart.settled(_stack(observedGeneration=1))  # a new generation
+    assert not restart.settled(_stack(request="now"))  # a sync request not yet observed
+    assert not restart.settled(_stack(currentUpdate={"name": "s-1"}))  # an Update runs
+    assert not restart.settled(_stack(drift={"currentCheck": "s-2"}))  # a drift check runs
 
 
 def test_the_window_grows_with_the_fleet_up_to_a_minute() -> None:
