@@ -54,11 +54,12 @@ async def test_program_stack_becomes_ready_with_masked_outputs(
     assert any(backend.rglob("*.json")), "the stack's state went to the Stack's own backend"
 
     # The Update that ran carries the reference's shape, and was released by the Stack.
-    update = await kc.get(resources.UPDATE, last["name"], namespace)
+    # The release is a separate write after the status save (as in the reference), so it is waited for.
+    update = await wait_for(kc, resources.UPDATE, last["name"], namespace,
+                            lambda o: not o["metadata"].get("finalizers"))
     assert update["spec"]["type"] == "up"
     assert update["spec"]["message"] == "Initial stack update"
     assert update["spec"]["ttlAfterCompleted"] == "24h0m0s"
-    assert "finalizers" not in update["metadata"] or not update["metadata"]["finalizers"]
 
     # Editing the Program publishes a new artifact revision, and the Stack runs again.
     current = await kc.get(resources.PROGRAM, "hello", namespace)
