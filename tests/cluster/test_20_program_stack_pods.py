@@ -11,7 +11,7 @@ from pko.kube import client as kclient
 from pko.kube import resources
 from pko.testing import cluster
 from pko.testing.clusterbed import Release, diagnose, passphrase_env, workspace_template
-from pko.testing.waiting import condition, wait_for, wait_gone
+from pko.testing.waiting import condition, eventually, wait_for, wait_gone
 
 
 def _program(greeting: str) -> dict[str, Any]:
@@ -64,8 +64,19 @@ async def test_program_stack_in_workspace_pods(ckc: kclient.Client, cnamespace: 
     await ckc.delete(resources.STACK, "hello", ns)
     await wait_gone(ckc, resources.STACK, "hello", ns, 300)
     await wait_gone(ckc, resources.POD, "hello-workspace-0", ns, 120)
-    # two ups and the destroy each succeeded (events outlive the Updates, which go with their Stack)
-    events = (real_cluster.api_get(f"/api/v1/namespaces/{ns}/events") or {}).get("items", [])
-    succeeded = {e["involvedObject"]["name"] for e in events
-                 if e["reason"] == "UpdateSucceeded" and e["involvedObject"]["kind"] == "Update"}
+    # two ups and the destroy each succeeded (events outlive the Updates, which go with their Stack); the Update
+    # controller posts each event after the Update's status, which the Stack may act on first: waited for
+    succeeded: set[str] = set()
+
+    def all_posted() -> bool:
+        events = (real_cluster.api_get(f"/api/v1/namespaces/{ns}/events") or {}).get("items", [])
+        succeeded.clear()
+        succeeded.update(e["involvedObject"]["name"] for e in events
+                         if e["reason"] == "UpdateSucceeded" and e["involvedObject"]["kind"] == "Update")
+        return len(succeeded) >= 3
+
+    try:
+        await eventually(all_posted, "an UpdateSucceeded event of each of the three Updates", timeout=60, interval=1)
+    except AssertionError as err:
+        raise AssertionError(f"{err}: {sorted(succeeded)}") from None
     assert len(succeeded) == 3, sorted(succeeded)

@@ -144,6 +144,15 @@ async def test_a_workspace_pod_fault_mid_update(ckc: kclient.Client, cnamespace:
     else:
         assert now["metadata"]["uid"] != pod["metadata"]["uid"]
         assert filebackend.locks(_share(real_cluster, now)) == []
-    stack_events = [e for e in (await ckc.list(resources.EVENT, ns)).items
-                    if e["involvedObject"].get("name") == first]
-    assert any(e.get("reason") == "UpdateFailed" for e in stack_events), json.dumps(stack_events)[-2000:]
+    # the Update controller posts the event after the Update's status, which the Stack may act on first: waited for
+    stack_events: list[dict[str, Any]] = []
+
+    async def failure_posted() -> bool:
+        stack_events[:] = [e for e in (await ckc.list(resources.EVENT, ns)).items
+                           if e["involvedObject"].get("name") == first]
+        return any(e.get("reason") == "UpdateFailed" for e in stack_events)
+
+    try:
+        await eventually(failure_posted, f"an UpdateFailed event of Update {first}", 60, interval=1)
+    except AssertionError as err:
+        raise AssertionError(f"{err}: {json.dumps(stack_events)[-2000:]}") from None

@@ -95,6 +95,9 @@ async def test_planted_secrets_appear_only_where_intended(
     ))
     stack = await e2e.wait_for(kc, resources.STACK, "planted", namespace, e2e.is_ready, timeout=240)
     assert stack["status"]["outputs"]["secretFromSecret"] == "[secret]"
+    # the Update controller posts its event after the Update's status, which the Stack may absorb first: the search
+    # below waits for it, so that it covers that event too
+    await e2e.events_with(kc, e2e.last_update(stack)["name"], namespace, "UpdateSucceeded", kind="Update")
 
     found: list[str] = []
     for encoding, stream in debug_log.items():

@@ -26,7 +26,7 @@ from prometheus_client import parser
 from pko.api import names
 from pko.kube import client as kclient
 from pko.kube import errors, objects, resources
-from pko.testing import gitserver, operator
+from pko.testing import gitserver, operator, waiting
 
 # Two files managed through a dynamic provider that can refresh: `read` returns what is on disk (and no id once
 # the file is gone, which Pulumi reads as deleted).
@@ -186,9 +186,18 @@ async def test_drift_is_reported_and_nothing_is_applied(
     assert await kc.get_or_none(resources.UPDATE, first["name"], namespace) is None
     assert 1 <= len(await _check_updates(kc, "watched", namespace)) <= 2  # 2: while the next replaces it
 
-    # The metrics: drifted, and every check timed.
-    found = await _metrics(stack_operator)
-    assert found[("pulumi_stack_drifted", (("name", "watched"), ("namespace", namespace)))] == 1
+    # The metrics: drifted, and every check timed. They follow the Stack's watch events, which can reach the
+    # operator's informer after this test read the status: waited for.
+    drifted_series = ("pulumi_stack_drifted", (("name", "watched"), ("namespace", namespace)))
+    found: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+
+    async def counted() -> bool:
+        found.clear()
+        found.update(await _metrics(stack_operator))
+        return found.get(drifted_series) == 1
+
+    await waiting.eventually(counted, "pulumi_stack_drifted of the drifted Stack to be 1", timeout=30, interval=0.2)
+    assert found[drifted_series] == 1
     assert found[("pulumi_stack_drift_check_duration_seconds_count", (("result", "succeeded"),))] >= 1
 
     # Suspended: no check starts (the one in flight, if any, finishes).

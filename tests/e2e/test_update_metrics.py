@@ -79,8 +79,9 @@ async def test_update_metrics_and_change_summary_follow_real_updates(
     summary = f"{created['create']} created, 0 updated, 0 deleted"
     assert _messages(await e2e.events_of(kc, name, ns), "StackCreated") == [
         f"Successfully updated stack: {summary}"]
-    assert _messages(await e2e.events_of(kc, first["name"], ns, "Update"), "UpdateSucceeded") == [
-        f"Successfully updated the stack: {summary}"]
+    # The Update controller posts its event after the Update's status, which the Stack may absorb first: waited for.
+    assert _messages(await e2e.events_with(kc, first["name"], ns, "UpdateSucceeded", kind="Update"),
+                     "UpdateSucceeded") == [f"Successfully updated the stack: {summary}"]
 
     samples = await _eventually(stack_operator, lambda s: _get(
         s, "pulumi_update_duration_seconds_count", **up, result="succeeded") == 1)
@@ -134,8 +135,8 @@ async def test_update_metrics_and_change_summary_follow_real_updates(
     assert failure_events[0].startswith(f"Failed to update stack ({e2e_summary(changes)}): up failed")
     update = await kc.get(resources.UPDATE, failed["name"], ns)
     assert update["status"]["resourceChanges"] == changes
-    assert [m.split(": ")[0] for m in _messages(await e2e.events_of(kc, failed["name"], ns, "Update"),
-                                                "UpdateFailed")] == [
+    assert [m.split(": ")[0] for m in _messages(
+        await e2e.events_with(kc, failed["name"], ns, "UpdateFailed", kind="Update"), "UpdateFailed")] == [
         f"Failed to update the stack ({e2e_summary(changes)})"]
     samples = await _eventually(stack_operator, lambda s: _get(
         s, "pulumi_update_duration_seconds_count", **up, result="failed") == 1

@@ -78,6 +78,20 @@ async def _events(kc: kclient.Client, namespace: str, name: str) -> list[dict[st
     return [e for e in listing.items if (e.get("involvedObject") or {}).get("name") == name]
 
 
+async def _events_once(kc: kclient.Client, namespace: str, name: str, reason: str,
+                       timeout: float = 30.0) -> list[dict[str, Any]]:
+    """The events about `name`, once one of `reason` is among them: the Update controller posts its events after
+    the write the test waits for (the status, the deletion), so a test waits for the event instead of racing it."""
+    found: list[dict[str, Any]] = []
+
+    async def posted() -> bool:
+        found[:] = await _events(kc, namespace, name)
+        return any(e["reason"] == reason for e in found)
+
+    await waiting.eventually(posted, f"a {reason} event of {namespace}/{name}", timeout, interval=0.2)
+    return found
+
+
 async def test_completed_update_expires_after_its_ttl(
     kc: kclient.Client, namespace: str, git: gitserver.GitServer, running_operator: operator.Operator,
     tmp_path: Path,
@@ -96,7 +110,9 @@ async def test_completed_update_expires_after_its_ttl(
     # Complete's lastTransitionTime has whole seconds, and we saw it up to one poll late: allow 1.5 s of slack.
     assert lived >= 5 - 1.5, f"deleted {lived:.1f}s after completing, before its 5s TTL"
 
-    expired = [e for e in await _events(kc, namespace, "ttl-up") if e["reason"] == "UpdateExpired"]
+    # The event is posted after the deletion the test just saw: waited for.
+    expired = [e for e in await _events_once(kc, namespace, "ttl-up", "UpdateExpired")
+               if e["reason"] == "UpdateExpired"]
     assert len(expired) == 1, expired
     assert expired[0]["type"] == "Normal"
     assert expired[0]["involvedObject"]["kind"] == "Update"
@@ -197,5 +213,6 @@ async def test_preview_up_refresh_destroy_complete(
     assert destroy["status"]["outputs"] == ""  # no Secret (written empty, as by the Go operator)
 
     for name in ("types-preview", "types-up", "types-refresh", "types-destroy"):
-        reasons = [e["reason"] for e in await _events(kc, namespace, name)]
+        # posted after the status each `run` waited for: the last one's may still be on its way
+        reasons = [e["reason"] for e in await _events_once(kc, namespace, name, "UpdateSucceeded")]
         assert reasons == ["UpdateSucceeded"], (name, reasons)
