@@ -187,15 +187,29 @@ def api_requests(bed: cluster.Cluster, username: str, since: float, until: float
 
 def api_breakdown(bed: cluster.Cluster, username: str, since: float, until: float) -> Counter[str]:
     """The same requests by kind: "verb resource[/subresource]", e.g. "patch stacks/status"."""
+    return audit_breakdown(bed.audit_log, since, until, username=username)
+
+
+#: The verbs that change something (a write costs the API server and etcd, and wakes every watcher of the kind).
+WRITES = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+
+
+def audit_breakdown(audit_log: Path, since: float, until: float, *, username: str | None = None,
+                    user_agent: str | None = None) -> Counter[str]:
+    """The requests of one user (or of one User-Agent: operators in the harness's process share its account) in
+    an audit log and its rotated files, by kind: "verb resource[/subresource]", e.g. "patch stacks/status"."""
+    needle = username or user_agent or ""
     seen: dict[str, str] = {}
-    for path in sorted(bed.audit_log.parent.glob("audit*.log")):
+    for path in sorted(audit_log.parent.glob("audit*.log")):
         with path.open() as lines:
             for line in lines:
-                if username not in line:
+                if needle not in line:
                     continue
                 with contextlib.suppress(ValueError, KeyError):
                     entry = json.loads(line)
-                    if entry["user"]["username"] != username:
+                    if username is not None and entry["user"]["username"] != username:
+                        continue
+                    if user_agent is not None and not entry.get("userAgent", "").startswith(user_agent):
                         continue
                     when = _audit_time(entry.get("stageTimestamp") or entry["requestReceivedTimestamp"])
                     if since <= when <= until:

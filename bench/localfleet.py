@@ -25,6 +25,8 @@ from pko.testing import controlplane, pulumi
 from pko.testing import operator as local_operator
 
 NAMESPACE = "fleet"
+#: The operator's User-Agent: it shares the harness's account, so the audit log tells its requests apart by this.
+USER_AGENT = "pko-bench-operator"
 
 
 def _children(pid: int) -> Iterator[int]:
@@ -80,7 +82,8 @@ async def run(stacks: int, say: Callable[[str], None] = print, pool: int | None 
     again (should be none)."""
     with tempfile.TemporaryDirectory(prefix="pko-bench-local-") as tmp:
         root = Path(tmp)
-        plane = await asyncio.to_thread(controlplane.start, root / "control-plane")
+        plane = await asyncio.to_thread(controlplane.start, root / "control-plane",
+                                        audit_log=root / "audit" / "audit.log")
         try:
             with _environment(pulumi.pulumi_env(root / "pulumi")):
                 return await _fleet(plane, root, stacks, say, pool, restart)
@@ -108,20 +111,21 @@ async def _fleet(plane: controlplane.ControlPlane, root: Path, stacks: int, say:
                 say(f"  [pko local] fleet: {done}/{total} Ready")
 
         async with local_operator.running(plane.kubeconfig, root / "workspaces", namespace=NAMESPACE,
-                                          max_active_workspaces=pool):
+                                          max_active_workspaces=pool, user_agent=USER_AGENT):
             cpu = time.process_time()
-            start = time.monotonic()
+            start, since = time.monotonic(), time.time()
             await b.create_program_stacks(kc, NAMESPACE, names, local=True)
             done = await b.watch_ready(kc, None, NAMESPACE, names, start, timeout=600 + 10 * len(names),
                                        progress=progress)
             cpu = time.process_time() - cpu
+            requests = _requests(root, since, time.time(), len(names), "fleet", say)
             agents = sum(_rss(pid) for pid in _children(os.getpid()))
             if not restart:
                 for name in names:
                     await kc.delete(resources.STACK, name, NAMESPACE)
         again = await _restart(kc, plane, root, names, say, pool) if restart else {}
         times = list(done.values())
-        return again | {"all Ready (s)": max(times), "Stack Ready p50 (s)": b.percentile(times, 0.5),
+        return again | requests | {"all Ready (s)": max(times), "Stack Ready p50 (s)": b.percentile(times, 0.5),
                 "Stack Ready p95 (s)": b.percentile(times, 0.95), "operator+harness CPU (s)": cpu,
                 "operator+harness peak RSS (MB)": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3,
                 "agents RSS at rest (MB)": agents / 1e6, "agents peak RSS (MB)": peak_agents[0] / 1e6,
@@ -134,9 +138,9 @@ async def _restart(kc: kclient.Client, plane: controlplane.ControlPlane, root: P
     before = len(await b.updates_in(kc, NAMESPACE))
     say(f"  [pko local] restart: a new operator takes over {len(names)} Ready Stacks")
     async with local_operator.running(plane.kubeconfig, root / "workspaces-2", namespace=NAMESPACE,
-                                      max_active_workspaces=pool) as op:
+                                      max_active_workspaces=pool, user_agent=USER_AGENT) as op:
         cpu = time.process_time()
-        start = time.monotonic()
+        start, since = time.monotonic(), time.time()
         verified = op.controllers.stacks.reconciler.verified
         deadline = start + 600 + len(names)
         while len(verified) < len(names):
@@ -145,9 +149,22 @@ async def _restart(kc: kclient.Client, plane: controlplane.ControlPlane, root: P
             await asyncio.sleep(0.1)
         took = time.monotonic() - start
         cpu = time.process_time() - cpu
+        requests = _requests(root, since, time.time(), len(names), "restart", say)
         reruns = len(await b.updates_in(kc, NAMESPACE)) - before
         ready = sum(1 for s in (await kc.list(resources.STACK, NAMESPACE)).items if b.is_ready(s))
         for name in names:
             await kc.delete(resources.STACK, name, NAMESPACE)
-    return {"restart: all verified (s)": took, "restart: operator+harness CPU (s)": cpu,
-            "restart: updates re-run": float(reruns), "restart: Ready after": float(ready)}
+    return {f"restart: {k}": v for k, v in requests.items()} | {
+        "restart: all verified (s)": took, "restart: operator+harness CPU (s)": cpu,
+        "restart: updates re-run": float(reruns), "restart: Ready after": float(ready)}
+
+
+def _requests(root: Path, since: float, until: float, stacks: int, phase: str,
+              say: Callable[[str], None]) -> dict[str, float]:
+    """The operator's API requests and writes per Stack in [since, until] (from the API server's audit log), and
+    the kinds that made most of them (what a change to a reconciler's writes moves)."""
+    found = b.audit_breakdown(root / "audit" / "audit.log", since, until, user_agent=USER_AGENT)
+    writes = sum(n for what, n in found.items() if what.split(" ")[0] in b.WRITES)
+    say(f"  [pko local] {phase}: the operator's requests, most first: "
+        + ", ".join(f"{what} {n}" for what, n in found.most_common(8)))
+    return {"API requests per Stack": sum(found.values()) / stacks, "API writes per Stack": writes / stacks}

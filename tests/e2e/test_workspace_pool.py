@@ -84,11 +84,14 @@ async def test_a_fleet_larger_than_the_pool_converges_within_it(
         assert watch.most_agents <= POOL, f"{watch.most_agents} agents ran at once with a pool of {POOL}"
         assert watch.most_agents == POOL  # the pool was used, not a queue of one
         assert watch.queued_stacks, "no Stack ever said it was queued"
-        assert any("in the queue (change lane)" in m and f"all {POOL} slots" in m
+        assert any("(change lane)" in m and f"all {POOL} slots" in m
                    for m in watch.queued_messages), watch.queued_messages[:3]
+        # the Stack shows that it waits, not its place (which moves: a write of every waiting Stack each time)
+        assert not [m for m in watch.queued_messages if "place in the queue:" in m], watch.queued_messages[:3]
         queued = sorted(watch.queued_stacks)[0]
         said = await e2e.events_with(kc, queued, namespace, "StackQueued")
         assert "waiting for a workspace slot" in said[0]["message"]
+        assert "place in the queue: " in said[0]["message"]  # where it entered the queue
         # the slots went round: some workspaces slept to make room, and said why
         workspaces = (await kc.list(resources.WORKSPACE, namespace)).items
         sleeping = [w for w in workspaces if e2e.condition(w, "Ready").get("reason") == "Sleeping"]

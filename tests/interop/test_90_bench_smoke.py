@@ -60,4 +60,8 @@ async def test_the_local_runtime_fleet_yields_figures() -> None:
     assert figures["restart: updates re-run"] == 0, figures
     assert figures["restart: Ready after"] == 1, figures
     assert figures["agents RSS at rest (MB)"] > 1, figures  # the agent process was alive and measured
+    # the operator's own requests, told apart in the audit log by its User-Agent: a Stack's status, Workspace,
+    # Update and events are written, and the restarted operator reads what it verifies
+    assert figures["API writes per Stack"] >= 4, figures
+    assert figures["restart: API requests per Stack"] > 0, figures
     assert not [name for name, value in figures.items() if math.isnan(value)], figures

@@ -7,7 +7,11 @@ whose result is usually "nothing changed", goes last. The lane is read from the 
 its type, pko's drift-check label, and the reason the Stack controller wrote into ``spec.message`` (the Go
 operator's texts, which are part of the contract — the Stack controller builds them from the prefixes here).
 
-Must never: do I/O, or read anything but the Updates it is given.
+The queued message is here too: the Workspace controller writes it with the place in the queue, and the Stack
+controller shows it without the place (:func:`queued_summary`), so a queue that moves does not rewrite every
+waiting Stack's status.
+
+Must never: do I/O, or read anything but the Updates (or the message) it is given.
 """
 
 from __future__ import annotations
@@ -47,3 +51,20 @@ def of_updates(updates: Iterable[up_api.Update]) -> int:
     """The most urgent lane among `updates` (the pending ones, as the caller picks them); none: a change (a new
     workspace, or one whose Stack waits for it before it makes its Update)."""
     return min((of_update(u) for u in updates), default=CHANGE)
+
+
+#: Between what a queued Workspace waits for and its place in the queue, in its Ready condition's message.
+PLACE_SEPARATOR: Final = "; place in the queue: "
+
+
+def queued_message(position: int, waiting: int, size: int, lane: int) -> str:
+    """A queued Workspace's Ready message: the lane, the pool's size, then its (1-based) place in the queue."""
+    return (f"waiting for a workspace slot ({NAMES[lane]} lane): all {size} slots of --max-active-workspaces are "
+            f"busy{PLACE_SEPARATOR}{position} of {waiting}")
+
+
+def queued_summary(message: str) -> str:
+    """What a queued Workspace's Stack shows: its message without the place, which changes every time the queue
+    moves (the Workspace's own status has it)."""
+    head, found, _ = message.partition(PLACE_SEPARATOR)
+    return f"{head}; its Workspace shows its place in the queue" if found else message

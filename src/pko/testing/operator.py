@@ -90,16 +90,17 @@ class Operator:
     `workspace_agent` another agent executable for them (the Go reference's, in the interop tier);
     `workspace_idle_timeout` the operator-wide scale-to-zero default (seconds; 0: never); `git_timeout` how long a
     git server may stay silent (``--git-timeout``); `max_active_workspaces` the pool of active workspaces (None: no
-    bound)."""
+    bound); `user_agent` what its requests say they come from (a benchmark counts them in the audit log)."""
 
     def __init__(self, kubeconfig: Path, workspace_root: Path, *, max_operations: int = 200, workers: int = 25,
                  agent_kubeconfig: Path | None = None, metrics_address: str = "0",
                  runtime: operator_settings.Runtime = "local", namespace: str | None = None,
                  workspace_agent: str | None = None, workspace_idle_timeout: float = 0.0,
-                 git_timeout: float | None = None, max_active_workspaces: int | None = None) -> None:
+                 git_timeout: float | None = None, max_active_workspaces: int | None = None,
+                 user_agent: str | None = None) -> None:
         self.kubeconfig = kubeconfig
         self.metrics_address = metrics_address
-        self.client = kclient.Client.from_kubeconfig(kubeconfig)
+        self.client = kclient.Client.from_kubeconfig(kubeconfig, user_agent=user_agent)
         self.manager = manager.Manager(self.client, namespace=namespace, health_address="0",
                                        metrics_address=metrics_address, registry=_fresh_registry())
         self.settings = operator_settings.from_environment(

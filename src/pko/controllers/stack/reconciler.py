@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pko.api import approval as approval_api
-from pko.api import conditions, names
+from pko.api import conditions, lanes, names
 from pko.api import stack as stack_api
 from pko.api import update as up_api
 from pko.api import workspace as ws_api
@@ -504,14 +504,16 @@ class StackReconciler:
 
     async def _show_queued(self, s: _Session, ready: Condition | None) -> bool:
         """pko (--max-active-workspaces): the Workspace waits for a slot of the pool; the Stack shows
-        ``Reconciling/Queued`` with its place in the queue, and says so once as an event. False: it does not wait."""
+        ``Reconciling/Queued`` with the lane (not the place in the queue: it moves, and a write of every waiting
+        Stack each time it does is what a large queue cannot afford), and says so once as an event, with the place
+        it entered at. False: it does not wait."""
         if ready is None or ready.status != "False" or ready.reason != conditions.QUEUED:
             return False
+        message = lanes.queued_summary(ready.message or "")
         shown = conditions.find(s.conditions, conditions.RECONCILING)
-        if shown is not None and shown.reason == conditions.QUEUED and shown.message == ready.message:
+        if shown is not None and shown.reason == conditions.QUEUED and shown.message == message:
             return True
-        s.conditions = conditions.mark_reconciling(s.conditions, conditions.QUEUED, ready.message or "",
-                                                   now=self.clock())
+        s.conditions = conditions.mark_reconciling(s.conditions, conditions.QUEUED, message, now=self.clock())
         await self._save(s)
         if shown is None or shown.reason != conditions.QUEUED:
             await self.recorder.normal(s.stack, "StackQueued", ready.message or "")

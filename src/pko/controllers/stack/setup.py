@@ -20,7 +20,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge
 
-from pko.api import conditions, names
+from pko.api import conditions, lanes, names
 from pko.api import stack as stack_api
 from pko.api import update as up_api
 from pko.api import workspace as ws_api
@@ -157,19 +157,20 @@ def update_finished(obj: objects.Object) -> bool:
 
 
 def workspace_problem(obj: objects.Object | None) -> str:
-    """What the Stack shows of its Workspace while waiting for it (its place in the pool's queue, or what is stuck)."""
+    """What the Stack shows of its Workspace while waiting for it (that it waits in the pool's queue, not its place
+    there, which moves; or what is stuck)."""
     if obj is None:
         return ""
     found = ((obj.get("status") or {}).get("conditions") or [])
     ready = next((c for c in found if isinstance(c, dict) and c.get("type") == conditions.READY), None)
-    if ready is not None and ready.get("reason") == conditions.QUEUED:  # pko: its place in the pool's queue
-        return f"{conditions.QUEUED}: {ready.get('message')}"
+    if ready is not None and ready.get("reason") == conditions.QUEUED:  # pko: waiting in the pool's queue
+        return f"{conditions.QUEUED}: {lanes.queued_summary(str(ready.get('message') or ''))}"
     return sync.waiting_for_workspace_message(Condition.model_validate(ready) if ready else None)
 
 
 def workspace_changed(event: store.Event) -> bool:
-    """The Workspace became ready or stalled, or what it says is stuck (or its place in the pool's queue) changed
-    (shown on the Stack)."""
+    """The Workspace became ready or stalled, or what it says is stuck (or that it waits in the pool's queue, and
+    in which lane) changed (shown on the Stack)."""
     if _transition(workspace_signal)(event):
         return True
     return event.type != "DELETED" and workspace_problem(event.object) != workspace_problem(event.old)

@@ -50,8 +50,7 @@ class Queued:
     lane: int
 
     def message(self) -> str:
-        return (f"waiting for a workspace slot: {self.position} of {self.waiting} in the queue "
-                f"({lanes.NAMES[self.lane]} lane); all {self.size} slots of --max-active-workspaces are busy")
+        return lanes.queued_message(self.position, self.waiting, self.size, self.lane)
 
 
 GRANTED = None  # what claim() returns when the Workspace holds a slot

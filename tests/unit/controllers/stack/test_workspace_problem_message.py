@@ -1,10 +1,12 @@
-"""A stuck Workspace's problem reaches the Stack's Reconciling message; plain waiting keeps the reference's text."""
+"""A stuck Workspace's problem reaches the Stack's Reconciling message; plain waiting keeps the reference's text;
+a queued one shows its lane, not its place in the queue (which moves)."""
 
 from __future__ import annotations
 
-from pko.api import conditions
+from pko.api import conditions, lanes
 from pko.api.meta import Condition
-from pko.controllers.stack import sync
+from pko.controllers.stack import setup, sync
+from pko.runtime import store
 
 WAITING = conditions.MESSAGE_WAITING_FOR_WORKSPACE
 
@@ -31,3 +33,34 @@ def test_a_named_problem_is_appended() -> None:
 def test_other_reasons_and_a_ready_workspace_are_not_problems() -> None:
     assert sync.waiting_for_workspace_message(ready("True", "WaitingForReplicas", "a: b")) == WAITING
     assert sync.waiting_for_workspace_message(ready("False", "Unknown", "a: b")) == WAITING
+
+
+def _workspace(reason: str, message: str) -> dict[str, object]:
+    return {"apiVersion": "auto.pulumi.com/v1alpha1", "kind": "Workspace",
+            "metadata": {"name": "w", "namespace": "ns"},
+            "status": {"conditions": [{"type": "Ready", "status": "False", "reason": reason, "message": message,
+                                       "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}
+
+
+def _moved(old: dict[str, object], new: dict[str, object]) -> bool:
+    return setup.workspace_changed(store.Event("MODIFIED", new, old))
+
+
+def test_a_queued_stack_shows_the_lane_and_the_pool_but_not_its_place() -> None:
+    message = lanes.queued_message(3, 12, 20, lanes.CHANGE)
+    assert message.endswith("place in the queue: 3 of 12")
+    shown = lanes.queued_summary(message)
+    assert shown == ("waiting for a workspace slot (change lane): all 20 slots of --max-active-workspaces are busy; "
+                     "its Workspace shows its place in the queue")
+    assert lanes.queued_summary(lanes.queued_message(1, 2, 20, lanes.CHANGE)) == shown
+    assert lanes.queued_summary("some other text") == "some other text"
+
+
+def test_the_queue_moving_does_not_wake_the_stack_but_a_new_lane_or_leaving_the_queue_does() -> None:
+    third = _workspace(conditions.QUEUED, lanes.queued_message(3, 12, 20, lanes.CHANGE))
+    second = _workspace(conditions.QUEUED, lanes.queued_message(2, 11, 20, lanes.CHANGE))
+    retry = _workspace(conditions.QUEUED, lanes.queued_message(2, 11, 20, lanes.RETRY))
+    starting = _workspace("WaitingForReplicas", "Waiting for the workspace agent")
+    assert not _moved(third, second)  # every waiting Stack's status written each time the queue moves: no
+    assert _moved(second, retry)
+    assert _moved(second, starting)

@@ -49,7 +49,8 @@ def test_slots_are_granted_until_the_pool_is_full_then_workspaces_wait_in_order(
     fourth = active.claim(_key("d"), lanes.CHANGE)
     assert third == pool.Queued(1, 1, 2, lanes.CHANGE)
     assert fourth == pool.Queued(2, 2, 2, lanes.CHANGE)
-    assert "2 of 2 in the queue (change lane)" in fourth.message()
+    assert fourth.message() == ("waiting for a workspace slot (change lane): all 2 slots of --max-active-workspaces "
+                                "are busy; place in the queue: 2 of 2")
     assert (active.active(), active.waiting()) == (2, 2)
 
 
