@@ -263,3 +263,60 @@ async def test_two_shards_split_a_fleet_and_relabelled_stacks_move_once(
             assert name in in_b
         else:
             assert (name in in_default, name in in_b) == (shard == "default", shard == "b"), name
+
+
+async def test_a_stack_moved_out_of_a_shard_that_is_gone_takes_its_running_update_over(
+    tmp_path: Path, git: gitserver.GitServer, pulumi_env: dict[str, str],
+) -> None:
+    """Shard b stops (taken out of the chart) while its Stack's Update runs, and the Stack is relabelled to the
+    default shard: the default shard sees b's Lease released, takes the Workspace and the interrupted Update over,
+    says so, and the Stack runs again there instead of waiting for ever."""
+    with _control_plane(tmp_path / "cp", tmp_path / "audit" / "audit.log") as cp:
+        async with kclient.Client.connect(lightkube.KubeConfig.from_file(str(cp.kubeconfig))) as kc:
+            await operator.install_crds(kc)
+            await operator.install_identity(kc)
+            namespace = "gone"
+            await kc.create(resources.NAMESPACE.new(namespace))
+            backend = tmp_path / "state"
+            backend.mkdir()
+            commit = git.create_repo("slow-gone", {"Pulumi.yaml": "name: slow\nruntime: python\n",
+                                                   "__main__.py": e2e.SLOW_PROGRAM})
+            release = tmp_path / "release"
+            elect = ("--leader-elect", "--leader-election-lease-duration", "15s",
+                     "--leader-election-renew-deadline", "10s", "--leader-election-retry-period", "2s")
+            async with _operator(cp, tmp_path / "default", dict(pulumi_env), "--watch-label-selector", f"!{SHARD}",
+                                 *elect) as default_log:
+                async with _operator(cp, tmp_path / "b", dict(pulumi_env), "--shard-key", "b", *elect):
+                    stack = resources.STACK.new("slow", namespace, spec={
+                        "stack": "slow", "projectRepo": git.http_url("slow-gone"), "commit": commit,
+                        "backend": f"file://{backend}", "config": {"release": str(release)},
+                        "envRefs": {"PULUMI_CONFIG_PASSPHRASE": {"type": "Literal", "literal": {"value": "slow"}}}})
+                    stack["metadata"]["labels"] = {SHARD: "b"}
+                    await kc.create(stack)
+                    running = await wait_for(kc, resources.STACK, "slow", namespace, lambda o: bool(
+                        (o.get("status") or {}).get("currentUpdate")), timeout=240)
+                    first = running["status"]["currentUpdate"]["name"]
+                    await wait_for(kc, resources.UPDATE, first, namespace,
+                                   lambda u: condition(u, "Progressing").get("status") == "True", timeout=120)
+                # shard b's operator stopped mid-Update: its Lease is released, its Update left Progressing
+                lease = await kc.get(resources.LEASE, "operator.pulumi.com-b", operator.DEFAULT_NAMESPACE)
+                assert not lease["spec"].get("holderIdentity"), lease["spec"]
+                assert condition(await kc.get(resources.UPDATE, first, namespace), "Complete").get("status") != "True"
+
+                await kc.patch(resources.STACK, "slow", {"metadata": {"labels": {SHARD: None}}}, namespace)
+                moved = await e2e.events_with(kc, "slow", namespace, "ShardMoved", timeout=120)
+                message = moved[0]["message"]
+                assert moved[0]["type"] == "Warning"
+                assert "from shard b to the default shard" in message
+                assert "its Lease operator.pulumi.com-b has no holder" in message
+                assert f"Update {first}, which ran there, is taken over" in message
+                release.write_text("go")
+                done = await wait_for(kc, resources.STACK, "slow", namespace, lambda o: e2e.is_ready(o) and (
+                    e2e.last_update(o).get("name") not in (None, first)), timeout=300)
+                assert done["status"]["outputs"] == {"done": True}
+                interrupted = await kc.get(resources.UPDATE, first, namespace)
+                assert condition(interrupted, "Complete").get("status") == "True"
+                assert condition(interrupted, "Failed").get("status") == "True", interrupted.get("status")
+                assert SHARD not in objects.labels_of(interrupted)
+                assert SHARD not in objects.labels_of(await kc.get(resources.WORKSPACE, "slow", namespace))
+            assert "is taken over as an operation its operator's end interrupted" in default_log.read_text()

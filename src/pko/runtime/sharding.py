@@ -80,7 +80,7 @@ class Shard:
 
     def lease_name(self, default: str) -> str:
         """The leader-election Lease of this shard's replicas: shards elect their leaders independently."""
-        return default if self.name is None else f"{default}-{self.name}"
+        return lease_name(default, self.name)
 
     def describe(self) -> str:
         if self.name is not None:
@@ -89,6 +89,11 @@ class Shard:
 
 
 EVERYTHING = Shard(selectors.parse(""))
+
+
+def lease_name(default: str, shard_name: str | None) -> str:
+    """The leader-election Lease of shard `shard_name`'s replicas (None: the default shard's, the unsharded name)."""
+    return default if shard_name is None else f"{default}-{shard_name}"
 
 
 def shard(*, shard_key: str | None = None, watch_label_selector: str | None = None) -> Shard:

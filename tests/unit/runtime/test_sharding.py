@@ -3,6 +3,7 @@ shard moves its Workspace and Updates there (pko.controllers.stack.shardmove).""
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 import pytest
@@ -105,3 +106,45 @@ def test_nothing_moves_when_the_workspace_is_here_already() -> None:
     b = sharding.shard(shard_key="b")
     move = shardmove.plan(b, {SHARD: "b"}, _obj("s", "b"), [_obj("s-1", "b", complete=True)])
     assert (move.waiting, move.workspace, move.updates) == (False, False, ())
+
+
+NOW = datetime.datetime(2026, 11, 27, 12, 0, 0, tzinfo=datetime.UTC)
+
+
+def _lease(holder: str, renewed_ago: float, duration: int = 60) -> dict[str, Any]:
+    renewed = NOW - datetime.timedelta(seconds=renewed_ago)
+    return {"metadata": {"name": "operator.pulumi.com-b"},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": duration,
+                     "renewTime": renewed.strftime("%Y-%m-%dT%H:%M:%S.%fZ")}}
+
+
+def test_the_shard_a_workspace_comes_from_is_known_by_its_lease() -> None:
+    assert shardmove.origin_lease(_obj("s", "b")) == "operator.pulumi.com-b"
+    assert shardmove.origin_lease(_obj("s")) == "operator.pulumi.com"
+
+
+def test_a_shard_is_gone_when_its_lease_is_released_or_left_unrenewed_for_twice_its_duration() -> None:
+    assert shardmove.origin_gone(None, NOW) is None  # no leader election: nothing tells, so the Stack waits
+    assert shardmove.origin_gone(_lease("pod-b", 5), NOW) is None
+    assert shardmove.origin_gone(_lease("pod-b", 100), NOW) is None  # late, but maybe a slow leader or skewed clock
+    gone = shardmove.origin_gone(_lease("pod-b", 130), NOW)
+    assert gone is not None
+    assert "held by pod-b, was last renewed 130s ago" in gone
+    released = shardmove.origin_gone(_lease("", 1), NOW)
+    assert released == "its Lease operator.pulumi.com-b has no holder: its operator stopped"
+
+
+def test_a_gone_shard_s_running_update_is_taken_over_with_the_rest() -> None:
+    default = sharding.shard(watch_label_selector=sharding.DEFAULT_SHARD_SELECTOR)
+    updates = [_obj("s-1", "b", complete=True), _obj("s-2", "b", complete=False)]
+    assert shardmove.plan(default, {}, _obj("s", "b"), updates).waiting
+    move = shardmove.plan(default, {}, _obj("s", "b"), updates, gone="its Lease x has no holder: its operator stopped")
+    assert not move.waiting
+    assert (move.updates, move.workspace, move.interrupted) == (("s-1", "s-2"), True, ("s-2",))
+    assert shardmove.moved_message(move, _obj("s", "b")) == (
+        "moved the Workspace and 2 Updates from shard b to the default shard; shard b is gone (its Lease x has no "
+        "holder: its operator stopped), so Update s-2, which ran there, is taken over as an operation its "
+        "operator's end interrupted")
+    quiet = shardmove.plan(default, {}, _obj("s", "b"), updates[:1], gone="whatever")
+    assert (quiet.interrupted, quiet.gone) == ((), None)
+    assert "is gone" not in shardmove.moved_message(quiet, _obj("s", "b"))

@@ -146,6 +146,9 @@ class StackReconciler:
         self.watch_approvals = watch_approvals  # starts the StackApproval watch, once a Stack needs it
         self._applied = applied.Applied()  # the Workspaces this process applied (skips applies that change nothing)
         self.shard = sharding.EVERYTHING  # pko: the Stacks this operator reconciles (--shard-key)
+        #: pko: where the shards' leader-election Leases are (None: leader election is off, nothing tells that a
+        #: shard is gone)
+        self.lease_namespace: str | None = None
         self.fleet_size: Callable[[], int] = lambda: 0  # how many Stacks this operator has (restart.window)
         self.restart_spread = restart.PER_STACK  # seconds each settled Stack adds to the window of first looks
         self._first_reconcile: float | None = None  # monotonic time of this process's first reconcile
@@ -409,6 +412,12 @@ class StackReconciler:
         found = await self.client.list(resources.UPDATE, s.key.namespace,
                                        labels={names.LABEL_STACK_NAME: s.key.name})
         move = shardmove.plan(self.shard, s.stack.metadata.labels, workspace, found.items)
+        if move.waiting and self.lease_namespace is not None:  # is the shard it comes from still there?
+            lease = await self.client.get_or_none(resources.LEASE, shardmove.origin_lease(workspace),
+                                                  self.lease_namespace)
+            gone = shardmove.origin_gone(lease, self.clock())
+            if gone is not None:
+                move = shardmove.plan(self.shard, s.stack.metadata.labels, workspace, found.items, gone)
         if move.waiting:
             s.conditions = conditions.mark_reconciling(s.conditions, conditions.RECONCILING_PROCESSING,
                                                        shardmove.waiting_message(move, workspace), now=self.clock())
@@ -421,8 +430,13 @@ class StackReconciler:
         if move.workspace:
             await self.client.patch(resources.WORKSPACE, s.key.name, labels, s.key.namespace)
             self._applied.forget(s.key)  # apply it again: the last apply this process made may be stale
-        log.info(shardmove.moved_message(move, workspace))
-        await self.recorder.normal(s.stack, "ShardMoved", shardmove.moved_message(move, workspace))
+        said = shardmove.moved_message(move, workspace)
+        if move.interrupted:
+            log.warning(said)
+            await self.recorder.warning(s.stack, "ShardMoved", said)
+        else:
+            log.info(said)
+            await self.recorder.normal(s.stack, "ShardMoved", said)
         return None
 
     # --- steps -------------------------------------------------------------------------------------------------

@@ -323,6 +323,7 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings, *,
     reconciler = stack_reconciler.StackReconciler(client, recorder, resolver, retry_policy=retry_policy(settings),
                                                   min_resync=settings.min_resync, watch_approvals=watch_approvals)
     reconciler.shard = settings.shard
+    reconciler.lease_namespace = settings.operator_namespace if settings.leader_elect else None
     reconciler.fleet_size = lambda: len(stacks.store)
     reconciler.restart_spread = settings.restart_spread
     controller = mgr.controller(names.STACK_CONTROLLER, reconciler, workers=workers)

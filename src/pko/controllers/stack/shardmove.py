@@ -8,20 +8,32 @@ or leave a result unrecorded. Until then the Stack waits, says so, and looks aga
 other shard's Updates are not in this shard's watches). So an operation is never run twice, nor cut short, by a
 move.
 
+Unless the shard it comes from is gone: a shard taken out of the chart, or an operator that died mid-Update, leaves
+its running Update Progressing for ever, and the Stack would wait for ever. With leader election on, each shard's
+leader holds its own Lease (:func:`pko.runtime.sharding.lease_name`); a Lease with no holder (its operator stopped
+and released it) or left unrenewed for twice its duration (the holder died; twice, so that a slow leader or clocks
+that differ between nodes are not taken for a dead one) says nobody runs that Update any more. The new shard then
+takes the running Update over too, as an operation its operator's end interrupted: its own Update controller
+resumes or aborts it as after a restart, and the Stack runs again if it was aborted. Without leader election there is
+no Lease to tell, and the Stack keeps waiting, as it says.
+
 Pure: the executor in the Stack reconciler reads the objects and writes the labels.
 """
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pko.api import conditions, names
 from pko.kube import objects
-from pko.runtime import sharding
+from pko.runtime import leaderelection, sharding
 
 #: Seconds between two looks at an Update still running in the shard a Stack comes from.
 POLL = 5.0
+#: How many lease durations a shard's Lease goes unrenewed before its operator is taken for gone.
+LEASE_GRACE = 2.0
 
 
 @dataclass(frozen=True)
@@ -33,6 +45,10 @@ class Move:
     updates: tuple[str, ...] = ()
     workspace: bool = False
     value: str | None = None
+    #: Updates that were running in a shard whose operator is gone (`gone` says how that is known): taken over
+    #: with the rest, as interrupted operations.
+    interrupted: tuple[str, ...] = ()
+    gone: str | None = None
 
     @property
     def waiting(self) -> bool:
@@ -40,21 +56,51 @@ class Move:
 
 
 def plan(shard: sharding.Shard, stack_labels: Mapping[str, str] | None, workspace: objects.Object | None,
-         updates: Sequence[objects.Object]) -> Move:
+         updates: Sequence[objects.Object], gone: str | None = None) -> Move:
     """The move of a Stack's `workspace` and `updates` (all of the Stack's, as the API server has them) into
-    `shard`, which owns the Stack (whose labels are `stack_labels`)."""
+    `shard`, which owns the Stack (whose labels are `stack_labels`); `gone`: why the operator of the shard they
+    are in is known to be gone (:func:`origin_gone`), so that its running Updates are taken over too."""
     value = sharding.carried_labels(stack_labels).get(names.LABEL_SHARD_KEY)
     foreign = [u for u in updates if not shard.owns(u)]
     running = tuple(sorted(objects.name_of(u) for u in foreign if not objects.condition_true(u, conditions.COMPLETE)))
-    if running:
+    if running and gone is None:
         return Move(running=running, value=value)
     return Move(updates=tuple(sorted(objects.name_of(u) for u in foreign)),
-                workspace=workspace is not None and not shard.owns(workspace), value=value)
+                workspace=workspace is not None and not shard.owns(workspace), value=value,
+                interrupted=running, gone=gone if running else None)
+
+
+def origin_value(workspace: objects.Object | None) -> str | None:
+    """The shard label of the shard a Workspace is in (None: the default shard)."""
+    return objects.labels_of(workspace or {}).get(names.LABEL_SHARD_KEY)
+
+
+def origin_lease(workspace: objects.Object | None) -> str:
+    """The name of the Lease the leader of the shard a Workspace is in holds."""
+    return sharding.lease_name(leaderelection.DEFAULT_LEASE_NAME, origin_value(workspace))
+
+
+def origin_gone(lease: Mapping[str, object] | None, now: datetime.datetime) -> str | None:
+    """Why the operator of a shard is known to be gone, from its leader-election `lease`; None while it may run (the
+    Lease is held and renewed, or there is no Lease to tell)."""
+    if lease is None:
+        return None
+    record = leaderelection.record_of(dict(lease))
+    name = objects.name_of(dict(lease))
+    if not record.holder:
+        return f"its Lease {name} has no holder: its operator stopped"
+    if record.renew_time is None:
+        return None
+    silent = (now - record.renew_time).total_seconds()
+    if silent > LEASE_GRACE * max(record.lease_duration, 1.0):
+        return (f"its Lease {name}, held by {record.holder}, was last renewed {silent:.0f}s ago (its duration is "
+                f"{record.lease_duration:.0f}s): its operator is gone")
+    return None
 
 
 def origin(workspace: objects.Object | None) -> str:
     """The shard a Workspace is in, for messages."""
-    value = objects.labels_of(workspace or {}).get(names.LABEL_SHARD_KEY)
+    value = origin_value(workspace)
     return f"shard {value}" if value else "the default shard"
 
 
@@ -67,4 +113,8 @@ def moved_message(move: Move, workspace: objects.Object | None) -> str:
     target = f"shard {move.value}" if move.value else "the default shard"
     parts = (["the Workspace"] if move.workspace else []) + (
         [f"{len(move.updates)} Update{'s' if len(move.updates) != 1 else ''}"] if move.updates else [])
-    return f"moved {' and '.join(parts)} from {origin(workspace)} to {target}"
+    moved = f"moved {' and '.join(parts)} from {origin(workspace)} to {target}"
+    if not move.interrupted:
+        return moved
+    return (f"{moved}; {origin(workspace)} is gone ({move.gone}), so Update {', '.join(move.interrupted)}, which ran "
+            "there, is taken over as an operation its operator's end interrupted")
