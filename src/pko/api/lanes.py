@@ -63,6 +63,13 @@ def queued_message(position: int, waiting: int, size: int, lane: int) -> str:
             f"busy{PLACE_SEPARATOR}{position} of {waiting}")
 
 
+def queued_place(message: str) -> int | None:
+    """The place a queued Workspace's message shows (None: it shows none)."""
+    _, found, place = message.partition(PLACE_SEPARATOR)
+    head = place.split(" of ", 1)[0]
+    return int(head) if found and head.isdigit() else None
+
+
 def queued_summary(message: str) -> str:
     """What a queued Workspace's Stack shows: its message without the place, which changes every time the queue
     moves (the Workspace's own status has it)."""

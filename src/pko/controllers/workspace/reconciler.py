@@ -311,7 +311,9 @@ class WorkspaceReconciler:
             return None
         if ready is None or ready.reason != QUEUED:
             await self.recorder.normal(workspace, "Queued", queued.message())
-        status.ready("False", QUEUED, queued.message(), now)
+        if (ready is None or ready.reason != QUEUED or ready.observed_generation != workspace.metadata.generation
+                or pool.worth_writing(ready.message, queued)):
+            status.ready("False", QUEUED, queued.message(), now)
         status.address = None
         await self._save(status)
         return _Stop(Result(requeue_after=QUEUED_REFRESH))

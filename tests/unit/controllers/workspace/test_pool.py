@@ -212,3 +212,19 @@ def test_the_seed_after_a_restart_is_the_workspaces_whose_agent_runs() -> None:
                 _placed("stalled-running", "InitializationFailed", stalled=True)):
         found.upsert(obj)
     assert sorted(k.name for k in workspace_setup.running(found)) == ["running", "stalled-running", "starting"]
+
+
+def test_a_queued_place_is_written_again_near_the_front_or_once_it_moved_by_a_tenth() -> None:
+    def shown(position: int, waiting: int = 180, lane: int = lanes.CHANGE) -> str:
+        return pool.Queued(position, waiting, 20, lane).message()
+
+    assert lanes.queued_place(shown(41)) == 41
+    assert lanes.queued_place("waiting for something else") is None
+    assert pool.worth_writing(None, pool.Queued(41, 180, 20, lanes.CHANGE))
+    assert not pool.worth_writing(shown(41), pool.Queued(41, 180, 20, lanes.CHANGE))
+    assert not pool.worth_writing(shown(41), pool.Queued(38, 170, 20, lanes.CHANGE))  # 3 places: less than a tenth
+    assert pool.worth_writing(shown(41), pool.Queued(36, 170, 20, lanes.CHANGE))
+    assert pool.worth_writing(shown(12), pool.Queued(10, 170, 20, lanes.CHANGE))  # near the front: every place
+    assert pool.worth_writing(shown(41), pool.Queued(41, 180, 20, lanes.RETRY))  # another lane
+    assert pool.worth_writing(shown(41), pool.Queued(41, 180, 30, lanes.CHANGE))  # a pool resized
+    assert pool.worth_writing("waiting for something else", pool.Queued(41, 180, 20, lanes.CHANGE))
