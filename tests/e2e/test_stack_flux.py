@@ -1,7 +1,8 @@
 """Stacks on Flux sources, end to end against the real Flux source-controller (built from its Go module by
 `make tools`): a GitRepository on the loopback git server gets an artifact from source-controller, a Stack with
 `fluxSource` deploys it with the real Pulumi CLI and YAML host, a new commit reaches the Stack through the lazily
-started GitRepository watch, and a missing or artifact-less source stalls the Stack until it appears."""
+started GitRepository watch, and a missing or artifact-less source stalls the Stack until it appears. A Bucket on
+the test bed's real S3 server (gofakes3) goes the same way."""
 
 from __future__ import annotations
 
@@ -19,9 +20,10 @@ from pko.controllers.stack import source as source_mod
 from pko.kube import client as kclient
 from pko.kube import resources
 from pko.sources import flux as flux_source
-from pko.testing import controlplane, flux, gitserver, operator, waiting
+from pko.testing import controlplane, flux, gitserver, objectstore, operator, waiting
 
 GIT_REPOSITORY = resources.GIT_REPOSITORY
+BUCKET = resources.Kind("source.toolkit.fluxcd.io/v1", "Bucket", "buckets")
 PASSPHRASE = {"type": "Literal", "literal": {"value": "e2e-passphrase"}}
 SOURCE_REF = {"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository"}
 
@@ -212,3 +214,48 @@ async def test_stack_on_a_git_repository_without_artifact_stalls_until_it_has_on
     stack = await wait_for(kc, resources.STACK, "held", namespace,
                            ready_with("now with an artifact", f"main@sha1:{sha}"), sc)
     assert condition(stack, "Stalled") == {}
+
+
+async def test_stack_deploys_a_bucket_artifact_from_a_real_s3_server_and_follows_a_new_object(
+    kc: kclient.Client, namespace: str, sc: flux.SourceController, running_operator: operator.Operator,
+    tmp_path: Path,
+) -> None:
+    """A Flux Bucket (provider `generic`, as MinIO and Ceph users configure it) on the test bed's real S3 server:
+    source-controller lists and downloads the program's objects with its own S3 client, publishes an artifact, and
+    the Stack deploys it; a changed object gives a new artifact revision, which the Stack deploys too."""
+    with objectstore.running(tmp_path / "s3", bucket="programs") as store:
+        store.put("app/Pulumi.yaml", project("hello from a Bucket").encode())
+        store.put("README.md", b"the program lives in app/\n")
+        await kc.create(resources.SECRET.new("s3-credentials", namespace, stringData={
+            "accesskey": objectstore.ACCESS_KEY, "secretkey": objectstore.SECRET_KEY}))
+        await kc.create(BUCKET.new("programs", namespace, spec={
+            "provider": "generic", "bucketName": "programs", "endpoint": f"{store.host}:{store.port}",
+            "insecure": True, "region": objectstore.REGION, "interval": "5s", "timeout": "30s",
+            "secretRef": {"name": "s3-credentials"}}))
+        try:
+            source = await wait_for(kc, BUCKET, "programs", namespace,
+                                    lambda o: condition(o, "Ready").get("status") == "True" and bool(artifact(o)), sc)
+            first = artifact(source)["revision"]
+            assert first.startswith("sha256:")
+            backend = tmp_path / "state"
+            backend.mkdir()
+            stack = flux_stack("bucket", namespace, "programs", backend)
+            stack["spec"]["fluxSource"]["sourceRef"] = {**SOURCE_REF, "kind": "Bucket", "name": "programs"}
+            await kc.create(stack)
+            ready = await wait_for(kc, resources.STACK, "bucket", namespace, ready_with("hello from a Bucket", first),
+                                   sc)
+            assert ready["status"]["outputs"] == {"greeting": "hello from a Bucket", "token": "[secret]"}
+            workspace = await kc.get(resources.WORKSPACE, "bucket", namespace)
+            assert workspace["spec"]["flux"]["url"].startswith(f"http://{sc.storage_address}/bucket/{namespace}/")
+
+            store.put("app/Pulumi.yaml", project("hello again from a Bucket").encode())
+            source = await wait_for(kc, BUCKET, "programs", namespace,
+                                    lambda o: artifact(o).get("revision") not in (None, first), sc)
+            second = artifact(source)["revision"]
+            stack_now = await wait_for(kc, resources.STACK, "bucket", namespace,
+                                       ready_with("hello again from a Bucket", second), sc)
+            update = await kc.get(resources.UPDATE, stack_now["status"]["lastUpdate"]["name"], namespace)
+            assert update["spec"]["message"] == f'New commit detected: "{second}"'
+        finally:
+            await kc.delete(resources.STACK, "bucket", namespace, missing_ok=True)
+            await kc.delete(BUCKET, "programs", namespace, missing_ok=True)
