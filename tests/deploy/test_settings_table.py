@@ -194,3 +194,13 @@ def test_the_pool_of_active_workspaces_needs_a_slot(render: Render, helm: Path, 
                           text=True, timeout=120)
     assert done.returncode != 0
     assert "controller.maxActiveWorkspaces must be at least 1, not 0" in done.stderr
+
+
+def test_a_github_enterprise_api_url_is_taken_and_anything_else_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    made = settings.from_args(settings.parser({}).parse_args(["--github-api-url", "https://ghe.example.com/api/v3/"]),
+                              "v1", {})
+    assert made.github_api_url == "https://ghe.example.com/api/v3"
+    assert settings.from_args(settings.parser({}).parse_args([]), "v1", {}).github_api_url == "https://api.github.com"
+    with pytest.raises(SystemExit):
+        settings.parser({}).parse_args(["--github-api-url", "ghe.example.com"])
+    assert "invalid URL: 'ghe.example.com'" in capsys.readouterr().err

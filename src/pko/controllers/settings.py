@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +43,7 @@ class Settings:
     kubeconfig: str | None = None  # also handed to local agents for their TokenReviews
     kube_api_timeout: float = 30.0
     git_timeout: float = 60.0  # seconds a git server may stay silent while a Stack's branch is resolved
+    github_api_url: str = "https://api.github.com"  # where GitHub App installation tokens are asked for (GHES)
     min_resync: float = 60.0  # seconds; the floor under a Stack's resyncFrequencySeconds (resync and branch polling)
     kube_api_qps: float = 0.0  # requests a second to the API server (0: no limit, the reference's behaviour)
     kube_api_burst: int = 0  # requests allowed at once above that rate (0: as many as one second's qps)
@@ -203,6 +205,15 @@ def _selector(text: str) -> str | None:
         raise argparse.ArgumentTypeError(f"invalid label selector: {err}") from None
 
 
+def _http_url(text: str) -> str:
+    """An http(s) URL with a host, without a trailing slash."""
+    parsed = urllib.parse.urlsplit(text.strip())
+    if parsed.scheme not in ("http", "https") or not parsed.netloc or parsed.query or parsed.fragment:
+        raise argparse.ArgumentTypeError(f"invalid URL: {text!r} (an http or https URL, such as "
+                                         "https://github.example.com/api/v3)")
+    return text.strip().rstrip("/")
+
+
 def _resolved(text: str) -> str | None:
     return str(Path(text).resolve()) if text else None
 
@@ -314,6 +325,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("--git-timeout", "git_timeout",
            "how long a git server may stay silent while a Stack's branch is resolved before the Stack is "
            "Stalled with SourceUnavailable", env="GIT_TIMEOUT", default="60s", parse=_POSITIVE_DURATION),
+    Option("--github-api-url", "github_api_url",
+           "the GitHub API that issues installation tokens for gitAuth.githubApp: https://api.github.com, or a "
+           "GitHub Enterprise Server's https://HOST/api/v3", env="GITHUB_API_URL", default="https://api.github.com",
+           parse=_http_url),
     Option("--min-resync-frequency", "min_resync",
            "the shortest resync period and branch poll interval a Stack's resyncFrequencySeconds may ask for (the "
            "Go operator's fixed 60s)", env="MIN_RESYNC_FREQUENCY", default="60s", parse=_POSITIVE_DURATION,

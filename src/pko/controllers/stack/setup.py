@@ -16,7 +16,6 @@ import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge
 
@@ -297,8 +296,7 @@ class StackController:
             await self.approvals.close()
 
 
-def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings, *,
-          github_api_url: str | None = None) -> StackController:
+def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings) -> StackController:
     """Register the Stack controller on `mgr`."""
     workers = settings.workers
     stacks = mgr.informer(resources.STACK, indexers={
@@ -311,9 +309,8 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings, *,
         if flux_watches is not None:
             flux_watches.ensure(kind)
 
-    extra: dict[str, Any] = {"github_api_url": github_api_url} if github_api_url else {}
     resolver = source_mod.Resolver(client, watch_flux_kind=watch_flux, git_timeout=settings.git_timeout,
-                                   **extra)
+                                   github_api_url=settings.github_api_url)
     approval_watch: ApprovalWatch | None = None
 
     def watch_approvals() -> None:

@@ -161,7 +161,7 @@ def _init_container(name: str, agent: AgentImage, env: list[dict[str, Any]], arg
 
 
 def _fetch_container(
-    spec: ws_api.WorkspaceSpec, agent: AgentImage, flux_max_untar: str | None
+    spec: ws_api.WorkspaceSpec, agent: AgentImage, flux_max_untar: str | None, github_api_url: str | None = None,
 ) -> dict[str, Any] | None:
     if spec.git:
         git = spec.git
@@ -184,6 +184,8 @@ def _fetch_container(
                                       ("GIT_GITHUB_APP_INSTALLATION_ID", app.installation_id),
                                       ("GIT_GITHUB_APP_PRIVATE_KEY", app.private_key)):
                     env.append({"name": var, "valueFrom": {"secretKeyRef": selector}})
+                if github_api_url:  # pko: GitHub Enterprise Server (--github-api-url); unset, github.com's
+                    env.append({"name": "GIT_GITHUB_APP_API_URL", "value": github_api_url})
         return _init_container("fetch", agent, env, ["sh", "-c", _GIT_SCRIPT])
     if spec.flux:
         env = [
@@ -234,10 +236,12 @@ def _restrict(pod_spec: dict[str, Any]) -> None:
 def statefulset(
     workspace: ws_api.Workspace, agent: AgentImage, *, flux_max_untar: str | None = None,
     replicas: int = 1, pod_generation: int | None = None, default_env: Mapping[str, str] | None = None,
+    github_api_url: str | None = None,
 ) -> dict[str, Any]:
     """The single-replica StatefulSet whose pod runs the agent on the workspace's project (pko: `replicas` 0 for
     a sleeping workspace, `pod_generation` for the revision hash: see :func:`revision_hash`; `default_env` the
-    operator's variables, such as the dependency cache's, for those the workspace's own env does not set)."""
+    operator's variables, such as the dependency cache's, for those the workspace's own env does not set;
+    `github_api_url` where a GitHub App's installation token is asked for, when not github.com's)."""
     name = workspace.metadata.name or ""
     spec = with_defaults(workspace)
     labels = names.workspace_component_labels(name)
@@ -265,7 +269,7 @@ def statefulset(
     if spec.env_from:
         pulumi["envFrom"] = [dict(item) for item in spec.env_from]
     init = [_init_container("bootstrap", agent, [], ["cp", "/agent", "/tini", "/share/"])]
-    fetch = _fetch_container(spec, agent, flux_max_untar)
+    fetch = _fetch_container(spec, agent, flux_max_untar, github_api_url)
     if fetch:
         init.append(fetch)
     pod_spec: dict[str, Any] = {

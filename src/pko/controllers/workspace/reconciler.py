@@ -122,6 +122,7 @@ class WorkspaceReconciler:
         runtime: WorkspaceRuntime,
         *,
         flux_max_untar: str | None = None,
+        github_api_url: str | None = None,
         idle_timeout: float = 0.0,
         config_in_place: bool = True,
         updates_of: UpdatesOf = _no_updates,
@@ -140,6 +141,7 @@ class WorkspaceReconciler:
         self.agent_image = agent_image
         self.runtime = runtime
         self.flux_max_untar = flux_max_untar
+        self.github_api_url = github_api_url  # None: github.com's (pko: --github-api-url)
         self.idle_timeout = idle_timeout  # the operator's default (seconds; 0: never); spec.idleTimeout overrides it
         self.config_in_place = config_in_place  # docs/config-without-restart.md
         self.updates_of = updates_of
@@ -188,6 +190,7 @@ class WorkspaceReconciler:
 
         statefulset = owners.set_controller_reference(
             manifests.statefulset(workspace, self.agent_image, flux_max_untar=self.flux_max_untar,
+                                  github_api_url=self.github_api_url,
                                   pod_generation=revision.generation, default_env=await self.default_env()),
             workspace)
         placed = await self.runtime.place(workspace, statefulset)
@@ -260,7 +263,8 @@ class WorkspaceReconciler:
     async def _stop_agent(self, workspace: ws_api.Workspace, revision: fleet.PodRevision) -> None:
         """No agent for this Workspace: the StatefulSet at zero replicas (or the local agent stopped)."""
         statefulset = owners.set_controller_reference(
-            manifests.statefulset(workspace, self.agent_image, flux_max_untar=self.flux_max_untar, replicas=0,
+            manifests.statefulset(workspace, self.agent_image, flux_max_untar=self.flux_max_untar,
+                                  github_api_url=self.github_api_url, replicas=0,
                                   pod_generation=revision.generation, default_env=await self.default_env()),
             workspace)
         await self.runtime.sleep(workspace, statefulset)

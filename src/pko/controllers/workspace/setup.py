@@ -24,6 +24,7 @@ from pko.kube import client as kclient
 from pko.kube import events, objects, resources
 from pko.runtime import controller as ctl
 from pko.runtime import handlers, manager, metrics, store
+from pko.sources import githubapp
 
 #: Updates by the Workspace they run in (`<namespace>/<workspaceName>`).
 WORKSPACE_UPDATES_INDEX = "workspace.updates"
@@ -88,6 +89,7 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings,
         client, connector, recorder,
         manifests.AgentImage.from_settings(settings.agent_image, settings.agent_image_pull_policy, settings.version),
         runtime, flux_max_untar=settings.flux_max_untar, idle_timeout=settings.workspace_idle_timeout,
+        github_api_url=settings.github_api_url if settings.github_api_url != githubapp.API_URL else None,
         config_in_place=settings.config_in_place, pulumi_metrics=metrics.pulumi(mgr.registry),
     )
     if default_env is not None:

@@ -107,6 +107,25 @@ def test_flux_untar_limit_is_passed_to_fetch() -> None:
     assert {"name": "FLUX_MAX_UNTAR_SIZE_BYTES", "value": "2048"} in _by_name(pod["initContainers"])["fetch"]["env"]
 
 
+def test_a_github_enterprise_api_reaches_the_fetch_of_a_github_app_workspace_only() -> None:
+    def ref(key: str) -> dict[str, str]:
+        return {"name": "app", "key": key}
+
+    app = _workspace({"git": {"url": "https://ghe.example.com/o/r.git", "ref": "abc", "auth": {"githubApp": {
+        "appID": ref("id"), "installationID": ref("installation"), "privateKey": ref("key")}}}})
+    token = _workspace({"git": {"url": "https://ghe.example.com/o/r.git", "ref": "abc",
+                                "auth": {"token": ref("token")}}})
+
+    def fetch_env(ws: ws_api.Workspace, url: str | None) -> dict[str, Any]:
+        pod = manifests.statefulset(ws, AGENT, github_api_url=url)["spec"]["template"]["spec"]
+        return {e["name"]: e.get("value") for e in _by_name(pod["initContainers"])["fetch"]["env"]}
+
+    assert fetch_env(app, "https://ghe.example.com/api/v3")["GIT_GITHUB_APP_API_URL"] == (
+        "https://ghe.example.com/api/v3")
+    assert "GIT_GITHUB_APP_API_URL" not in fetch_env(app, None)  # github.com's: the pod is what it was
+    assert "GIT_GITHUB_APP_API_URL" not in fetch_env(token, "https://ghe.example.com/api/v3")
+
+
 def test_no_source_means_bootstrap_only() -> None:
     pod = manifests.statefulset(_workspace({}), AGENT)["spec"]["template"]["spec"]
     assert [c["name"] for c in pod["initContainers"]] == ["bootstrap"]
