@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the real binaries pko's tests run (kube-apiserver, etcd, kube-controller-manager, kubectl; kubelet,
 # kube-proxy, kube-scheduler, crictl and CoreDNS for the single-node cluster; the Pulumi CLI and its language
-# hosts; Flux source-controller; Helm; the dashboard and rule checkers; gofakes3, an S3-compatible object store)
+# hosts; Flux source-controller; Helm; the dashboard and rule checkers; gofakes3, an S3-compatible object store;
+# an OCI registry)
 # from the Go module proxy, into a cache outside the repository.
 # Sources the proxy does not serve are built from the shared directory beside the repository (../shared/third_party,
 # or $PKO_SHARED_DIR): the official Python, Node.js and Go language hosts, the random provider plugin (also packed as
@@ -37,6 +38,9 @@ PKO_GO_COMMIT=475dbc6c
 # from the test bed's plugin mirror (docs/air-gapped.md).
 RANDOM_VERSION=v4.19.1
 GOFAKES3_VERSION=v1.2.0      # the S3-compatible object store the state-store scenarios keep Pulumi state in
+# go-containerregistry's in-memory OCI registry, behind tools/oci-registry/main.go (one listen address): where the
+# Flux OCIRepository tests push their artifacts
+GGCR_VERSION=v0.21.6
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-mod=mod -buildvcs=false"
 # The checksum database behind our module proxy does not know every module version we pin; the committed
@@ -205,6 +209,10 @@ build_gofakes3() {
   gobuild "$here/gofakes3" "$1/gofakes3" github.com/johannesboyne/gofakes3/cmd/gofakes3 "-s -w"
 }
 
+build_oci_registry() {
+  gobuild "$here/oci-registry" "$1/oci-registry" . "-s -w"
+}
+
 build_pko_go() {
   # The Go reference operator (github.com/pulumi/pulumi-kubernetes-operator/v2): its manager and its agent, for
   # the cross-runs and the side-by-side benchmarks. The proxy refuses the module, so it is built from ../shared.
@@ -275,6 +283,8 @@ group pulumi-language-nodejs "$PULUMI_VERSION" build_nodejs_host
 group pulumi-language-go "$PULUMI_VERSION" build_go_host
 group pulumi-random "$RANDOM_VERSION" build_pulumi_random
 group gofakes3 "$GOFAKES3_VERSION" build_gofakes3
+group oci-registry "$GGCR_VERSION-$(cat "$here"/oci-registry/{go.mod,go.sum,main.go} | sha256sum | cut -c1-12)" \
+  build_oci_registry
 group source-controller "$SOURCE_CONTROLLER_VERSION" build_source_controller
 group helm "$HELM_VERSION" build_helm
 group pko-go "$PKO_GO_VERSION-$PKO_GO_COMMIT" build_pko_go
@@ -285,7 +295,7 @@ group grafana-dashboard-check "$GRAFANA_SDK_VERSION-$(cat "$here"/grafana-dashbo
 [ ${#only[@]} -eq 0 ] || { echo "$BIN_DIR"; exit 0; }
 for b in kube-apiserver kube-controller-manager kubectl etcd kubelet kube-proxy kube-scheduler crictl coredns \
   pulumi pulumi-language-python pulumi-language-python-exec pulumi-language-yaml pulumi-language-nodejs \
-  pulumi-language-go pulumi-resource-random gofakes3 source-controller helm \
+  pulumi-language-go pulumi-resource-random gofakes3 oci-registry source-controller helm \
   pko-go-manager pko-go-agent promtool grafana-dashboard-check; do
   [ -x "$BIN_DIR/$b" ] || { log "missing $BIN_DIR/$b after the build"; exit 1; }
 done

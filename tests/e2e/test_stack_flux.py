@@ -2,7 +2,7 @@
 `make tools`): a GitRepository on the loopback git server gets an artifact from source-controller, a Stack with
 `fluxSource` deploys it with the real Pulumi CLI and YAML host, a new commit reaches the Stack through the lazily
 started GitRepository watch, and a missing or artifact-less source stalls the Stack until it appears. A Bucket on
-the test bed's real S3 server (gofakes3) goes the same way."""
+the test bed's real S3 server (gofakes3) and an OCIRepository on its real OCI registry go the same way."""
 
 from __future__ import annotations
 
@@ -20,10 +20,11 @@ from pko.controllers.stack import source as source_mod
 from pko.kube import client as kclient
 from pko.kube import resources
 from pko.sources import flux as flux_source
-from pko.testing import controlplane, flux, gitserver, objectstore, operator, waiting
+from pko.testing import controlplane, flux, gitserver, objectstore, ociregistry, operator, waiting
 
 GIT_REPOSITORY = resources.GIT_REPOSITORY
 BUCKET = resources.Kind("source.toolkit.fluxcd.io/v1", "Bucket", "buckets")
+OCI_REPOSITORY = resources.Kind("source.toolkit.fluxcd.io/v1", "OCIRepository", "ocirepositories")
 PASSPHRASE = {"type": "Literal", "literal": {"value": "e2e-passphrase"}}
 SOURCE_REF = {"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository"}
 
@@ -259,3 +260,43 @@ async def test_stack_deploys_a_bucket_artifact_from_a_real_s3_server_and_follows
         finally:
             await kc.delete(resources.STACK, "bucket", namespace, missing_ok=True)
             await kc.delete(BUCKET, "programs", namespace, missing_ok=True)
+
+
+async def test_stack_deploys_an_oci_repository_artifact_from_a_real_registry_and_follows_a_new_push(
+    kc: kclient.Client, namespace: str, sc: flux.SourceController, running_operator: operator.Operator,
+    tmp_path: Path,
+) -> None:
+    """A Flux OCIRepository on the test bed's real OCI registry: the program pushed as `flux push artifact` pushes
+    it, pulled and extracted by the real source-controller, deployed by a Stack; a new push to the tag is a new
+    artifact revision, which the Stack deploys too."""
+    with ociregistry.running(tmp_path / "registry") as registry:
+        first_digest = registry.push_flux_artifact("programs/app", "latest", repo_files("hello from OCI"))
+        await kc.create(OCI_REPOSITORY.new("programs", namespace, spec={
+            "url": registry.url("programs/app"), "ref": {"tag": "latest"}, "insecure": True, "interval": "5s",
+            "timeout": "30s"}))
+        try:
+            source = await wait_for(kc, OCI_REPOSITORY, "programs", namespace,
+                                    repo_ready(f"latest@{first_digest}"), sc)
+            first = artifact(source)["revision"]
+            backend = tmp_path / "state"
+            backend.mkdir()
+            stack = flux_stack("oci", namespace, "programs", backend)
+            stack["spec"]["fluxSource"]["sourceRef"] = {**SOURCE_REF, "kind": "OCIRepository", "name": "programs"}
+            await kc.create(stack)
+            ready = await wait_for(kc, resources.STACK, "oci", namespace, ready_with("hello from OCI", first), sc)
+            assert ready["status"]["outputs"] == {"greeting": "hello from OCI", "token": "[secret]"}
+            workspace = await kc.get(resources.WORKSPACE, "oci", namespace)
+            assert workspace["spec"]["flux"]["url"].startswith(
+                f"http://{sc.storage_address}/ocirepository/{namespace}/programs/")
+
+            second_digest = registry.push_flux_artifact("programs/app", "latest", repo_files("hello again from OCI"))
+            source = await wait_for(kc, OCI_REPOSITORY, "programs", namespace,
+                                    repo_ready(f"latest@{second_digest}"), sc)
+            second = artifact(source)["revision"]
+            stack_now = await wait_for(kc, resources.STACK, "oci", namespace,
+                                       ready_with("hello again from OCI", second), sc)
+            update = await kc.get(resources.UPDATE, stack_now["status"]["lastUpdate"]["name"], namespace)
+            assert update["spec"]["message"] == f'New commit detected: "{second}"'
+        finally:
+            await kc.delete(resources.STACK, "oci", namespace, missing_ok=True)
+            await kc.delete(OCI_REPOSITORY, "programs", namespace, missing_ok=True)
