@@ -73,20 +73,24 @@ class Agent:
 AgentFactory = Callable[..., Awaitable[Agent]]
 
 
-def alive(pid: int) -> bool:
-    """Process `pid` exists and is not a zombie (a zombie has exited and only waits to be reaped)."""
+def alive(pid: int, started: str | None = None) -> bool:
+    """Process `pid` exists and is not a zombie (a zombie has exited and only waits to be reaped); with `started`
+    (its start time, field 22 of /proc/<pid>/stat), only that very process: a busy machine reuses a pid within
+    seconds (pid_max is 32768, and a CI run starts tens of processes a second)."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
         return False
+    return fields[0] != "Z" and (started is None or fields[19] == started)
 
 
-def wait_gone(pid: int, timeout: float) -> bool:
-    """Whether process `pid` is gone within `timeout` seconds (blocking: run it in a thread from a coroutine)."""
+def wait_gone(pid: int, timeout: float, started: str | None = None) -> bool:
+    """Whether process `pid` (started at `started`, when given) is gone within `timeout` seconds (blocking: run it
+    in a thread from a coroutine)."""
     deadline = time.monotonic() + timeout
-    while alive(pid) and time.monotonic() < deadline:
+    while alive(pid, started) and time.monotonic() < deadline:
         time.sleep(0.05)
-    return not alive(pid)
+    return not alive(pid, started)
 
 
 def copy_program(name: str, destination: Path) -> Path:

@@ -27,29 +27,34 @@ def _script(tmp_path: Path, body: str) -> Path:
     return script
 
 
-def _written(path: Path, timeout: float = 10.0) -> int:
+#: What the scripts write of their child: its pid and its start time (so a reused pid is not taken for it).
+CHILD = "sleep 300 >/dev/null 2>&1 & p=$!; echo \"$p $(cut -d' ' -f22 /proc/$p/stat)\" > {pidfile}"
+
+
+def _written(path: Path, timeout: float = 10.0) -> tuple[int, str]:
     deadline = time.monotonic() + timeout
-    while not (path.exists() and path.read_text().strip()) and time.monotonic() < deadline:
+    while not (path.exists() and len(path.read_text().split()) == 2) and time.monotonic() < deadline:
         time.sleep(0.02)
-    return int(path.read_text())
+    pid, started = path.read_text().split()
+    return int(pid), started
 
 
 async def test_a_child_left_by_a_finished_command_is_killed(tmp_path: Path) -> None:
     pidfile = tmp_path / "child.pid"
-    script = _script(tmp_path, f"sleep 300 >/dev/null 2>&1 & echo $! > {pidfile}\necho done")
+    script = _script(tmp_path, f"{CHILD.format(pidfile=pidfile)}\necho done")
     result = await PulumiCLI(tmp_path, dict(os.environ), binary=str(script)).run(["up"])
     assert result.stdout.strip() == "done"
-    child = int(pidfile.read_text())
-    assert wait_gone(child, 5.0), f"the command's child {child} outlived it"
+    child, started = _written(pidfile)
+    assert wait_gone(child, 5.0, started), f"the command's child {child} outlived it"
 
 
 async def test_a_command_that_ignores_ctrl_c_is_killed_with_its_children(tmp_path: Path) -> None:
     pidfile = tmp_path / "child.pid"
-    script = _script(tmp_path, f"trap '' INT\nsleep 300 >/dev/null 2>&1 & echo $! > {pidfile}\nwait")
+    script = _script(tmp_path, f"trap '' INT\n{CHILD.format(pidfile=pidfile)}\nwait")
     cli = PulumiCLI(tmp_path, dict(os.environ), binary=str(script), interrupt_grace=0.5)
     task = asyncio.create_task(cli.run(["up"]))
-    child = await asyncio.to_thread(_written, pidfile)
+    child, started = await asyncio.to_thread(_written, pidfile)
     task.cancel()  # Ctrl-C, ignored; after the grace: SIGKILL for the whole group
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert wait_gone(child, 5.0), f"the cancelled command's child {child} outlived it"
+    assert wait_gone(child, 5.0, started), f"the cancelled command's child {child} outlived it"
