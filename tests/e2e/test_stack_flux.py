@@ -217,6 +217,30 @@ async def test_stack_on_a_git_repository_without_artifact_stalls_until_it_has_on
     assert condition(stack, "Stalled") == {}
 
 
+async def _deploys_and_follows(kc: kclient.Client, namespace: str, sc: flux.SourceController, tmp_path: Path,
+                               name: str, kind: resources.Kind, first: str, url_kind: str, what: str,
+                               change: Callable[[], object], changed: Callable[[dict[str, Any]], bool]) -> None:
+    """A Stack `name` on source `programs` of `kind` (whose artifact has revision `first` and greets "hello from
+    <what>") deploys it from source-controller's server; `change` publishes "hello again from <what>", and once the
+    source says `changed`, the Stack deploys the new revision with the reference's message."""
+    backend = tmp_path / "state"
+    backend.mkdir()
+    stack = flux_stack(name, namespace, "programs", backend)
+    stack["spec"]["fluxSource"]["sourceRef"] = {**SOURCE_REF, "kind": kind.kind, "name": "programs"}
+    await kc.create(stack)
+    ready = await wait_for(kc, resources.STACK, name, namespace, ready_with(f"hello from {what}", first), sc)
+    assert ready["status"]["outputs"] == {"greeting": f"hello from {what}", "token": "[secret]"}
+    workspace = await kc.get(resources.WORKSPACE, name, namespace)
+    assert workspace["spec"]["flux"]["url"].startswith(f"http://{sc.storage_address}/{url_kind}/{namespace}/")
+
+    change()
+    source = await wait_for(kc, kind, "programs", namespace, changed, sc)
+    second = artifact(source)["revision"]
+    stack_now = await wait_for(kc, resources.STACK, name, namespace, ready_with(f"hello again from {what}", second), sc)
+    update = await kc.get(resources.UPDATE, stack_now["status"]["lastUpdate"]["name"], namespace)
+    assert update["spec"]["message"] == f'New commit detected: "{second}"'
+
+
 async def test_stack_deploys_a_bucket_artifact_from_a_real_s3_server_and_follows_a_new_object(
     kc: kclient.Client, namespace: str, sc: flux.SourceController, running_operator: operator.Operator,
     tmp_path: Path,
@@ -238,25 +262,13 @@ async def test_stack_deploys_a_bucket_artifact_from_a_real_s3_server_and_follows
                                     lambda o: condition(o, "Ready").get("status") == "True" and bool(artifact(o)), sc)
             first = artifact(source)["revision"]
             assert first.startswith("sha256:")
-            backend = tmp_path / "state"
-            backend.mkdir()
-            stack = flux_stack("bucket", namespace, "programs", backend)
-            stack["spec"]["fluxSource"]["sourceRef"] = {**SOURCE_REF, "kind": "Bucket", "name": "programs"}
-            await kc.create(stack)
-            ready = await wait_for(kc, resources.STACK, "bucket", namespace, ready_with("hello from a Bucket", first),
-                                   sc)
-            assert ready["status"]["outputs"] == {"greeting": "hello from a Bucket", "token": "[secret]"}
-            workspace = await kc.get(resources.WORKSPACE, "bucket", namespace)
-            assert workspace["spec"]["flux"]["url"].startswith(f"http://{sc.storage_address}/bucket/{namespace}/")
 
-            store.put("app/Pulumi.yaml", project("hello again from a Bucket").encode())
-            source = await wait_for(kc, BUCKET, "programs", namespace,
-                                    lambda o: artifact(o).get("revision") not in (None, first), sc)
-            second = artifact(source)["revision"]
-            stack_now = await wait_for(kc, resources.STACK, "bucket", namespace,
-                                       ready_with("hello again from a Bucket", second), sc)
-            update = await kc.get(resources.UPDATE, stack_now["status"]["lastUpdate"]["name"], namespace)
-            assert update["spec"]["message"] == f'New commit detected: "{second}"'
+            def changed(o: dict[str, Any]) -> bool:
+                return artifact(o).get("revision") not in (None, first)
+
+            await _deploys_and_follows(
+                kc, namespace, sc, tmp_path, "bucket", BUCKET, first, "bucket", "a Bucket",
+                lambda: store.put("app/Pulumi.yaml", project("hello again from a Bucket").encode()), changed)
         finally:
             await kc.delete(resources.STACK, "bucket", namespace, missing_ok=True)
             await kc.delete(BUCKET, "programs", namespace, missing_ok=True)
@@ -277,26 +289,12 @@ async def test_stack_deploys_an_oci_repository_artifact_from_a_real_registry_and
         try:
             source = await wait_for(kc, OCI_REPOSITORY, "programs", namespace,
                                     repo_ready(f"latest@{first_digest}"), sc)
-            first = artifact(source)["revision"]
-            backend = tmp_path / "state"
-            backend.mkdir()
-            stack = flux_stack("oci", namespace, "programs", backend)
-            stack["spec"]["fluxSource"]["sourceRef"] = {**SOURCE_REF, "kind": "OCIRepository", "name": "programs"}
-            await kc.create(stack)
-            ready = await wait_for(kc, resources.STACK, "oci", namespace, ready_with("hello from OCI", first), sc)
-            assert ready["status"]["outputs"] == {"greeting": "hello from OCI", "token": "[secret]"}
-            workspace = await kc.get(resources.WORKSPACE, "oci", namespace)
-            assert workspace["spec"]["flux"]["url"].startswith(
-                f"http://{sc.storage_address}/ocirepository/{namespace}/programs/")
-
-            second_digest = registry.push_flux_artifact("programs/app", "latest", repo_files("hello again from OCI"))
-            source = await wait_for(kc, OCI_REPOSITORY, "programs", namespace,
-                                    repo_ready(f"latest@{second_digest}"), sc)
-            second = artifact(source)["revision"]
-            stack_now = await wait_for(kc, resources.STACK, "oci", namespace,
-                                       ready_with("hello again from OCI", second), sc)
-            update = await kc.get(resources.UPDATE, stack_now["status"]["lastUpdate"]["name"], namespace)
-            assert update["spec"]["message"] == f'New commit detected: "{second}"'
+            pushed: list[str] = []
+            await _deploys_and_follows(
+                kc, namespace, sc, tmp_path, "oci", OCI_REPOSITORY, artifact(source)["revision"], "ocirepository",
+                "OCI", lambda: pushed.append(registry.push_flux_artifact("programs/app", "latest",
+                                                                        repo_files("hello again from OCI"))),
+                lambda o: bool(pushed) and repo_ready(f"latest@{pushed[0]}")(o))
         finally:
             await kc.delete(resources.STACK, "oci", namespace, missing_ok=True)
             await kc.delete(OCI_REPOSITORY, "programs", namespace, missing_ok=True)

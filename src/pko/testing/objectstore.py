@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -108,21 +107,26 @@ def start(workdir: Path, host: str = gitserver.LOOPBACK, bucket: str = BUCKET) -
     gitserver.check_host(host)
     workdir.mkdir(parents=True, exist_ok=True)
     log_path = workdir / "gofakes3.log"
-    for _ in range(5):
-        port = ports.free_port()
+
+    def launch(port: int) -> ObjectStore:
         process = subprocess.Popen(
             [str(binary), "-backend", "memory", "-initialbucket", bucket, "-host", f"{host}:{port}", "-quiet"],
             stdout=log_path.open("ab"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         )
-        store = ObjectStore(host, port, process, log_path, bucket)
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline and process.poll() is None:
-            try:
-                store.keys()
-                return store
-            except (OSError, ObjectStoreError):
-                time.sleep(0.1)
-        store.stop()
+        return ObjectStore(host, port, process, log_path, bucket)
+
+    def answers(store: ObjectStore) -> bool:
+        if store.process.poll() is not None:
+            return False
+        try:
+            store.keys()
+        except (OSError, ObjectStoreError):
+            return False
+        return True
+
+    started = ports.start_on_free_port(launch, answers)
+    if started is not None:
+        return started
     raise ObjectStoreError(f"gofakes3 did not start on {host}:\n{log_path.read_text()[-2000:]}")
 
 

@@ -19,7 +19,6 @@ import io
 import json
 import subprocess
 import tarfile
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -119,20 +118,25 @@ def start(workdir: Path, host: str = gitserver.LOOPBACK) -> Registry:
     gitserver.check_host(host)
     workdir.mkdir(parents=True, exist_ok=True)
     log_path = workdir / "oci-registry.log"
-    for _ in range(5):
-        port = ports.free_port()
+
+    def launch(port: int) -> Registry:
         listen = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         process = subprocess.Popen([str(binary), "-addr", listen], stdout=log_path.open("ab"),
                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        registry = Registry(host, port, process, log_path)
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline and process.poll() is None:
-            try:
-                registry._request("GET", "/v2/")
-                return registry
-            except (OSError, RegistryError):
-                time.sleep(0.1)
-        registry.stop()
+        return Registry(host, port, process, log_path)
+
+    def answers(registry: Registry) -> bool:
+        if registry.process.poll() is not None:
+            return False
+        try:
+            registry._request("GET", "/v2/")
+        except (OSError, RegistryError):
+            return False
+        return True
+
+    started = ports.start_on_free_port(launch, answers)
+    if started is not None:
+        return started
     raise RegistryError(f"the OCI registry did not start on {host}:\n{log_path.read_text()[-2000:]}")
 
 

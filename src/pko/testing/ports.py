@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import random
 import socket
+import time
+from collections.abc import Callable
+from typing import Protocol, TypeVar
 
 LOW, HIGH = 20000, 29999  # under the kernel's ephemeral range (32768+) and the NodePort range (30000-32767)
 _pick = random.SystemRandom()
@@ -30,3 +33,26 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         chosen: int = sock.getsockname()[1]
         return chosen
+
+
+class Server(Protocol):
+    def stop(self) -> None: ...
+
+
+S = TypeVar("S", bound=Server)
+
+
+def start_on_free_port(launch: Callable[[int], S], answers: Callable[[S], bool], attempts: int = 5,
+                       timeout: float = 15.0) -> S | None:
+    """A server `launch(port)` started on a free port, once `answers(server)`; a server that does not answer within
+    `timeout` (another process took the port between the pick and its bind, or it exited) is stopped and another
+    port tried. None after `attempts` tries: the caller says why, with its server's log."""
+    for _ in range(attempts):
+        server = launch(free_port())
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if answers(server):
+                return server
+            time.sleep(0.1)
+        server.stop()
+    return None

@@ -315,8 +315,9 @@ class WorkspaceReconciler:
             return None
         if ready is None or ready.reason != QUEUED:
             await self.recorder.normal(workspace, "Queued", queued.message())
-        if (ready is None or ready.reason != QUEUED or ready.observed_generation != workspace.metadata.generation
-                or pool.worth_writing(ready.message, queued)):
+        shown = ready.message if ready is not None and ready.reason == QUEUED else None
+        if ready is None or ready.observed_generation != workspace.metadata.generation or pool.worth_writing(
+                shown, queued):
             status.ready("False", QUEUED, queued.message(), now)
         status.address = None
         await self._save(status)
