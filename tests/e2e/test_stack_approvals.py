@@ -311,3 +311,39 @@ async def test_an_approved_plan_that_the_program_no_longer_matches_is_refused_an
     [up] = [u for u in await e2e.updates_of(kc, "drifting", namespace) if u["spec"]["type"] == "up"]
     assert up["metadata"]["annotations"][names.ANNOTATION_PLAN_DIGEST] == digest
     assert e2e.condition(up, "Failed")["status"] == "True"
+
+
+async def test_a_plan_the_workspace_lost_applies_nothing_and_is_previewed_anew(
+    kc: kclient.Client, namespace: str, git: gitserver.GitServer, stack_operator: operator.Operator,
+    tmp_path: Path,
+) -> None:
+    """The plan lives in the workspace. When the approved `up` finds it gone (the workspace was recreated since the
+    preview: a replaced pod, a restarted operator on the local runtime; here its file is removed), nothing runs: the
+    approval is marked `PlanNotFound`, no failed update is recorded (no backoff), a `StackPlanLost` warning says
+    why, and a new preview asks for a new approval, which applies."""
+    managed = tmp_path / "lost.txt"
+    await _gated(kc, git, namespace, "lost", managed)
+    stack = await e2e.wait_for(kc, resources.STACK, "lost", namespace, awaiting(), timeout=120)
+    first = _review(stack)
+    [plan] = [p for p in (tmp_path / "workspaces").rglob(f"{first['digest']}.json") if p.parent.name == ".pko-plans"]
+    plan.unlink()
+
+    await kc.create(approval("too-late", namespace, "lost", first["digest"]))
+    refused = await e2e.wait_for(kc, APPROVAL, "too-late", namespace,
+                                 lambda o: e2e.condition(o, "Accepted").get("reason") == "PlanNotFound", timeout=120)
+    accepted = e2e.condition(refused, "Accepted")
+    assert accepted["status"] == "False"
+    assert accepted["message"].startswith(f"plan {first['digest']} approved by {controlplane.ADMIN_USER} "
+                                          "(StackApproval too-late) is no longer in the workspace"), accepted
+    stack = await e2e.wait_for(kc, resources.STACK, "lost", namespace,
+                               lambda o: awaiting()(o) and _review(o)["preview"] != first["preview"], timeout=120)
+    assert not managed.exists(), "something was applied without its plan"
+    assert "lastUpdate" not in stack["status"], "a plan that was never run is no failed update"
+    events = await e2e.events_of(kc, "lost", namespace)
+    assert [(e["type"], e["message"]) for e in events if e["reason"] == "StackPlanLost"] == [
+        ("Warning", accepted["message"])]
+    assert not [e for e in events if e["reason"] == "StackUpdateFailure"]
+
+    await kc.create(approval("again", namespace, "lost", _review(stack)["digest"]))
+    await e2e.wait_for(kc, resources.STACK, "lost", namespace, e2e.is_ready, timeout=120)
+    assert managed.read_text() == "v1"

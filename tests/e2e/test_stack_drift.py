@@ -26,53 +26,10 @@ from prometheus_client import parser
 from pko.api import names
 from pko.kube import client as kclient
 from pko.kube import errors, objects, resources
-from pko.testing import gitserver, operator, waiting
+from pko.testing import gitserver, operator, programs, waiting
 
-# Two files managed through a dynamic provider that can refresh: `read` returns what is on disk (and no id once
-# the file is gone, which Pulumi reads as deleted).
-PROGRAM = '''import os
-
-import pulumi
-from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
-
-
-class FileProvider(ResourceProvider):
-    def create(self, props):
-        with open(props["path"], "w") as handle:
-            handle.write(props["content"])
-        return CreateResult(id_=props["path"], outs=props)
-
-    def read(self, id_, props):
-        if not os.path.exists(props["path"]):
-            return ReadResult(id_=None, outs={})
-        with open(props["path"]) as handle:
-            return ReadResult(id_=id_, outs={**props, "content": handle.read()})
-
-    def diff(self, _id, olds, news):
-        return DiffResult(changes=any(olds.get(k) != news.get(k) for k in ("path", "content")))
-
-    def update(self, _id, _olds, news):
-        with open(news["path"], "w") as handle:
-            handle.write(news["content"])
-        return UpdateResult(outs=news)
-
-    def delete(self, _id, props):
-        if os.path.exists(props["path"]):
-            os.remove(props["path"])
-
-
-class File(Resource):
-    def __init__(self, name, props, opts=None):
-        super().__init__(FileProvider(), name, props, opts)
-
-
-config = pulumi.Config()
-root = config.require("dir")
-for name in ("alpha", "beta"):
-    File(name, {"path": os.path.join(root, name + ".txt"), "content": name + " as declared"})
-pulumi.export("dir", root)
-'''
-FILES = {"Pulumi.yaml": "name: drift-e2e\nruntime: python\n", "__main__.py": PROGRAM}
+# Two files, alpha and beta, managed through a dynamic provider that can refresh (programs.FILES_MAIN).
+FILES = {"Pulumi.yaml": "name: drift-e2e\nruntime: python\n", "__main__.py": programs.FILES_MAIN}
 
 
 def _urn(stack: str, name: str) -> str:

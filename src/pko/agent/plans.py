@@ -21,6 +21,8 @@ from pathlib import Path
 import grpc
 
 from pko.agent.errors import AgentError
+from pko.protocol import status
+from pko.protocol.proto import agent_pb2
 
 # what this agent adds to the protocol, announced on SelectStack (resume-update: pko.agent.resume)
 CAPABILITY = "update-plans,destroy-preview,resume-update"
@@ -52,9 +54,10 @@ class PlanStore:
             raise AgentError(grpc.StatusCode.INVALID_ARGUMENT, f"invalid plan digest {digest!r}")
         path = self.directory / f"{digest}.json"
         if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != digest:
-            raise AgentError(grpc.StatusCode.FAILED_PRECONDITION,
-                             f"update plan {digest} is not in this workspace (it was recreated or the plan was "
-                             "used): a new preview is needed")
+            message = (f"update plan {digest} is not in this workspace (it was recreated or the plan was used): a "
+                       "new preview is needed")
+            raise AgentError(grpc.StatusCode.FAILED_PRECONDITION, message, agent_pb2.PulumiErrorInfo(
+                code=412, reason=status.REASON_PLAN_NOT_FOUND, message=message))
         return path
 
     def discard(self, digest: str) -> None:

@@ -34,6 +34,7 @@ ACCEPTED = "Accepted"
 REASON_APPLIED = "Applied"
 REASON_DIGEST_MISMATCH = "DigestMismatch"
 REASON_EXPIRED = "Expired"
+REASON_PLAN_NOT_FOUND = "PlanNotFound"  # accepted, but the workspace lost the plan before its up: nothing applied
 
 
 class StackApprovalSpec(Wire):

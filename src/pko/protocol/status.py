@@ -19,6 +19,9 @@ from grpc_status import rpc_status
 from pko.protocol.proto import agent_pb2
 
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
+#: pko: the reason of an approved `up` whose saved plan the workspace does not hold (it was recreated since the
+#: preview, or the plan was used): nothing ran, and only a new preview can give a plan to approve.
+REASON_PLAN_NOT_FOUND = "PlanNotFound"
 PULUMI_ERROR_INFO_TYPE_URL = "type.googleapis.com/agent.PulumiErrorInfo"
 
 Metadata = Sequence[tuple[str, str | bytes]]

@@ -109,6 +109,65 @@ def python(name: str = "pyprog") -> dict[str, str]:
     }
 
 
+# Files on disk managed through a dynamic provider that can refresh (`read` returns what is on disk, and no id once
+# the file is gone, which Pulumi reads as deleted): a provider-free program whose resources a test can see, change
+# and delete behind Pulumi's back (drift), and whose destroy it can check. Config: `dir` (required), `content`.
+FILES_MAIN = '''import os
+
+import pulumi
+from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
+
+
+class FileProvider(ResourceProvider):
+    def create(self, props):
+        with open(props["path"], "w") as handle:
+            handle.write(props["content"])
+        return CreateResult(id_=props["path"], outs=props)
+
+    def read(self, id_, props):
+        if not os.path.exists(props["path"]):
+            return ReadResult(id_=None, outs={})
+        with open(props["path"]) as handle:
+            return ReadResult(id_=id_, outs={**props, "content": handle.read()})
+
+    def diff(self, _id, olds, news):
+        return DiffResult(changes=any(olds.get(k) != news.get(k) for k in ("path", "content")))
+
+    def update(self, _id, _olds, news):
+        with open(news["path"], "w") as handle:
+            handle.write(news["content"])
+        return UpdateResult(outs=news)
+
+    def delete(self, _id, props):
+        if os.path.exists(props["path"]):
+            os.remove(props["path"])
+
+
+class File(Resource):
+    def __init__(self, name, props, opts=None):
+        super().__init__(FileProvider(), name, props, opts)
+
+
+config = pulumi.Config()
+root = config.require("dir")
+content = config.get("content") or "as declared"
+for name in ("alpha", "beta"):
+    File(name, {"path": os.path.join(root, name + ".txt"), "content": name + " " + content})
+pulumi.export("dir", root)
+pulumi.export("content", content)
+'''
+
+
+def python_files(name: str = "files") -> dict[str, str]:
+    """:data:`FILES_MAIN` as a Python project whose virtualenv `pulumi install` builds with pip (the SDK only)."""
+    return {
+        "Pulumi.yaml": f"name: {name}\nruntime:\n  name: python\n  options:\n    toolchain: pip\n"
+                       "    virtualenv: venv\n",
+        "requirements.txt": "pulumi>=3.0.0,<4.0.0\n",
+        "__main__.py": FILES_MAIN,
+    }
+
+
 def go(go_sum: str, name: str = "goprog") -> dict[str, str]:
     """A Go program with the random provider's Go SDK (its go.sum is the one the mirror fill resolved)."""
     return {

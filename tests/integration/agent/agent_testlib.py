@@ -84,6 +84,12 @@ def alive(pid: int, started: str | None = None) -> bool:
     return fields[0] != "Z" and (started is None or fields[19] == started)
 
 
+def start_time(pid: int) -> str:
+    """Process `pid`'s start time (field 22 of /proc/<pid>/stat), which tells it from a later process that reuses
+    its pid (see :func:`alive`)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+
+
 def wait_gone(pid: int, timeout: float, started: str | None = None) -> bool:
     """Whether process `pid` (started at `started`, when given) is gone within `timeout` seconds (blocking: run it
     in a thread from a coroutine)."""

@@ -14,7 +14,16 @@ from typing import Any
 
 import grpc
 import pytest
-from agent_testlib import AGENT_COMMAND, Agent, AgentFactory, config_item, copy_program, drive, wait_gone
+from agent_testlib import (
+    AGENT_COMMAND,
+    Agent,
+    AgentFactory,
+    config_item,
+    copy_program,
+    drive,
+    start_time,
+    wait_gone,
+)
 from google.protobuf import json_format
 
 from pko.protocol.proto import agent_pb2
@@ -213,14 +222,19 @@ async def test_the_dying_operators_repeated_death_signal_is_not_a_second_signal(
     agent = await start_agent(copy_program("slow-python", tmp_path / "ws"),
                               command=[sys.executable, str(wrapper), str(pidfile), str(release), *AGENT_COMMAND])
     agent_pid = int(pidfile.read_text())
+    agent_started = start_time(agent_pid)
+    agent_fd = os.pidfd_open(agent_pid)  # signals through it reach that very process, never a later one on its pid
     await prepare(agent)
     call = await _until_a_step_starts(agent)
     release.touch()  # the "operator" dies: the agent's lifeline SIGTERM
     assert await agent.wait_exit(10) == 0
     await asyncio.to_thread(_logged, agent, "shutting down the server (SIGTERM)")
-    os.kill(agent_pid, signal.SIGTERM)  # the same death, reported by another of its threads
+    try:
+        signal.pidfd_send_signal(agent_fd, signal.SIGTERM)  # the same death, reported by another of its threads
+    finally:
+        os.close(agent_fd)
     call.cancel()
-    assert await asyncio.to_thread(wait_gone, agent_pid, 120.0), agent.log()[-3000:]
+    assert await asyncio.to_thread(wait_gone, agent_pid, 120.0, agent_started), agent.log()[-3000:]
     log = agent.log()
     assert "SIGTERM again from the parent's death" in log, log[-3000:]
     assert "exiting immediately" not in log, log[-3000:]

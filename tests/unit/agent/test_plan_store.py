@@ -11,6 +11,7 @@ import pytest
 
 from pko.agent import plans
 from pko.agent.errors import AgentError
+from pko.protocol import status
 
 
 def test_a_plan_is_kept_by_digest_and_found_once(tmp_path: Path) -> None:
@@ -27,6 +28,11 @@ def test_a_plan_is_kept_by_digest_and_found_once(tmp_path: Path) -> None:
         store.path_of(digest)
     assert gone.value.rpc.code == grpc.StatusCode.FAILED_PRECONDITION
     assert "new preview" in gone.value.rpc.message
+    # the operator tells "nothing ran: preview anew" from a failed up by this reason (pko.protocol.status)
+    info = gone.value.rpc.error_info
+    assert info is not None
+    assert (info.reason, info.message) == (status.REASON_PLAN_NOT_FOUND, gone.value.rpc.message)
+    assert status.error_info(gone.value.rpc.trailing_metadata()) == info
 
 
 def test_a_changed_plan_or_a_bad_digest_is_refused(tmp_path: Path) -> None:

@@ -10,7 +10,9 @@ refused when it names another digest or is older than the TTL, and every verdict
 The state lives in `status.approval` (:class:`~pko.api.stack.PlanReview`): `Previewing` while the plan-saving
 preview runs (it is the Stack's `currentUpdate`), `AwaitingApproval` once its digest is known, `Approved` while the
 approved `up` runs, `Unsupported` when the workspace agent cannot save plans (the Go agent: the Stack stalls and
-nothing is applied until its inputs change).
+nothing is applied until its inputs change). The plan lives in the workspace: when the approved `up` finds it gone
+(the workspace was recreated since the preview), nothing ran, so that is no failed update to retry after a backoff
+but a plan to preview anew; the approval that named it is marked `PlanNotFound`.
 
 Must never: read the clock or do I/O; let an `up` start without a digest that an accepted approval names.
 """
@@ -30,6 +32,7 @@ from pko.api import conditions, names
 from pko.api import stack as stack_api
 from pko.api import update as up_api
 from pko.api.meta import Condition
+from pko.protocol import status as agent_status
 
 DEFAULT_TTL_SECONDS = 3600
 
@@ -246,6 +249,26 @@ def is_plan_preview(update: up_api.Update, save_plan_key: str) -> bool:
     kind = update.spec.type if update.spec is not None else None
     return ((kind == up_api.PREVIEW and annotations.get(save_plan_key) == "true")
             or (kind == up_api.DESTROY and annotations.get(names.ANNOTATION_PREVIEW_ONLY) == "true"))
+
+
+def lost_plan(update: up_api.Update) -> str | None:
+    """The digest of an approved `up` that ran nothing because its workspace no longer held the plan (recreated
+    since the preview: a replaced pod, the local runtime's operator restarted); None for any other Update."""
+    digest = (update.metadata.annotations or {}).get(names.ANNOTATION_PLAN_DIGEST)
+    kind = update.spec.type if update.spec is not None else None
+    failed = conditions.find(update.status.conditions if update.status else None, conditions.FAILED)
+    if (digest and kind == up_api.UP and failed is not None and failed.status == "True"
+            and failed.reason == agent_status.REASON_PLAN_NOT_FOUND):
+        return digest
+    return None
+
+
+def lost_plan_message(digest: str, review: stack_api.PlanReview | None) -> str:
+    approved = (f" approved by {review.approved_by} (StackApproval {review.approval})"
+                if review is not None and review.approval else "")
+    return (f"plan {digest}{approved} is no longer in the workspace, which was recreated since the preview (a "
+            "replaced pod, a restarted operator on the local runtime): nothing was applied; previewing anew for a new "
+            "approval")
 
 
 def destroy_preview(update: dict[str, Any]) -> dict[str, Any]:

@@ -467,6 +467,12 @@ class StackReconciler:
             s.finalize_update = update.metadata.name
             s.status.current_update = None
             return True
+        lost = gate.lost_plan(update)
+        if lost is not None:  # nothing ran: no failure to retry, a plan to preview anew
+            await self._plan_lost(s, lost, update.metadata.name or "")
+            s.finalize_update = update.metadata.name
+            s.status.current_update = None
+            return True
         released = sync.stale_lock_lines(update.status.message if update.status else None)
         if released:  # pko: the agent released a lock whose holder was gone before this Update ran (PKO#736)
             await self.recorder.warning(s.stack, "StaleLockReleased", released)
@@ -582,6 +588,17 @@ class StackReconciler:
                 {"apiVersion": approval_api.API_VERSION, "kind": approval_api.KIND,
                  "metadata": {"name": verdict.name, "namespace": s.key.namespace}, "status": status},
                 field_manager=names.FIELD_MANAGER_APPROVAL_STATUS)
+
+    async def _plan_lost(self, s: _Session, digest: str, update_name: str) -> None:
+        """The approved `up` found its plan gone from the workspace: forget the review (the next step previews
+        anew), say so, and mark the approval that named the plan as not applied."""
+        review = s.status.approval
+        message = gate.lost_plan_message(digest, review)
+        s.status.approval = None
+        await self.recorder.warning(s.stack, "StackPlanLost", message)
+        if review is not None and review.approval:
+            await self._write_verdict(
+                s, gate.Verdict(review.approval, False, approval_api.REASON_PLAN_NOT_FOUND, message), update_name)
 
     async def _absorb_plan_preview(self, s: _Session, current: stack_api.CurrentStackUpdate,
                                    update: up_api.Update) -> None:

@@ -137,6 +137,30 @@ def test_is_plan_preview_knows_both_previews() -> None:
     assert not gate.is_plan_preview(plain, names.ANNOTATION_SAVE_PLAN)
 
 
+def test_an_approved_up_that_found_no_plan_lost_it_and_nothing_else_did() -> None:
+    from pko.api import update as up_api
+    from pko.protocol import status as agent_status
+
+    def update(kind: str = "up", digest: str | None = DIGEST, reason: str = agent_status.REASON_PLAN_NOT_FOUND,
+               failed: str = "True") -> up_api.Update:
+        return up_api.Update.model_validate({
+            "metadata": {"annotations": {names.ANNOTATION_PLAN_DIGEST: digest} if digest else {}},
+            "spec": {"type": kind},
+            "status": {"conditions": [{"type": "Failed", "status": failed, "reason": reason, "message": "",
+                                       "lastTransitionTime": conditions.format_time(NOW)}]}})
+
+    assert gate.lost_plan(update()) == DIGEST
+    assert gate.lost_plan(update(reason="UpdateConflict")) is None  # the up ran and failed: a failure to retry
+    assert gate.lost_plan(update(failed="False")) is None
+    assert gate.lost_plan(update(digest=None)) is None  # not an approved up
+    assert gate.lost_plan(update(kind="preview")) is None
+    assert gate.lost_plan(up_api.Update.model_validate({"spec": {"type": "up"}})) is None
+    approved = _review(gate.APPROVED, approval="ok", approved_by="alice")
+    message = gate.lost_plan_message(DIGEST, approved)
+    assert message.startswith(f"plan {DIGEST} approved by alice (StackApproval ok) is no longer in the workspace")
+    assert message.endswith("nothing was applied; previewing anew for a new approval")
+
+
 def test_the_updates_a_gate_creates() -> None:
     update = {"metadata": {"name": "s-1", "labels": {}}, "spec": {"type": "up", "stackName": "dev"}}
     preview = gate.plan_preview(update)
