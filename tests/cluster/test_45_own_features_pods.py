@@ -1,0 +1,484 @@
+"""pko's own features in real workspace pods, one scenario each, all started at once (each in a namespace of its
+own) and each waited on by its test:
+
+- approvals: the preview saves its plan in the workspace pod and the pod does not scale to zero while the plan awaits
+  approval, however long past the idle timeout; the approved `up` applies exactly that plan (the Update names its
+  digest) in the same pod; then the workspace sleeps;
+- a workspace pod replaced between preview and approval: the plan is gone with it, so the approved `up` runs
+  nothing (the Stack keeps its outputs, no failed update is counted), the approval is marked `PlanNotFound` with a
+  `StackPlanLost` warning, and a new preview asks for a new approval, which applies;
+- drift detection and remediation: files that a Python program manages from its pod (on a hostPath directory) are
+  changed and deleted behind Pulumi's back; the scheduled check in the pod finds it and one refreshing update puts
+  them back;
+- destroy protection: deleting the Stack previews the destroy in the pod and deletes nothing until the preview is
+  approved; then the pod destroys the files (`runProgram`: from the program) and the Stack is gone;
+- outputs to a Secret and a ConfigMap with names the Stack chooses, read by a workload pod, and updated by the next
+  update;
+- suspend and resume: a suspended Stack starts no update for a changed spec; resumed, it runs it;
+- the Go operator's 2.9.1 fix PKO#1300 in pods: the destroy of a Stack whose `workspaceTemplate` has a `local`
+  source gets one `fetch` init container and runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import datetime
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pko.api import names
+from pko.kube import client as kclient
+from pko.kube import errors, resources
+from pko.testing import cluster, controlplane, gitserver, programs
+from pko.testing.clusterbed import (
+    WORKSPACE_IMAGE,
+    Release,
+    diagnose,
+    new_namespace,
+    passphrase_env,
+    remove_namespace,
+    state_dir,
+    workspace_template,
+)
+from pko.testing.waiting import condition, eventually, wait_for, wait_gone
+
+#: A Pulumi YAML program that exports the config value it is given, and a secret.
+GREETING = {"configuration": {"greeting": {"type": "String"}},
+            "outputs": {"greeting": "${greeting}", "token": {"fn::secret": "t0ken-${greeting}"}}}
+#: Where the Python scenarios' pods see the files their program manages (a hostPath directory of the node).
+MANAGED = "/managed"
+
+
+@dataclass
+class Bed:
+    """What one scenario runs against: its own namespace and a directory on the node, the shared cluster and git
+    server."""
+
+    ckc: kclient.Client
+    real_cluster: cluster.Cluster
+    namespace: str
+    git: gitserver.GitServer
+    root: Path
+
+    def diagnostics(self) -> Callable[[], str]:
+        return lambda: diagnose(self.real_cluster, self.namespace)
+
+    async def wait_stack(self, name: str, test: Callable[[dict[str, Any]], bool], timeout: float = 400
+                         ) -> dict[str, Any]:
+        return await wait_for(self.ckc, resources.STACK, name, self.namespace, test, timeout=timeout,
+                              diagnostics=self.diagnostics())
+
+    def events(self, kind: str, name: str) -> list[dict[str, Any]]:
+        found = (self.real_cluster.api_get(f"/api/v1/namespaces/{self.namespace}/events") or {}).get("items", [])
+        return [e for e in found if e["involvedObject"].get("kind") == kind and e["involvedObject"]["name"] == name]
+
+    async def program_stack(self, name: str, greeting: str, **spec: Any) -> None:
+        await self.ckc.create(resources.PROGRAM.new(name, self.namespace, program=GREETING))
+        await self.ckc.create(resources.STACK.new(name, self.namespace, spec={
+            "stack": "dev", "programRef": {"name": name}, "backend": "file:///tmp", "envRefs": passphrase_env(),
+            "config": {"greeting": greeting}, "workspaceTemplate": workspace_template(), **spec,
+        }))
+
+    async def files_stack(self, name: str, **spec: Any) -> Path:
+        """A Stack of the Python program that manages alpha.txt and beta.txt (:data:`programs.FILES_MAIN`) in a
+        directory of the node its pod mounts, its file backend in another; the files' directory."""
+        repo = f"{name}-{self.namespace}"
+        self.git.create_repo(repo, programs.python_files(name))
+        files, state = state_dir(self.root, name), state_dir(self.root, f"{name}-state")
+        # the state outlives the pod too: a destroy runs in a pod of its own (its workspace has no source)
+        pod = {"volumes": [{"name": "managed", "hostPath": {"path": str(files), "type": "Directory"}},
+                           {"name": "state", "hostPath": {"path": str(state), "type": "Directory"}}],
+               "containers": [{"name": "pulumi", "volumeMounts": [{"name": "managed", "mountPath": MANAGED},
+                                                                   {"name": "state", "mountPath": "/state"}]}]}
+        await self.ckc.create(resources.STACK.new(name, self.namespace, spec={
+            "stack": "dev", "projectRepo": self.git.http_url(repo), "branch": "main", "backend": "file:///state",
+            "envRefs": passphrase_env(), "config": {"dir": MANAGED},
+            "workspaceTemplate": workspace_template(podTemplate={"spec": pod}), **spec,
+        }))
+        return files
+
+    async def approve(self, name: str, stack: str, digest: str) -> None:
+        await self.ckc.create(resources.STACK_APPROVAL.new(name, self.namespace, spec={
+            "stackName": stack, "digest": digest, "approvedBy": controlplane.ADMIN_USER}))
+
+
+def _review(obj: dict[str, Any]) -> dict[str, Any]:
+    return dict((obj.get("status") or {}).get("approval") or {})
+
+
+def _awaiting(operation: str = "update", other_than: str | None = None) -> Callable[[dict[str, Any]], bool]:
+    """The Stack awaits approval of a plan of `operation` previewed by another Update than `other_than`."""
+    def test(obj: dict[str, Any]) -> bool:
+        review = _review(obj)
+        return (review.get("state") == "AwaitingApproval" and bool(review.get("digest"))
+                and review.get("operation", "update") == operation and review.get("preview") != other_than
+                and condition(obj, "AwaitingApproval").get("status") == "True")
+    return test
+
+
+def _ready_with(greeting: str) -> Callable[[dict[str, Any]], bool]:
+    """Ready at its current generation, with `greeting` as its output."""
+    def test(obj: dict[str, Any]) -> bool:
+        status = obj.get("status") or {}
+        return (condition(obj, "Ready").get("status") == "True"
+                and status.get("observedGeneration") == obj["metadata"]["generation"]
+                and (status.get("lastUpdate") or {}).get("generation") == obj["metadata"]["generation"]
+                and (status.get("outputs") or {}).get("greeting") == greeting)
+    return test
+
+
+def _ready(obj: dict[str, Any]) -> bool:
+    return (condition(obj, "Ready").get("status") == "True"
+            and (obj.get("status") or {}).get("observedGeneration") == obj["metadata"]["generation"])
+
+
+def _time(value: str) -> datetime.datetime:
+    return datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+async def _pod_uid(bed: Bed, stack: str) -> str | None:
+    try:
+        pod = await bed.ckc.get(resources.POD, f"{stack}-workspace-0", bed.namespace)
+    except errors.NotFound:
+        return None
+    return None if pod["metadata"].get("deletionTimestamp") else str(pod["metadata"]["uid"])
+
+
+async def approvals_and_sleep(bed: Bed) -> None:
+    ckc, ns = bed.ckc, bed.namespace
+    await bed.program_stack("gated", "one", approval={"required": True}, workspaceIdleTimeout="5s")
+    stack = await bed.wait_stack("gated", _awaiting())
+    review = _review(stack)
+    assert review["changes"], review
+    preview = await ckc.get(resources.UPDATE, review["preview"], ns)
+    assert preview["spec"]["type"] == "preview"
+    assert preview["metadata"]["annotations"][names.ANNOTATION_SAVE_PLAN] == "true"
+    assert preview["metadata"]["annotations"][names.ANNOTATION_PLANNED_DIGEST] == review["digest"]
+    assert (stack.get("status") or {}).get("outputs") is None, "something was applied before the approval"
+    previewed_in = await _pod_uid(bed, "gated")
+    assert previewed_in is not None
+
+    # The plan lives in the pod: the workspace stays awake well past its idle timeout while the plan waits.
+    done = _time(condition(preview, "Complete")["lastTransitionTime"])
+    await eventually(lambda: datetime.datetime.now(datetime.UTC) >= done + datetime.timedelta(seconds=20),
+                     "the idle timeout to pass several times", timeout=60, interval=1)
+    workspace = await ckc.get(resources.WORKSPACE, "gated", ns)
+    assert condition(workspace, "Ready").get("reason") != "Sleeping", workspace.get("status")
+    sts = await ckc.get(resources.STATEFUL_SET, "gated-workspace", ns)
+    assert sts["spec"]["replicas"] == 1
+    assert await _pod_uid(bed, "gated") == previewed_in, "the pod holding the plan was replaced"
+
+    # The approved up applies exactly the reviewed plan, in that pod.
+    await bed.approve("gated-ok", "gated", review["digest"])
+    stack = await bed.wait_stack("gated", _ready_with("one"), timeout=300)
+    last = stack["status"]["lastUpdate"]
+    assert (last["type"], last["state"]) == ("up", "succeeded")
+    up = await ckc.get(resources.UPDATE, last["name"], ns)
+    assert up["metadata"]["annotations"][names.ANNOTATION_PLAN_DIGEST] == review["digest"]
+    assert (_review(stack)["state"], _review(stack)["approval"]) == ("Approved", "gated-ok")
+    approval = await ckc.get(resources.STACK_APPROVAL, "gated-ok", ns)
+    assert (condition(approval, "Accepted").get("status"), condition(approval, "Accepted").get("reason")) == (
+        "True", "Applied")
+    assert "StackApproved" in [e["reason"] for e in bed.events("Stack", "gated")]
+
+    # With nothing left to wait for, the workspace scales to zero.
+    await wait_for(ckc, resources.WORKSPACE, "gated", ns, lambda o: condition(o, "Ready").get("reason") == "Sleeping",
+                   timeout=180, diagnostics=bed.diagnostics())
+    await wait_for(ckc, resources.STATEFUL_SET, "gated-workspace", ns, lambda o: o["spec"]["replicas"] == 0,
+                   timeout=60)
+
+
+async def plan_lost_with_its_pod(bed: Bed) -> None:
+    ckc, ns = bed.ckc, bed.namespace
+    await bed.program_stack("replan", "one", approval={"required": True})
+    stack = await bed.wait_stack("replan", _awaiting())
+    await bed.approve("replan-1", "replan", _review(stack)["digest"])
+    stack = await bed.wait_stack("replan", _ready_with("one"), timeout=300)
+    applied = stack["status"]["lastUpdate"]["name"]
+
+    await ckc.patch(resources.STACK, "replan", {"spec": {"config": {"greeting": "two"}}}, ns)
+    stack = await bed.wait_stack("replan", _awaiting(other_than=_review(stack)["preview"]), timeout=300)
+    stale = _review(stack)
+    # The pod holding the plan is replaced (a node drain, an eviction); its StatefulSet brings a new one.
+    old = await _pod_uid(bed, "replan")
+    await ckc.delete(resources.POD, "replan-workspace-0", ns)
+
+    async def replaced() -> bool:
+        uid = await _pod_uid(bed, "replan")
+        workspace = await ckc.get(resources.WORKSPACE, "replan", ns)
+        return uid not in (None, old) and condition(workspace, "Ready").get("status") == "True"
+    await eventually(replaced, "a new workspace pod, ready", timeout=300, interval=1)
+
+    # The approval of the plan the old pod held applies nothing: the up finds no plan, runs nothing, and says so;
+    # the approval is marked PlanNotFound and a new preview asks for a new approval.
+    await bed.approve("replan-2", "replan", stale["digest"])
+    refused = await wait_for(ckc, resources.STACK_APPROVAL, "replan-2", ns,
+                             lambda o: condition(o, "Accepted").get("reason") == "PlanNotFound", timeout=300,
+                             diagnostics=bed.diagnostics())
+    assert condition(refused, "Accepted")["status"] == "False"
+    assert "is no longer in the workspace" in condition(refused, "Accepted")["message"]
+    stack = await bed.wait_stack("replan", _awaiting(other_than=stale["preview"]), timeout=300)
+    assert stack["status"]["outputs"]["greeting"] == "one", "something outside the review was applied"
+    assert stack["status"]["lastUpdate"]["name"] == applied, "a plan that never ran is no failed update"
+    lost = [e for e in bed.events("Stack", "replan") if e["reason"] == "StackPlanLost"]
+    assert [(e["type"], e["message"]) for e in lost] == [("Warning", condition(refused, "Accepted")["message"])]
+
+    await bed.approve("replan-3", "replan", _review(stack)["digest"])
+    stack = await bed.wait_stack("replan", _ready_with("two"), timeout=300)
+    assert _review(stack)["approval"] == "replan-3"
+
+
+async def drift_remediated(bed: Bed) -> None:
+    ckc, ns = bed.ckc, bed.namespace
+    files = await bed.files_stack("healed", driftDetection={"interval": "10s", "remediate": True})
+    stack = await bed.wait_stack("healed", _ready, timeout=600)
+    up = stack["status"]["lastUpdate"]["name"]
+    assert (files / "alpha.txt").read_text() == "alpha as declared"
+    assert (files / "beta.txt").read_text() == "beta as declared"
+
+    # Behind Pulumi's back: one file edited, the other deleted.
+    (files / "alpha.txt").write_text("alpha edited by hand")
+    (files / "beta.txt").unlink()
+
+    def remediated(obj: dict[str, Any]) -> bool:
+        last = (obj.get("status") or {}).get("lastUpdate") or {}
+        return (condition(obj, "Drifted").get("reason") in ("Remediated", "NoDrift") and last.get("name") != up
+                and last.get("state") == "succeeded")
+    stack = await bed.wait_stack("healed", remediated, timeout=300)
+    assert (files / "alpha.txt").read_text() == "alpha as declared"
+    assert (files / "beta.txt").read_text() == "beta as declared"
+    remediation = await ckc.get(resources.UPDATE, stack["status"]["lastUpdate"]["name"], ns)
+    assert remediation["spec"]["refresh"] is True
+    assert remediation["spec"]["message"] == "Drift detected: 2 resource(s) drifted; remediating", remediation
+    detected = [e["message"] for e in bed.events("Stack", "healed") if e["reason"] == "DriftDetected"]
+    assert len(detected) == 1, detected
+    assert detected[0].startswith("2 resource(s) drifted: "), detected
+    drifted = detected[0].removeprefix("2 resource(s) drifted: ").split(", ")
+    assert [urn.rsplit("::", 1)[1] for urn in drifted] == ["alpha (update)", "beta (create)"], detected
+    # the next check, in the same pod, confirms
+    await bed.wait_stack("healed", lambda o: condition(o, "Drifted").get("reason") == "NoDrift", timeout=120)
+
+
+async def destroy_protected(bed: Bed) -> None:
+    ckc, ns = bed.ckc, bed.namespace
+    # runProgram: a destroy of a dynamic provider's resources needs the program's SDK, which the source-free workspace
+    # of a destroy without it does not install (PKO#1299): that destroy would fail with "No module named 'pulumi'"
+    files = await bed.files_stack("kept", destroyOnFinalize=True, runProgram=True, destroyProtection={"enabled": True})
+    await bed.wait_stack("kept", _ready, timeout=600)
+    assert sorted(p.name for p in files.iterdir()) == ["alpha.txt", "beta.txt"]
+
+    await ckc.delete(resources.STACK, "kept", ns)
+    stack = await bed.wait_stack("kept", _awaiting("destroy"), timeout=300)
+    review = _review(stack)
+    # the two files and the stack (the summary does not count the dynamic provider, which the URNs list)
+    assert review["changes"].get("delete") == 3, review
+    assert {"alpha", "beta"} <= {urn.rsplit("::", 1)[1] for urn in review["resources"]}, review
+    assert sorted(p.name for p in files.iterdir()) == ["alpha.txt", "beta.txt"], "deleted before the confirmation"
+    preview = await ckc.get(resources.UPDATE, review["preview"], ns)
+    assert (preview["spec"]["type"], preview["metadata"]["annotations"][names.ANNOTATION_PREVIEW_ONLY]) == (
+        "destroy", "true")
+
+    await bed.approve("kept-destroy", "kept", review["digest"])
+    await wait_gone(ckc, resources.STACK, "kept", ns, 300)
+    assert list(files.iterdir()) == [], "the approved destroy left files behind"
+
+
+async def outputs_published(bed: Bed) -> None:
+    ckc, ns = bed.ckc, bed.namespace
+    await bed.program_stack("published", "one", outputs={
+        "secretName": "published-out", "configMapName": "published-settings",
+        "template": {"line": "{{ .outputs.greeting }}:{{ .outputs.token }}"}})
+    await bed.wait_stack("published", _ready_with("one"))
+
+    async def published(greeting: str) -> None:
+        async def written() -> bool:
+            try:
+                secret = await ckc.get(resources.SECRET, "published-out", ns)
+                settings = await ckc.get(resources.CONFIG_MAP, "published-settings", ns)
+            except errors.NotFound:
+                return False
+            values = {k: base64.b64decode(v).decode() for k, v in (secret.get("data") or {}).items()}
+            return (values.get("greeting") == greeting and values.get("token") == f"t0ken-{greeting}"
+                    and values.get("line") == f"{greeting}:t0ken-{greeting}"
+                    and settings.get("data") == {"greeting": greeting})
+        await eventually(written, f"the outputs of {greeting!r} in the Secret and ConfigMap", timeout=60, interval=1)
+    await published("one")
+
+    # A workload reads them as users' pods do: an env var from the ConfigMap, files from the Secret.
+    await ckc.create({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "reader", "namespace": ns},
+        "spec": {
+            "restartPolicy": "Never",
+            "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{
+                "name": "reader", "image": WORKSPACE_IMAGE, "imagePullPolicy": "IfNotPresent",
+                "command": ["sh", "-c", 'echo "greeting=$GREETING"; echo "line=$(cat /out/line)"'],
+                "env": [{"name": "GREETING", "valueFrom": {"configMapKeyRef": {"name": "published-settings",
+                                                                              "key": "greeting"}}}],
+                "volumeMounts": [{"name": "out", "mountPath": "/out", "readOnly": True}],
+                "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+                "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+            }],
+            "volumes": [{"name": "out", "secret": {"secretName": "published-out"}}],
+        },
+    })
+    await wait_for(ckc, resources.POD, "reader", ns, lambda o: o["status"].get("phase") in ("Succeeded", "Failed"),
+                   timeout=180, diagnostics=bed.diagnostics())
+    log = bed.real_cluster.kubectl("logs", "-n", ns, "reader").stdout
+    assert log.split() == ["greeting=one", "line=one:t0ken-one"], log
+
+    await ckc.patch(resources.STACK, "published", {"spec": {"config": {"greeting": "two"}}}, ns)
+    await bed.wait_stack("published", _ready_with("two"), timeout=300)
+    await published("two")
+
+
+async def suspended_and_resumed(bed: Bed) -> None:
+    ckc, ns = bed.ckc, bed.namespace
+    await bed.program_stack("paused", "one")
+    stack = await bed.wait_stack("paused", _ready_with("one"))
+    applied = stack["status"]["lastUpdate"]["name"]
+
+    await ckc.patch(resources.STACK, "paused", {"spec": {"suspend": True, "config": {"greeting": "two"}}}, ns)
+
+    def suspended(obj: dict[str, Any]) -> bool:
+        reconciling = condition(obj, "Reconciling")
+        return ((reconciling.get("status"), reconciling.get("reason")) == ("False", "Suspended")
+                and obj["status"].get("observedGeneration") == obj["metadata"]["generation"])
+    await bed.wait_stack("paused", suspended, timeout=120)
+    # No update starts while suspended, whatever the pod is doing meanwhile (it idles, ready for work).
+    await asyncio.sleep(10)
+    stack = await ckc.get(resources.STACK, "paused", ns)
+    assert (stack["status"]["lastUpdate"]["name"], stack["status"].get("currentUpdate")) == (applied, None)
+    assert stack["status"]["outputs"]["greeting"] == "one"
+    ups = [u for u in (await ckc.list(resources.UPDATE, ns)).items if u["spec"].get("type") == "up"]
+    assert [u["metadata"]["name"] for u in ups] == [applied]
+    assert "StackSuspended" in [e["reason"] for e in bed.events("Stack", "paused")]
+
+    await ckc.patch(resources.STACK, "paused", {"spec": {"suspend": False}}, ns)
+    await bed.wait_stack("paused", _ready_with("two"), timeout=300)
+    assert "StackResumed" in [e["reason"] for e in bed.events("Stack", "paused")]
+
+
+async def destroyed_from_a_local_source(bed: Bed) -> None:
+    """PKO#1300 (the Go operator's 2.9.1): `destroyOnFinalize` with `runProgram` off and a `workspaceTemplate` `local`
+    source. The destroy's workspace pod has one `fetch` init container (two would be refused by the API server, and
+    the destroy would never run), and the destroy runs in it, from the program the image holds (a hostPath here)."""
+    ckc, ns = bed.ckc, bed.namespace
+    app, state = state_dir(bed.root, "local-app"), state_dir(bed.root, "local-state")
+    (app / "Pulumi.yaml").write_text("name: local-app\nruntime: yaml\noutputs:\n  greeting: from the image\n")
+    (app / "Pulumi.yaml").chmod(0o666)
+    pod = {"volumes": [{"name": "app", "hostPath": {"path": str(app), "type": "Directory"}},
+                       {"name": "state", "hostPath": {"path": str(state), "type": "Directory"}}],
+           "containers": [{"name": "pulumi", "volumeMounts": [{"name": "app", "mountPath": "/app"},
+                                                               {"name": "state", "mountPath": "/state"}]}]}
+    await ckc.create(resources.STACK.new("local", ns, spec={
+        "stack": "dev", "backend": "file:///state", "envRefs": passphrase_env(), "destroyOnFinalize": True,
+        "workspaceTemplate": workspace_template(local={"dir": "/app"}, podTemplate={"spec": pod}),
+    }))
+    stack = await bed.wait_stack("local", _ready_with("from the image"))
+    assert stack["status"]["projectInfo"]["name"] == "local-app"
+
+    await ckc.delete(resources.STACK, "local", ns)
+    inits: list[list[str]] = []
+
+    async def destroyed() -> bool:
+        for found in (await ckc.list(resources.POD, ns)).items:
+            names_ = [c["name"] for c in found["spec"].get("initContainers") or ()]
+            if names_ not in inits:
+                inits.append(names_)
+        try:
+            await ckc.get(resources.STACK, "local", ns)
+        except errors.NotFound:
+            return True
+        return False
+    await eventually(destroyed, "the Stack destroyed and gone", timeout=300, interval=0.5)
+    assert inits, "no workspace pod seen"
+    assert all(sorted(found) == ["bootstrap", "fetch"] for found in inits), inits
+    # the state the pods kept on the node: the stack holds no resources (or is removed with them)
+    written = state / ".pulumi" / "stacks" / "local-app" / "dev.json"
+    assert (state / ".pulumi").is_dir(), "the backend was never written"
+    if written.exists():
+        checkpoint = json.loads(written.read_text())["checkpoint"]
+        assert not (checkpoint.get("latest") or {}).get("resources"), "the destroy left resources"
+
+
+SCENARIOS: dict[str, Callable[[Bed], Awaitable[None]]] = {
+    "approvals": approvals_and_sleep, "plan_lost": plan_lost_with_its_pod, "drift": drift_remediated,
+    "destroy_protection": destroy_protected, "outputs": outputs_published, "suspend": suspended_and_resumed,
+    "local_destroy": destroyed_from_a_local_source,
+}
+SCENARIO_TESTS = {  # the test that waits for each scenario
+    "approvals": "test_an_approved_plan_is_applied_in_the_pod_that_kept_it_awake",
+    "plan_lost": "test_a_plan_lost_with_its_pod_applies_nothing_and_asks_for_a_new_approval",
+    "drift": "test_drift_in_a_pods_resources_is_found_and_remediated",
+    "destroy_protection": "test_a_protected_destroy_waits_for_its_approval",
+    "outputs": "test_outputs_are_published_to_a_secret_and_a_configmap_that_pods_read",
+    "suspend": "test_a_suspended_stack_starts_no_update_until_resumed",
+    "local_destroy": "test_a_destroy_with_a_local_source_has_one_fetch_init_container",
+}
+
+
+@pytest.fixture(scope="module")
+async def started(request: pytest.FixtureRequest, real_cluster: cluster.Cluster, operator_release: Release,
+                  pod_git: gitserver.GitServer, tmp_path_factory: pytest.TempPathFactory,
+                  ) -> AsyncIterator[dict[str, asyncio.Task[None]]]:
+    """Every selected scenario, started at once in a namespace of its own; removed at the end."""
+    selected = {item.name for item in request.session.items if item.module is request.module}
+    root = tmp_path_factory.mktemp("own-features")
+    async with contextlib.AsyncExitStack() as stack:
+        ckc = await stack.enter_async_context(kclient.Client.from_kubeconfig(real_cluster.kubeconfig))
+        tasks: dict[str, asyncio.Task[None]] = {}
+        namespaces = []
+        for name, scenario in SCENARIOS.items():
+            if SCENARIO_TESTS[name] not in selected:
+                continue
+            namespace = await new_namespace(ckc, real_cluster)
+            namespaces.append(namespace)
+            tasks[name] = asyncio.create_task(scenario(Bed(ckc, real_cluster, namespace, pod_git, root)))
+        try:
+            yield tasks
+        finally:
+            for task in tasks.values():
+                task.cancel()
+            await asyncio.gather(*tasks.values(), return_exceptions=True)
+            for namespace in namespaces:
+                await remove_namespace(ckc, real_cluster, namespace)
+
+
+async def test_an_approved_plan_is_applied_in_the_pod_that_kept_it_awake(
+        started: dict[str, asyncio.Task[None]]) -> None:
+    await started["approvals"]
+
+
+async def test_a_plan_lost_with_its_pod_applies_nothing_and_asks_for_a_new_approval(
+        started: dict[str, asyncio.Task[None]]) -> None:
+    await started["plan_lost"]
+
+
+async def test_drift_in_a_pods_resources_is_found_and_remediated(started: dict[str, asyncio.Task[None]]) -> None:
+    await started["drift"]
+
+
+async def test_a_protected_destroy_waits_for_its_approval(started: dict[str, asyncio.Task[None]]) -> None:
+    await started["destroy_protection"]
+
+
+async def test_outputs_are_published_to_a_secret_and_a_configmap_that_pods_read(
+        started: dict[str, asyncio.Task[None]]) -> None:
+    await started["outputs"]
+
+
+async def test_a_suspended_stack_starts_no_update_until_resumed(started: dict[str, asyncio.Task[None]]) -> None:
+    await started["suspend"]
+
+
+async def test_a_destroy_with_a_local_source_has_one_fetch_init_container(
+        started: dict[str, asyncio.Task[None]]) -> None:
+    await started["local_destroy"]
