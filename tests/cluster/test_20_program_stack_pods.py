@@ -5,12 +5,14 @@ outputs; deleting it (`destroyOnFinalize`) destroys the stack and removes the po
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from pko.kube import client as kclient
 from pko.kube import resources
 from pko.testing import cluster
-from pko.testing.clusterbed import Release, diagnose, passphrase_env, workspace_template
+from pko.testing.clusterbed import Release, diagnose, passphrase_env, state_dir, workspace_template
 from pko.testing.waiting import condition, eventually, wait_for, wait_gone
 
 
@@ -25,14 +27,27 @@ def _ready_with(greeting: str):  # type: ignore[no-untyped-def]
     return test
 
 
+def _resources(state: Path) -> list[dict[str, Any]]:
+    """The resources of the stack in the file backend at `state` (none once it is removed)."""
+    written = state / ".pulumi" / "stacks" / "hello" / "dev.json"
+    if not written.exists():
+        return []
+    return list((json.loads(written.read_text())["checkpoint"].get("latest") or {}).get("resources") or [])
+
+
 async def test_program_stack_in_workspace_pods(ckc: kclient.Client, cnamespace: str, real_cluster: cluster.Cluster,
-                                               operator_release: Release) -> None:
+                                               operator_release: Release, tmp_path: Path) -> None:
     ns = cnamespace
+    # the backend on the node: the destroy runs in a pod of its own (its workspace has the project file only), which
+    # must find the stack the ups wrote
+    state = state_dir(tmp_path, "state")
+    pod = {"volumes": [{"name": "state", "hostPath": {"path": str(state), "type": "Directory"}}],
+           "containers": [{"name": "pulumi", "volumeMounts": [{"name": "state", "mountPath": "/state"}]}]}
     await ckc.create(resources.PROGRAM.new("hello", ns, program=_program("hello from a pod")))
     await ckc.create(resources.STACK.new("hello", ns, spec={
-        "stack": "dev", "programRef": {"name": "hello"}, "backend": "file:///tmp",
+        "stack": "dev", "programRef": {"name": "hello"}, "backend": "file:///state",
         "envRefs": passphrase_env(), "destroyOnFinalize": True,
-        "workspaceTemplate": workspace_template(),
+        "workspaceTemplate": workspace_template(podTemplate={"spec": pod}),
     }))
     try:
         stack = await wait_for(ckc, resources.STACK, "hello", ns, _ready_with("hello from a pod"), timeout=400)
@@ -60,6 +75,8 @@ async def test_program_stack_in_workspace_pods(ckc: kclient.Client, cnamespace: 
     stack = await wait_for(ckc, resources.STACK, "hello", ns, _ready_with("hello again"), timeout=300)
     assert stack["status"]["lastUpdate"]["lastSuccessfulCommit"] == "2"
 
+    assert _resources(state), "the ups wrote no resources to the node's backend"
+
     # delete: destroy runs in the pod, then the Workspace, StatefulSet and pod go away
     await ckc.delete(resources.STACK, "hello", ns)
     await wait_gone(ckc, resources.STACK, "hello", ns, 300)
@@ -80,3 +97,5 @@ async def test_program_stack_in_workspace_pods(ckc: kclient.Client, cnamespace: 
     except AssertionError as err:
         raise AssertionError(f"{err}: {sorted(succeeded)}") from None
     assert len(succeeded) == 3, sorted(succeeded)
+    # the destroy emptied the stack the ups wrote (not a new, empty one of its own pod)
+    assert not _resources(state), "the destroy left the stack's resources"
