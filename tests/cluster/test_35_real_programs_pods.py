@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import urllib.parse
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ from pko.testing.clusterbed import (
     new_namespace,
     passphrase_env,
     remove_namespace,
+    started_scenarios,
     workspace_template,
 )
 from pko.testing.waiting import condition, wait_for
@@ -259,7 +260,7 @@ async def dependency_cache(bed: Bed) -> None:
         await remove_namespace(ckc, bed.real_cluster, second_ns)
 
 
-SCENARIOS: dict[str, Callable[[Bed], Awaitable[None]]] = {
+SCENARIOS: dict[str, Callable[[Bed], Coroutine[Any, Any, None]]] = {
     "typescript": typescript, "python": python, "go": go, "targets": targets, "bad_input": bad_input,
     "dependency_cache": dependency_cache,
 }
@@ -278,29 +279,16 @@ async def started(request: pytest.FixtureRequest, real_cluster: cluster.Cluster,
                   pod_git: gitserver.GitServer, cache_upstream: mirror.Mirror,
                   ) -> AsyncIterator[dict[str, asyncio.Task[None]]]:
     """Every selected scenario, started at once in a namespace and with a mirror of its own (the dependency cache's
-    scenario: the operator's upstream); removed at the end."""
+    scenario: the operator's upstream)."""
     mirror.require_filled(*mirror.PARTS)
-    selected = {item.name for item in request.session.items if item.module is request.module}
-    async with contextlib.AsyncExitStack() as stack:
-        ckc = await stack.enter_async_context(kclient.Client.from_kubeconfig(real_cluster.kubeconfig))
-        tasks: dict[str, asyncio.Task[None]] = {}
-        namespaces = []
-        for name, scenario in SCENARIOS.items():
-            if SCENARIO_TESTS[name] not in selected:
-                continue
-            server = (cache_upstream if name == "dependency_cache"
-                      else stack.enter_context(mirror.running(host=real_cluster.node_ip)))
-            namespace = await new_namespace(ckc, real_cluster)
-            namespaces.append(namespace)
-            tasks[name] = asyncio.create_task(scenario(Bed(ckc, real_cluster, namespace, pod_git, server)))
-        try:
-            yield tasks
-        finally:
-            for task in tasks.values():
-                task.cancel()
-            await asyncio.gather(*tasks.values(), return_exceptions=True)
-            for namespace in namespaces:
-                await remove_namespace(ckc, real_cluster, namespace)
+
+    def start(name: str, ckc: kclient.Client, namespace: str, stack: contextlib.AsyncExitStack,
+              ) -> Coroutine[Any, Any, None]:
+        server = (cache_upstream if name == "dependency_cache"
+                  else stack.enter_context(mirror.running(host=real_cluster.node_ip)))
+        return SCENARIOS[name](Bed(ckc, real_cluster, namespace, pod_git, server))
+    async with started_scenarios(request, real_cluster, SCENARIO_TESTS, start) as tasks:
+        yield tasks
 
 
 async def test_typescript_program_installs_from_the_npm_mirror_and_downloads_its_plugin(

@@ -26,7 +26,7 @@ import base64
 import contextlib
 import datetime
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,9 +41,8 @@ from pko.testing.clusterbed import (
     WORKSPACE_IMAGE,
     Release,
     diagnose,
-    new_namespace,
     passphrase_env,
-    remove_namespace,
+    started_scenarios,
     state_dir,
     workspace_template,
 )
@@ -409,7 +408,7 @@ async def destroyed_from_a_local_source(bed: Bed) -> None:
         assert not (checkpoint.get("latest") or {}).get("resources"), "the destroy left resources"
 
 
-SCENARIOS: dict[str, Callable[[Bed], Awaitable[None]]] = {
+SCENARIOS: dict[str, Callable[[Bed], Coroutine[Any, Any, None]]] = {
     "approvals": approvals_and_sleep, "plan_lost": plan_lost_with_its_pod, "drift": drift_remediated,
     "destroy_protection": destroy_protected, "outputs": outputs_published, "suspend": suspended_and_resumed,
     "local_destroy": destroyed_from_a_local_source,
@@ -429,27 +428,14 @@ SCENARIO_TESTS = {  # the test that waits for each scenario
 async def started(request: pytest.FixtureRequest, real_cluster: cluster.Cluster, operator_release: Release,
                   pod_git: gitserver.GitServer, tmp_path_factory: pytest.TempPathFactory,
                   ) -> AsyncIterator[dict[str, asyncio.Task[None]]]:
-    """Every selected scenario, started at once in a namespace of its own; removed at the end."""
-    selected = {item.name for item in request.session.items if item.module is request.module}
+    """Every selected scenario, started at once in a namespace of its own."""
     root = tmp_path_factory.mktemp("own-features")
-    async with contextlib.AsyncExitStack() as stack:
-        ckc = await stack.enter_async_context(kclient.Client.from_kubeconfig(real_cluster.kubeconfig))
-        tasks: dict[str, asyncio.Task[None]] = {}
-        namespaces = []
-        for name, scenario in SCENARIOS.items():
-            if SCENARIO_TESTS[name] not in selected:
-                continue
-            namespace = await new_namespace(ckc, real_cluster)
-            namespaces.append(namespace)
-            tasks[name] = asyncio.create_task(scenario(Bed(ckc, real_cluster, namespace, pod_git, root)))
-        try:
-            yield tasks
-        finally:
-            for task in tasks.values():
-                task.cancel()
-            await asyncio.gather(*tasks.values(), return_exceptions=True)
-            for namespace in namespaces:
-                await remove_namespace(ckc, real_cluster, namespace)
+
+    def start(name: str, ckc: kclient.Client, namespace: str, _: contextlib.AsyncExitStack,
+              ) -> Coroutine[Any, Any, None]:
+        return SCENARIOS[name](Bed(ckc, real_cluster, namespace, pod_git, root))
+    async with started_scenarios(request, real_cluster, SCENARIO_TESTS, start) as tasks:
+        yield tasks
 
 
 async def test_an_approved_plan_is_applied_in_the_pod_that_kept_it_awake(

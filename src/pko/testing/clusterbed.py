@@ -13,6 +13,7 @@ left nothing on the machine, so the tiers after it run without a kubelet beside 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import json
@@ -21,7 +22,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -349,6 +350,37 @@ async def new_namespace(ckc: kclient.Client, real_cluster: cluster.Cluster, pref
                          "--clusterrole=system:auth-delegator",
                          f"--serviceaccount={name}:{WORKSPACE_SERVICE_ACCOUNT}")
     return name
+
+
+#: Starts one scenario of a module: (its name, a client, its own new namespace, an exit stack for what it needs).
+ScenarioStart = Callable[[str, kclient.Client, str, contextlib.AsyncExitStack], Coroutine[Any, Any, None]]
+
+
+@contextlib.asynccontextmanager
+async def started_scenarios(request: pytest.FixtureRequest, real_cluster: cluster.Cluster, tests: Mapping[str, str],
+                            start: ScenarioStart) -> AsyncIterator[dict[str, asyncio.Task[None]]]:
+    """Every scenario whose test (`tests`: scenario name → the test that awaits it) this session selected, started
+    at once in a namespace of its own, as tasks by scenario name; on exit the tasks are cancelled and the namespaces
+    removed. The cluster tier's many slow, independent scenarios then cost the longest one's time, not their sum."""
+    selected = {item.name for item in request.session.items if item.path == request.path}
+    async with contextlib.AsyncExitStack() as stack:
+        ckc = await stack.enter_async_context(kclient.Client.from_kubeconfig(real_cluster.kubeconfig))
+        tasks: dict[str, asyncio.Task[None]] = {}
+        namespaces = []
+        for name, test in tests.items():
+            if test not in selected:
+                continue
+            namespace = await new_namespace(ckc, real_cluster)
+            namespaces.append(namespace)
+            tasks[name] = asyncio.create_task(start(name, ckc, namespace, stack))
+        try:
+            yield tasks
+        finally:
+            for task in tasks.values():
+                task.cancel()
+            await asyncio.gather(*tasks.values(), return_exceptions=True)
+            for namespace in namespaces:
+                await remove_namespace(ckc, real_cluster, namespace)
 
 
 @pytest.fixture(scope="package")

@@ -99,11 +99,15 @@ pulumi.export("language", "python")
 """
 
 
+def _pip_project(name: str) -> str:
+    """A Python project file whose virtualenv `venv` `pulumi install` builds with pip."""
+    return f"name: {name}\nruntime:\n  name: python\n  options:\n    toolchain: pip\n    virtualenv: venv\n"
+
+
 def python(name: str = "pyprog") -> dict[str, str]:
     """A Python program with pulumi_random, whose virtualenv `pulumi install` builds with pip."""
     return {
-        "Pulumi.yaml": f"name: {name}\nruntime:\n  name: python\n  options:\n    toolchain: pip\n"
-                       "    virtualenv: venv\n",
+        "Pulumi.yaml": _pip_project(name),
         "requirements.txt": f"pulumi>=3.0.0,<4.0.0\npulumi_random=={RANDOM_VERSION}\n",
         "__main__.py": PYTHON_MAIN,
     }
@@ -111,7 +115,7 @@ def python(name: str = "pyprog") -> dict[str, str]:
 
 # Files on disk managed through a dynamic provider that can refresh (`read` returns what is on disk, and no id once
 # the file is gone, which Pulumi reads as deleted): a provider-free program whose resources a test can see, change
-# and delete behind Pulumi's back (drift), and whose destroy it can check. Config: `dir` (required), `content`.
+# and delete behind Pulumi's back (drift), and whose destroy it can check. Config: `dir`, where the files are.
 FILES_MAIN = '''import os
 
 import pulumi
@@ -150,19 +154,16 @@ class File(Resource):
 
 config = pulumi.Config()
 root = config.require("dir")
-content = config.get("content") or "as declared"
 for name in ("alpha", "beta"):
-    File(name, {"path": os.path.join(root, name + ".txt"), "content": name + " " + content})
+    File(name, {"path": os.path.join(root, name + ".txt"), "content": name + " as declared"})
 pulumi.export("dir", root)
-pulumi.export("content", content)
 '''
 
 
 def python_files(name: str = "files") -> dict[str, str]:
     """:data:`FILES_MAIN` as a Python project whose virtualenv `pulumi install` builds with pip (the SDK only)."""
     return {
-        "Pulumi.yaml": f"name: {name}\nruntime:\n  name: python\n  options:\n    toolchain: pip\n"
-                       "    virtualenv: venv\n",
+        "Pulumi.yaml": _pip_project(name),
         "requirements.txt": "pulumi>=3.0.0,<4.0.0\n",
         "__main__.py": FILES_MAIN,
     }

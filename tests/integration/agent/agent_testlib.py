@@ -78,16 +78,21 @@ def alive(pid: int, started: str | None = None) -> bool:
     (its start time, field 22 of /proc/<pid>/stat), only that very process: a busy machine reuses a pid within
     seconds (pid_max is 32768, and a CI run starts tens of processes a second)."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = _stat(pid)
     except OSError:
         return False
     return fields[0] != "Z" and (started is None or fields[19] == started)
 
 
+def _stat(pid: int) -> list[str]:
+    """The fields of /proc/<pid>/stat after the command name (so field 3, the state, is the first)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
 def start_time(pid: int) -> str:
     """Process `pid`'s start time (field 22 of /proc/<pid>/stat), which tells it from a later process that reuses
     its pid (see :func:`alive`)."""
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    return _stat(pid)[19]
 
 
 def wait_gone(pid: int, timeout: float, started: str | None = None) -> bool:
