@@ -72,7 +72,9 @@ def _stack(name: str, namespace: str, url: str, commit: str, backend: Path, rele
         "stack": "dev", "projectRepo": url, "commit": commit, "backend": f"file://{backend}",
         "config": {"release": str(release), "chatty": "true" if chatty else "false"},
         "envRefs": {"PULUMI_CONFIG_PASSPHRASE": {"type": "Literal", "literal": {"value": "idle"}}},
-        "retryPolicy": {"backoffBaseSeconds": 1, "backoffFactor": 1},
+        # retried every second until the test releases the program: on a loaded machine three silent attempts can
+        # pass before it does, and the default maxFailures (3) would stall the Stack first (CI saw it once)
+        "retryPolicy": {"backoffBaseSeconds": 1, "backoffFactor": 1, "maxFailures": 100},
         "updateTemplate": {"spec": limits or {"idleTimeout": "4s"}},
     })
 
