@@ -19,7 +19,7 @@ from pathlib import Path
 
 from bench import bed as b
 from bench import localfleet, report
-from bench.scenarios import SCENARIOS, Context
+from bench.scenarios import SCENARIOS, Context, Figures
 from bench.workload import PROGRAMS, Realistic
 from pko.kube import client as kclient
 from pko.testing import cluster, gitserver, images, mirror
@@ -29,10 +29,13 @@ from pko.testing.clusterbed import PKO_IMAGE
 async def run(real_cluster: cluster.Cluster, kc: kclient.Client, scenarios: Sequence[str],
               operators: Sequence[str], *, stacks: int, changes: int, idle_seconds: float, sleep_seconds: float,
               git: gitserver.GitServer | None = None, say: Callable[[str], None] = print,
-              workload: Realistic | None = None, dependency_cache: bool = True) -> report.Results:
+              workload: Realistic | None = None, dependency_cache: bool = True,
+              together: bool = False) -> report.Results:
     """Every scenario against every operator, one operator installed at a time; figures by scenario and operator.
     `workload`: the realistic program every Stack runs (None: the small YAML Program); `dependency_cache`: pko
-    serves it through its dependency cache."""
+    serves it through its dependency cache. `together`: an operator's scenarios run at once, each in namespaces of
+    its own, and those that disturb the operator after them, alone — for the smoke test, which checks that every
+    figure is produced and compares none; a benchmark runs them one at a time, so none skews another's figures."""
     results: report.Results = {name: {} for name in scenarios}
     ctx = Context(real_cluster, kc, stacks=stacks, changes=changes, idle_seconds=idle_seconds,
                   sleep_seconds=sleep_seconds, git=git, say=say, workload=workload)
@@ -46,17 +49,32 @@ async def run(real_cluster: cluster.Cluster, kc: kclient.Client, scenarios: Sequ
             + (" (its dependency cache on, the mirrors as upstreams)" if values else ""))
         operator.install(real_cluster, *values, git_ca=git.ca_pem if git is not None else None)
         try:
-            for name in scenarios:
-                scenario = SCENARIOS[name]
-                if scenario.needs_git and git is None:
-                    raise ValueError(f"the {name} scenario needs a git server for the pods")
-                say(f"== {operator.name}: {name} (stacks={stacks})")
-                started = time.monotonic()
-                results[name][op_name] = await scenario.run(ctx, operator)
-                say(f"   {name} took {time.monotonic() - started:.0f}s")
+            for batch in _batches(scenarios, together):
+                results_of = await asyncio.gather(*(_one(ctx, operator, name) for name in batch))
+                for name, figures in zip(batch, results_of, strict=True):
+                    results[name][op_name] = figures
         finally:
             operator.uninstall(real_cluster)
     return results
+
+
+def _batches(scenarios: Sequence[str], together: bool) -> list[list[str]]:
+    """The order the scenarios run in: one at a time, or all at once but the operator's disturbers, then those."""
+    if not together:
+        return [[name] for name in scenarios]
+    calm = [name for name in scenarios if not SCENARIOS[name].disturbs_operator]
+    return [batch for batch in (calm, *([name] for name in scenarios if name not in calm)) if batch]
+
+
+async def _one(ctx: Context, operator: b.Operator, name: str) -> Figures:
+    scenario = SCENARIOS[name]
+    if scenario.needs_git and ctx.git is None:
+        raise ValueError(f"the {name} scenario needs a git server for the pods")
+    ctx.say(f"== {operator.name}: {name} (stacks={ctx.stacks})")
+    started = time.monotonic()
+    figures = await scenario.run(ctx, operator)
+    ctx.say(f"   {name} took {time.monotonic() - started:.0f}s")
+    return figures
 
 
 def headlines(scenarios: Sequence[str]) -> dict[str, str]:

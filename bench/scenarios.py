@@ -52,6 +52,8 @@ class Scenario:
     lower_is_better: bool
     run: Callable[[Context, b.Operator], Awaitable[Figures]]
     needs_git: bool = False
+    # it replaces the operator's pod: beside another scenario it would cut that one's reconciles short
+    disturbs_operator: bool = False
 
 
 def _progress(ctx: Context, operator: b.Operator, what: str) -> Callable[[int, int], None]:
@@ -490,7 +492,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("fleet", "all Ready (s)", True, fleet),
     Scenario("concurrency", "all succeeded (s)", True, concurrency, needs_git=True),
     Scenario("latency", "change→Update p50 (s)", True, latency),
-    Scenario("restart", "all reconciled (s)", True, restart),
+    Scenario("restart", "all reconciled (s)", True, restart, disturbs_operator=True),
     Scenario("startup", "agent exec→listening (s)", True, startup),
     Scenario("idle", "workspace pods RSS total (MB)", True, idle),
     Scenario("coldstart", "second cold start: Stack→Ready (s)", True, coldstart),

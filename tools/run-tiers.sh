@@ -32,8 +32,10 @@ declare -A tiers=(
   [local]="tests/unit tests/deploy tests/integration"
 )
 # e2e tests that run at the end of the local stream instead, to even out the streams' wall time (the local stream
-# ends about a quarter of an hour before the others without them); the e2e stream skips them.
-moved=(tests/e2e/test_shards.py tests/e2e/test_stack_restart.py tests/e2e/test_stack_git_auth.py tests/e2e/test_stack_flux.py)
+# ends about a quarter of an hour before the others without them; with them, a few minutes before); the e2e stream
+# skips them.
+moved=(tests/e2e/test_shards.py tests/e2e/test_stack_restart.py tests/e2e/test_stack_git_auth.py tests/e2e/test_stack_flux.py
+       tests/e2e/test_stack_drift.py tests/e2e/test_stack_failures.py)
 for file in "${moved[@]}"; do
   tiers[e2e]+=" --ignore=$file"
   tiers[local]+=" $file"
