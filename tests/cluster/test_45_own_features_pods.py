@@ -16,7 +16,10 @@ own) and each waited on by its test:
   update;
 - suspend and resume: a suspended Stack starts no update for a changed spec; resumed, it runs it;
 - the Go operator's 2.9.1 fix PKO#1300 in pods: the destroy of a Stack whose `workspaceTemplate` has a `local`
-  source gets one `fetch` init container and runs.
+  source gets one `fetch` init container and runs;
+- git over SSH with `gitAuth.sshAuth` from the Stack's Secret, a key protected by a passphrase, against a real sshd at
+  the node's address: the operator's pod resolves the branch and the workspace pod's `fetch` clones over it;
+- git with `gitAuth.accessToken` from the Stack's Secret (sent as the reference sends it, basic auth as user `git`).
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ class Bed:
     namespace: str
     git: gitserver.GitServer
     root: Path
+    exits: contextlib.AsyncExitStack  # what the scenario starts for itself, stopped after every namespace is gone
 
     def diagnostics(self) -> Callable[[], str]:
         return lambda: diagnose(self.real_cluster, self.namespace)
@@ -408,10 +412,68 @@ async def destroyed_from_a_local_source(bed: Bed) -> None:
         assert not (checkpoint.get("latest") or {}).get("resources"), "the destroy left resources"
 
 
+SSH_PASSPHRASE = "ssh-PLANTED-passphrase-pods"
+
+
+async def cloned_over_ssh(bed: Bed) -> None:
+    """`gitAuth.sshAuth` in pods: the key and its passphrase from the Stack's Secret. Neither pko's image nor the
+    workspace pod's user (UID 1000, in no passwd file of that image) could run an `ssh` client: pko speaks SSH
+    itself, as the Go operator does, so this works in the operator's pod and in the workspace pod's `fetch`."""
+    ckc, ns = bed.ckc, bed.namespace
+    server = bed.exits.enter_context(gitserver.running(bed.root / "ssh-git", ssh=True,
+                                                       host=bed.real_cluster.node_ip))
+    assert server.ssh is not None
+    keys = bed.root / "ssh-keys"
+    keys.mkdir()
+    private_key = server.authorize_new_key(keys, SSH_PASSPHRASE)
+    commit = server.create_repo("over-ssh", {
+        "Pulumi.yaml": "name: over-ssh\nruntime: yaml\noutputs:\n  cloned: over ssh\n"})
+    await ckc.create(resources.SECRET.new("git-ssh", ns, stringData={"key": private_key,
+                                                                       "passphrase": SSH_PASSPHRASE}))
+
+    def ref(key: str) -> dict[str, Any]:
+        return {"type": "Secret", "secret": {"name": "git-ssh", "key": key}}
+    await ckc.create(resources.STACK.new("over-ssh", ns, spec={
+        "stack": "dev", "projectRepo": server.ssh_url("over-ssh"), "branch": "main", "backend": "file:///tmp",
+        "envRefs": passphrase_env(), "workspaceTemplate": workspace_template(),
+        "gitAuth": {"sshAuth": {"sshPrivateKey": ref("key"), "password": ref("passphrase")}},
+    }))
+    stack = await bed.wait_stack("over-ssh", lambda o: _ready(o) and (o["status"].get("outputs") or {}).get(
+        "cloned") == "over ssh", timeout=300)
+    assert stack["status"]["lastUpdate"]["lastSuccessfulCommit"] == commit
+    # both ends logged in with the Stack's key: the operator listing the branch, the workspace pod fetching it
+    accepted = [line for line in server.ssh.log_path.read_text().splitlines() if "Accepted publickey" in line]
+    assert len(accepted) >= 2, server.ssh.log_path.read_text()[-3000:]
+    said = json.dumps(stack["status"]) + json.dumps([e["message"] for e in bed.events("Stack", "over-ssh")])
+    assert SSH_PASSPHRASE not in said
+    assert private_key.splitlines()[1] not in said
+
+
+async def cloned_with_a_token(bed: Bed) -> None:
+    """`gitAuth.accessToken` in pods: a repository only that token opens (the operator's pod lists its branch, the
+    workspace pod's `fetch` clones it)."""
+    ckc, ns = bed.ckc, bed.namespace
+    repo, token = f"with-token-{ns}", f"PLANTED-token-{ns}"
+    commit = bed.git.create_repo(repo, {
+        "Pulumi.yaml": "name: with-token\nruntime: yaml\noutputs:\n  cloned: with a token\n"})
+    bed.git.protect(repo, "git", token)
+    await ckc.create(resources.SECRET.new("git-token", ns, stringData={"token": token}))
+    await ckc.create(resources.STACK.new("with-token", ns, spec={
+        "stack": "dev", "projectRepo": bed.git.http_url(repo), "branch": "main", "backend": "file:///tmp",
+        "envRefs": passphrase_env(), "workspaceTemplate": workspace_template(),
+        "gitAuth": {"accessToken": {"type": "Secret", "secret": {"name": "git-token", "key": "token"}}},
+    }))
+    stack = await bed.wait_stack("with-token", lambda o: _ready(o) and (o["status"].get("outputs") or {}).get(
+        "cloned") == "with a token", timeout=300)
+    assert stack["status"]["lastUpdate"]["lastSuccessfulCommit"] == commit
+    said = json.dumps(stack["status"]) + json.dumps([e["message"] for e in bed.events("Stack", "with-token")])
+    assert token not in said
+
+
 SCENARIOS: dict[str, Callable[[Bed], Coroutine[Any, Any, None]]] = {
     "approvals": approvals_and_sleep, "plan_lost": plan_lost_with_its_pod, "drift": drift_remediated,
     "destroy_protection": destroy_protected, "outputs": outputs_published, "suspend": suspended_and_resumed,
-    "local_destroy": destroyed_from_a_local_source,
+    "local_destroy": destroyed_from_a_local_source, "ssh": cloned_over_ssh, "token": cloned_with_a_token,
 }
 SCENARIO_TESTS = {  # the test that waits for each scenario
     "approvals": "test_an_approved_plan_is_applied_in_the_pod_that_kept_it_awake",
@@ -421,6 +483,8 @@ SCENARIO_TESTS = {  # the test that waits for each scenario
     "outputs": "test_outputs_are_published_to_a_secret_and_a_configmap_that_pods_read",
     "suspend": "test_a_suspended_stack_starts_no_update_until_resumed",
     "local_destroy": "test_a_destroy_with_a_local_source_has_one_fetch_init_container",
+    "ssh": "test_a_stack_clones_over_ssh_with_its_secrets_key_in_the_operator_and_workspace_pods",
+    "token": "test_a_stack_clones_with_its_secrets_access_token",
 }
 
 
@@ -431,9 +495,9 @@ async def started(request: pytest.FixtureRequest, real_cluster: cluster.Cluster,
     """Every selected scenario, started at once in a namespace of its own."""
     root = tmp_path_factory.mktemp("own-features")
 
-    def start(name: str, ckc: kclient.Client, namespace: str, _: contextlib.AsyncExitStack,
+    def start(name: str, ckc: kclient.Client, namespace: str, exits: contextlib.AsyncExitStack,
               ) -> Coroutine[Any, Any, None]:
-        return SCENARIOS[name](Bed(ckc, real_cluster, namespace, pod_git, root))
+        return SCENARIOS[name](Bed(ckc, real_cluster, namespace, pod_git, root, exits))
     async with started_scenarios(request, real_cluster, SCENARIO_TESTS, start) as tasks:
         yield tasks
 
@@ -468,3 +532,13 @@ async def test_a_suspended_stack_starts_no_update_until_resumed(started: dict[st
 async def test_a_destroy_with_a_local_source_has_one_fetch_init_container(
         started: dict[str, asyncio.Task[None]]) -> None:
     await started["local_destroy"]
+
+
+async def test_a_stack_clones_over_ssh_with_its_secrets_key_in_the_operator_and_workspace_pods(
+        started: dict[str, asyncio.Task[None]]) -> None:
+    await started["ssh"]
+
+
+async def test_a_stack_clones_with_its_secrets_access_token(
+        started: dict[str, asyncio.Task[None]]) -> None:
+    await started["token"]

@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -37,16 +36,6 @@ pytestmark = [pytest.mark.controlplane, pytest.mark.pulumi]
 PASSPHRASE = "ssh-PLANTED-passphrase-71c2"
 
 
-def _key_with_passphrase(server: gitserver.GitServer, directory: Path) -> str:
-    """A new ed25519 key protected by :data:`PASSPHRASE`, authorised on the server's sshd; its private PEM."""
-    assert server.ssh is not None
-    key = directory / "stack_ed25519"
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", PASSPHRASE, "-f", str(key)], check=True)
-    authorized = server.ssh.private_key_path.parent / "authorized_keys"
-    authorized.write_text(authorized.read_text() + key.with_suffix(".pub").read_text())
-    return key.read_text()
-
-
 def _secret_ref(key: str) -> dict[str, object]:
     return {"type": "Secret", "secret": {"name": "git-ssh", "key": key}}
 
@@ -55,7 +44,7 @@ async def test_a_stack_clones_over_ssh_with_a_passphrase_protected_key_from_its_
     kc: kclient.Client, namespace: str, running_operator: operator.Operator, tmp_path: Path,
 ) -> None:
     with gitserver.running(tmp_path / "git", ssh=True) as server:
-        private_key = _key_with_passphrase(server, tmp_path)
+        private_key = server.authorize_new_key(tmp_path, PASSPHRASE)
         payload = base64.b64decode("".join(private_key.strip().splitlines()[1:-1]))
         assert b"aes256-ctr" in payload[:64], "the key is not protected by a passphrase"
         commit = e2e.create_repo(server, "over-ssh", marker="over ssh")

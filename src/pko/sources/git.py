@@ -7,15 +7,16 @@ the reference's ``GIT_*`` variables: HTTP basic (username/password), a token (se
 or an SSH private key (host keys are not checked, as the reference does not check them either); a GitHub App token
 arrives here as basic auth with user ``x-access-token``.
 
-Built on dulwich (no git binary); SSH goes through the system ``ssh`` client. It must never log a password, token
-or key, nor leave a key file behind.
+Built on dulwich (no git binary); SSH is spoken in-process (:mod:`pko.sources.ssh`: pko's image has no ``ssh``, and a
+workspace pod's UID has no passwd entry for one). It must never log a password, token or key, nor write a key to
+disk.
 
 A repository URL is user input that reaches a network client and, for SSH, a command line, so :func:`check_url`
 accepts only remote transports (``http``, ``https``, ``ssh``, ``git`` and scp-like ``user@host:path``): no local
 path or ``file://`` (that would read the operator's or agent's own disk), no ``<transport>::`` remote helper such
 as ``ext::`` (a command), nothing starting with ``-`` (an option to whatever runs it), no control characters. And a
 server that accepts a connection and never answers must not hang the caller: every transport gets ``timeout``
-(HTTP's read timeout, the socket of ``git://``, SSH's connect and keep-alive timeouts).
+(HTTP's read timeout, the socket of ``git://``, SSH's connect, handshake and read timeouts).
 
 Nor may a huge repository, or a server streaming a pack without end, fill the disk it is fetched to: a checkout has
 one size cap (:func:`max_fetch_size`, ``GIT_MAX_FETCH_SIZE_BYTES``, default 1 GiB, ``-1`` for none) on both the pack
@@ -28,12 +29,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import re
 import shutil
 import socket
-import subprocess
-import tempfile
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -49,8 +47,6 @@ from dulwich.repo import Repo
 log = logging.getLogger("pko.sources.git")
 
 _SHA = re.compile(r"^[0-9a-fA-F]{40}$")
-SSH_OPTIONS = ("-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes",
-               "-o", "IdentitiesOnly=yes", "-o", "LogLevel=ERROR")
 DEFAULT_TIMEOUT = 60.0  # seconds a remote may stay silent before we give up on it
 REMOTE_SCHEMES = ("http", "https", "ssh", "git", "git+ssh", "ssh+git")
 MAX_FETCH_SIZE_ENV = "GIT_MAX_FETCH_SIZE_BYTES"
@@ -213,18 +209,18 @@ def _client(url: str, auth: GitAuth, timeout: float = DEFAULT_TIMEOUT, *, allow_
     on a remote silent for `timeout` seconds."""
     check_url(url, allow_local=allow_local)
     if _is_ssh(url):
-        with tempfile.TemporaryDirectory(prefix="pko-git-ssh-") as tmp:
-            seconds = str(max(1, round(timeout)))
-            ssh_command = " ".join(("ssh", *SSH_OPTIONS, "-o", f"ConnectTimeout={seconds}",
-                                    "-o", f"ServerAliveInterval={seconds}", "-o", "ServerAliveCountMax=1"))
-            key_file = None
-            if auth.ssh_private_key:
-                key_file = _write_key(Path(tmp), auth.ssh_private_key, auth.password)
-            client: Any
-            client, path = git_client.get_transport_and_path(url, key_filename=key_file, ssh_command=ssh_command)
-            if not getattr(client, "username", None):
-                client.username = "git"
-            yield client, path
+        from pko.sources import ssh  # paramiko and cryptography: only what an SSH remote needs loads them
+
+        try:
+            key = ssh.load_key(auth.ssh_private_key, auth.password) if auth.ssh_private_key else None
+        except ssh.SSHKeyError as err:
+            raise GitError(str(err)) from None
+        client: Any
+        client, path = git_client.get_transport_and_path(url)
+        client.ssh_vendor = ssh.Vendor(key, timeout)
+        if not getattr(client, "username", None):
+            client.username = "git"
+        yield client, path
         return
     username, password = None, None
     if auth.token:
@@ -262,19 +258,6 @@ class _TimedTCPGitClient(git_client.TCPGitClient):
 
 
 _DEFAULT_TIMEOUT_LOCK = threading.Lock()
-
-
-def _write_key(directory: Path, key: str, passphrase: str) -> str:
-    path = directory / "id"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(key if key.endswith("\n") else key + "\n")
-    if passphrase:  # ssh cannot prompt here: drop the passphrase from the private copy
-        result = subprocess.run(["ssh-keygen", "-p", "-q", "-P", passphrase, "-N", "", "-f", str(path)],
-                                capture_output=True, check=False)
-        if result.returncode != 0:
-            raise GitError("unable to decrypt the SSH private key with the given password")
-    return str(path)
 
 
 def resolve(refs: Mapping[bytes, bytes | None], revision: str) -> bytes | None:

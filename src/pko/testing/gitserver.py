@@ -201,6 +201,17 @@ class GitServer:
             raise GitServerError("the git server was started without SSH")
         return f"ssh://{self.ssh.user}@{_url_host(self.host)}:{self.ssh.port}{self.repos / f'{name}.git'}"
 
+    def authorize_new_key(self, directory: Path, passphrase: str = "") -> str:
+        """A new ed25519 key (protected by `passphrase` if given), made by the real ``ssh-keygen`` as a user makes
+        one and authorised on this server's sshd; its private key, in OpenSSH's format."""
+        if self.ssh is None:
+            raise GitServerError("the git server was started without SSH")
+        key = directory / "stack_ed25519"
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", passphrase, "-f", str(key)], check=True)
+        authorized = self.ssh.private_key_path.parent / "authorized_keys"
+        authorized.write_text(authorized.read_text() + key.with_suffix(".pub").read_text())
+        return key.read_text()
+
     def authorized(self, repo: str, authorization: str) -> bool:
         """Whether an ``Authorization`` header value lets a client read repository `repo`."""
         expected = self._credentials.get(repo)

@@ -20,6 +20,7 @@ from pko.cli import agent as cli
 GRPC = ("grpc", "google.protobuf", "pko.protocol", "pko.agent.grpcserver", "pko.agent.service")
 KUBE = ("lightkube", "pydantic", "pko.kube", "pko.api", "pko.agent.auth", "pko.agent.apiserver")
 HTTP = ("httpx", "httpx2", "jwt", "cryptography", "pko.sources.flux", "pko.sources.githubapp")
+SSH = ("paramiko", "nacl", "bcrypt", "pko.sources.ssh")  # only for a repository over SSH
 
 RUN = """
 import json, runpy, sys
@@ -58,7 +59,7 @@ def run_agent(tmp_path: Path, *args: str) -> list[str]:
 
 def test_version_imports_no_command(tmp_path: Path) -> None:
     modules = run_agent(tmp_path, "version")
-    assert _loaded(modules, (*GRPC, *KUBE, *HTTP, "asyncio", "pko.agent.initcmd", "pko.agent.servecmd")) == []
+    assert _loaded(modules, (*GRPC, *KUBE, *HTTP, *SSH, "asyncio", "pko.agent.initcmd", "pko.agent.servecmd")) == []
 
 
 @pytest.mark.parametrize("source", ["git", "project"])
@@ -77,7 +78,7 @@ def test_init_imports_no_grpc_kube_or_http_client(tmp_path: Path, source: str) -
     modules = run_agent(tmp_path, "init", "-t", str(target), *args)
     assert (target / "Pulumi.yaml").is_file()  # the command really ran
     assert "pko.agent.initcmd" in modules
-    assert _loaded(modules, (*GRPC, *KUBE, *HTTP, "pko.agent.servecmd")) == []
+    assert _loaded(modules, (*GRPC, *KUBE, *HTTP, *SSH, "pko.agent.servecmd")) == []
 
 
 def test_serve_loads_grpc_while_it_starts_and_the_kube_client_only_for_kube_auth() -> None:
