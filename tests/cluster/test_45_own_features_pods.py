@@ -15,6 +15,8 @@ own) and each waited on by its test:
 - outputs to a Secret and a ConfigMap with names the Stack chooses, read by a workload pod, and updated by the next
   update;
 - suspend and resume: a suspended Stack starts no update for a changed spec; resumed, it runs it;
+- the Go operator's 2.9.1 fix PKO#1299 in pods: the source-free workspace of a destroy, for a runtime whose install
+  fails there (`go`: a project file, no `go.mod`, no `go` binary), is Ready without installing and the destroy runs;
 - the Go operator's 2.9.1 fix PKO#1300 in pods: the destroy of a Stack whose `workspaceTemplate` has a `local`
   source gets one `fetch` init container and runs;
 - git over SSH with `gitAuth.sshAuth` from the Stack's Secret, a key protected by a passphrase, against a real sshd at
@@ -38,9 +40,10 @@ import pytest
 
 from pko.api import names
 from pko.kube import client as kclient
-from pko.kube import errors, resources
+from pko.kube import errors, owners, resources
 from pko.testing import cluster, controlplane, gitserver, programs
 from pko.testing.clusterbed import (
+    PASSPHRASE,
     WORKSPACE_IMAGE,
     Release,
     diagnose,
@@ -412,6 +415,75 @@ async def destroyed_from_a_local_source(bed: Bed) -> None:
         assert not (checkpoint.get("latest") or {}).get("resources"), "the destroy left resources"
 
 
+async def destroyed_without_an_install(bed: Bed) -> None:
+    """PKO#1299 (the Go operator's 2.9.1): the Workspace the Stack controller builds for a destroy from
+    `status.projectInfo` alone has a project file and no program. For a Go project, `pulumi install` there fails
+    (shown first, in a pod of the same image); before 2.9.1 that stalled the Workspace and stranded the resources.
+    pko's is Ready without installing, and the destroy runs in its pod."""
+    ckc, ns = bed.ckc, bed.namespace
+    premise = await _run_in_a_pod(bed, "premise", "mkdir -p /tmp/p && cd /tmp/p && "
+                                  "printf 'name: stranded\\nruntime: go\\n' > Pulumi.yaml && pulumi install; "
+                                  "echo \"exit=$?\"")
+    exit_code = premise.rsplit("exit=", 1)[-1].strip()
+    assert exit_code not in ("0", premise.strip()), f"the premise: installing for go fails here\n{premise}"
+
+    state = state_dir(bed.root, "stranded-state")
+    pod = {"volumes": [{"name": "state", "hostPath": {"path": str(state), "type": "Directory"}}],
+           "containers": [{"name": "pulumi", "volumeMounts": [{"name": "state", "mountPath": "/state"}]}]}
+    # the stack's state, with resources: a YAML program of the same project, up in a workspace pod of its own
+    await ckc.create(resources.PROGRAM.new("stranded", ns, program={"outputs": {"greeting": "stranded"}}))
+    await ckc.create(resources.STACK.new("stranded", ns, spec={
+        "stack": "dev", "programRef": {"name": "stranded"}, "backend": "file:///state", "envRefs": passphrase_env(),
+        "workspaceTemplate": workspace_template(podTemplate={"spec": pod})}))
+    stack = await bed.wait_stack("stranded", _ready_with("stranded"))
+    project = stack["status"]["projectInfo"]["name"]
+    written = state / ".pulumi" / "stacks" / project / "dev.json"
+    assert json.loads(written.read_text())["checkpoint"]["latest"]["resources"], "the up wrote no resources"
+    await ckc.delete(resources.STACK, "stranded", ns)  # no destroyOnFinalize: the state stays
+    await wait_gone(ckc, resources.STACK, "stranded", ns, 300)
+
+    spec = workspace_template(podTemplate={"spec": pod})["spec"] | {
+        "projectInfo": {"name": project, "runtime": "go"}, "stacks": [{"name": "dev", "create": False}],
+        "env": [{"name": "PULUMI_BACKEND_URL", "value": "file:///state"},
+                {"name": "PULUMI_CONFIG_PASSPHRASE", "value": PASSPHRASE}]}
+    workspace = await ckc.create(resources.WORKSPACE.new("destroy", ns, spec=spec))
+    ready = await wait_for(ckc, resources.WORKSPACE, "destroy", ns,
+                           lambda o: condition(o, "Ready").get("status") == "True"
+                           or condition(o, "Stalled").get("status") == "True", timeout=300,
+                           diagnostics=bed.diagnostics())
+    assert condition(ready, "Stalled").get("status") != "True", ready["status"]
+    # owned by its Workspace, as the Stack controller makes it (an Update without one is cancelled)
+    await ckc.create(owners.set_controller_reference(resources.UPDATE.new("destroy-1", ns, spec={
+        "workspaceName": "destroy", "stackName": "dev", "type": "destroy", "ttlAfterCompleted": "1h"}), workspace))
+    done = await wait_for(ckc, resources.UPDATE, "destroy-1", ns,
+                          lambda o: condition(o, "Complete").get("status") == "True", timeout=300,
+                          diagnostics=bed.diagnostics())
+    assert condition(done, "Failed")["status"] == "False", f"{json.dumps(done['status'])}\n{bed.diagnostics()()}"
+    checkpoint = json.loads(written.read_text())["checkpoint"]
+    assert not (checkpoint.get("latest") or {}).get("resources"), "the destroy left resources"
+
+
+async def _run_in_a_pod(bed: Bed, name: str, script: str) -> str:
+    """`script` in a pod of the workspace image, as the workspace pods run (restricted); its log."""
+    await bed.ckc.create({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": bed.namespace},
+        "spec": {
+            "restartPolicy": "Never",
+            "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{
+                "name": name, "image": WORKSPACE_IMAGE, "imagePullPolicy": "IfNotPresent",
+                "command": ["sh", "-c", script], "env": [{"name": "HOME", "value": "/tmp"}],
+                "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+                "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+            }],
+        },
+    })
+    await wait_for(bed.ckc, resources.POD, name, bed.namespace,
+                   lambda o: o["status"].get("phase") in ("Succeeded", "Failed"), timeout=180,
+                   diagnostics=bed.diagnostics())
+    return bed.real_cluster.kubectl("logs", "-n", bed.namespace, name).stdout
+
+
 SSH_PASSPHRASE = "ssh-PLANTED-passphrase-pods"
 
 
@@ -473,7 +545,8 @@ async def cloned_with_a_token(bed: Bed) -> None:
 SCENARIOS: dict[str, Callable[[Bed], Coroutine[Any, Any, None]]] = {
     "approvals": approvals_and_sleep, "plan_lost": plan_lost_with_its_pod, "drift": drift_remediated,
     "destroy_protection": destroy_protected, "outputs": outputs_published, "suspend": suspended_and_resumed,
-    "local_destroy": destroyed_from_a_local_source, "ssh": cloned_over_ssh, "token": cloned_with_a_token,
+    "local_destroy": destroyed_from_a_local_source, "install_free_destroy": destroyed_without_an_install,
+    "ssh": cloned_over_ssh, "token": cloned_with_a_token,
 }
 SCENARIO_TESTS = {  # the test that waits for each scenario
     "approvals": "test_an_approved_plan_is_applied_in_the_pod_that_kept_it_awake",
@@ -483,6 +556,7 @@ SCENARIO_TESTS = {  # the test that waits for each scenario
     "outputs": "test_outputs_are_published_to_a_secret_and_a_configmap_that_pods_read",
     "suspend": "test_a_suspended_stack_starts_no_update_until_resumed",
     "local_destroy": "test_a_destroy_with_a_local_source_has_one_fetch_init_container",
+    "install_free_destroy": "test_a_destroy_workspace_from_project_info_installs_nothing_and_runs",
     "ssh": "test_a_stack_clones_over_ssh_with_its_secrets_key_in_the_operator_and_workspace_pods",
     "token": "test_a_stack_clones_with_its_secrets_access_token",
 }
@@ -542,3 +616,8 @@ async def test_a_stack_clones_over_ssh_with_its_secrets_key_in_the_operator_and_
 async def test_a_stack_clones_with_its_secrets_access_token(
         started: dict[str, asyncio.Task[None]]) -> None:
     await started["token"]
+
+
+async def test_a_destroy_workspace_from_project_info_installs_nothing_and_runs(
+        started: dict[str, asyncio.Task[None]]) -> None:
+    await started["install_free_destroy"]
