@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export PKO_BIN_DIR ?= $(HOME)/.cache/pko/bin
 
-.PHONY: venv tools agent-bin quickstart lint test unit demo demo-cluster dev clean soak
+.PHONY: venv tools agent-bin krew quickstart lint test unit demo demo-cluster dev clean soak
 
 # Two stamps: the demo needs pko and its runtime dependencies only; the tests add the dev extras.
 $(VENV)/.runtime: pyproject.toml
@@ -57,6 +57,16 @@ demo-cluster: venv
 # cached by source hash.
 agent-bin: venv
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash tools/agent-bin/build.sh
+
+# `kubectl pko` for krew: the standalone executable's release archive (cached by source hash) and the krew manifest
+# for it, in dist/krew/. KREW_URI_BASE is where the release publishes the archive (default: that directory, so
+# `krew install --manifest=dist/krew/pko.yaml --archive=dist/krew/<archive>` installs it here).
+KREW_URI_BASE ?= file://$(CURDIR)/dist/krew
+krew: venv
+	rm -rf dist/krew && mkdir -p dist/krew
+	cp "$$(PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash tools/kubectl-pko/build.sh | tail -n 1)"/kubectl-pko_v*.tar.gz dist/krew/
+	$(PY) -m pko.deploy.krew --uri-base "$(KREW_URI_BASE)" dist/krew/kubectl-pko_v*.tar.gz > dist/krew/pko.yaml
+	@echo "dist/krew/pko.yaml"
 
 # The test cluster's container images (no registry: mmdebstrap, buildah, our own OCI archives; needs root and the
 # binaries of `make tools`) into $(PKO_IMAGE_DIR); cached by content hash. `IMAGES=pko` builds only the named ones.

@@ -2,7 +2,7 @@
 # Builds the real binaries pko's tests run (kube-apiserver, etcd, kube-controller-manager, kubectl; kubelet,
 # kube-proxy, kube-scheduler, crictl and CoreDNS for the single-node cluster; the Pulumi CLI and its language
 # hosts; Flux source-controller; Helm; the dashboard and rule checkers; gofakes3, an S3-compatible object store;
-# an OCI registry)
+# an OCI registry; krew)
 # from the Go module proxy, into a cache outside the repository.
 # Sources the proxy does not serve are built from the shared directory beside the repository (../shared/third_party,
 # or $PKO_SHARED_DIR): the official Python, Node.js and Go language hosts, the random provider plugin (also packed as
@@ -41,6 +41,7 @@ GOFAKES3_VERSION=v1.2.0      # the S3-compatible object store the state-store sc
 # go-containerregistry's in-memory OCI registry, behind tools/oci-registry/main.go (one listen address): where the
 # Flux OCIRepository tests push their artifacts
 GGCR_VERSION=v0.21.6
+KREW_VERSION=v0.4.3  # krew and its manifest validator: the tests install kubectl pko's archive as krew users do
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-mod=mod -buildvcs=false"
 # The checksum database behind our module proxy does not know every module version we pin; the committed
@@ -261,6 +262,12 @@ build_promtool() {
     "-s -w -X github.com/prometheus/common/version.Version=$2"
 }
 
+build_krew() {
+  # Unstamped (a development build in krew's eyes): it then never runs its upgrade check against GitHub.
+  gobuild "$here/krew" "$1/krew" sigs.k8s.io/krew/cmd/krew "-s -w"
+  gobuild "$here/krew" "$1/validate-krew-manifest" sigs.k8s.io/krew/cmd/validate-krew-manifest "-s -w"
+}
+
 build_grafana_dashboard_check() {
   # The schema check of deploy/grafana/pko.json: tools/grafana-dashboard/main.go over the Grafana Foundation SDK's
   # typed dashboard model (keyed by the SDK version and the checker's source hash).
@@ -289,6 +296,7 @@ group source-controller "$SOURCE_CONTROLLER_VERSION" build_source_controller
 group helm "$HELM_VERSION" build_helm
 group pko-go "$PKO_GO_VERSION-$PKO_GO_COMMIT" build_pko_go
 group promtool "$PROMETHEUS_VERSION" build_promtool
+group krew "$KREW_VERSION" build_krew
 group grafana-dashboard-check "$GRAFANA_SDK_VERSION-$(cat "$here"/grafana-dashboard/{go.mod,go.sum,main.go} | sha256sum | cut -c1-12)" \
   build_grafana_dashboard_check
 
@@ -296,7 +304,7 @@ group grafana-dashboard-check "$GRAFANA_SDK_VERSION-$(cat "$here"/grafana-dashbo
 for b in kube-apiserver kube-controller-manager kubectl etcd kubelet kube-proxy kube-scheduler crictl coredns \
   pulumi pulumi-language-python pulumi-language-python-exec pulumi-language-yaml pulumi-language-nodejs \
   pulumi-language-go pulumi-resource-random gofakes3 oci-registry source-controller helm \
-  pko-go-manager pko-go-agent promtool grafana-dashboard-check; do
+  pko-go-manager pko-go-agent promtool grafana-dashboard-check krew validate-krew-manifest; do
   [ -x "$BIN_DIR/$b" ] || { log "missing $BIN_DIR/$b after the build"; exit 1; }
 done
 log "kube-apiserver: $("$BIN_DIR/kube-apiserver" --version)"

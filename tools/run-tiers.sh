@@ -35,7 +35,8 @@ declare -A tiers=(
 # ends about a quarter of an hour before the others without them; with them, a few minutes before); the e2e stream
 # skips them.
 moved=(tests/e2e/test_shards.py tests/e2e/test_stack_restart.py tests/e2e/test_stack_git_auth.py tests/e2e/test_stack_flux.py
-       tests/e2e/test_stack_drift.py tests/e2e/test_stack_failures.py)
+       tests/e2e/test_stack_drift.py tests/e2e/test_stack_failures.py tests/e2e/test_stack_lifecycle.py
+       tests/e2e/test_kubectl_krew.py)
 for file in "${moved[@]}"; do
   tiers[e2e]+=" --ignore=$file"
   tiers[local]+=" $file"

@@ -120,3 +120,29 @@ def test_the_copy_is_the_same_tree_for_the_same_sources(checkout: Path, tmp_path
         "src/pko/cli/agent.py", "tools/agent-bin/sources.py"
     }
     assert not (tmp_path / "one" / "src/pko/controllers").exists()
+
+
+def test_the_kubectl_plugin_is_built_from_the_ctl_and_what_it_imports() -> None:
+    """`--target kubectl-pko`: the krew archive's executable, keyed by `pko.cli.ctl`'s closure and its own build
+    directory; the agent's key ignores them, and the plugin's ignores the agent."""
+    target = sources.TARGETS["kubectl-pko"]
+    files = sources.agent_files(ROOT, target)
+    for needed in ("src/pko/cli/ctl/app.py", "src/pko/cli/ctl/view.py", "src/pko/kube/client.py"):
+        assert needed in files, needed
+    for elsewhere in ("src/pko/agent/", "src/pko/testing/", "src/pko/sources/", "src/pko/cli/operator.py"):
+        assert not [f for f in files if f.startswith(elsewhere)], elsewhere
+    assert "tools/kubectl-pko/kubectl-pko.spec" in sources.build_files(ROOT, target)
+    assert not [f for f in sources.build_files(ROOT) if f.startswith("tools/kubectl-pko/")]
+
+
+def test_the_kubectl_plugin_key_follows_the_ctl_not_the_agent(checkout: Path) -> None:
+    shutil.copytree(ROOT / "tools" / "kubectl-pko", checkout / "tools" / "kubectl-pko",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    target = sources.TARGETS["kubectl-pko"]
+    plugin = sources.key(checkout, target)
+    _append(checkout / "src" / "pko" / "agent" / "servecmd.py")
+    assert sources.key(checkout, target) == plugin
+    agent = sources.key(checkout)
+    _append(checkout / "src" / "pko" / "cli" / "ctl" / "view.py")
+    assert sources.key(checkout, target) != plugin
+    assert sources.key(checkout) == agent
