@@ -31,7 +31,7 @@ import base64
 import contextlib
 import datetime
 import json
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -318,26 +318,10 @@ async def outputs_published(bed: Bed) -> None:
     await published("one")
 
     # A workload reads them as users' pods do: an env var from the ConfigMap, files from the Secret.
-    await ckc.create({
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "reader", "namespace": ns},
-        "spec": {
-            "restartPolicy": "Never",
-            "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}},
-            "containers": [{
-                "name": "reader", "image": WORKSPACE_IMAGE, "imagePullPolicy": "IfNotPresent",
-                "command": ["sh", "-c", 'echo "greeting=$GREETING"; echo "line=$(cat /out/line)"'],
-                "env": [{"name": "GREETING", "valueFrom": {"configMapKeyRef": {"name": "published-settings",
-                                                                              "key": "greeting"}}}],
-                "volumeMounts": [{"name": "out", "mountPath": "/out", "readOnly": True}],
-                "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
-                "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
-            }],
-            "volumes": [{"name": "out", "secret": {"secretName": "published-out"}}],
-        },
-    })
-    await wait_for(ckc, resources.POD, "reader", ns, lambda o: o["status"].get("phase") in ("Succeeded", "Failed"),
-                   timeout=180, diagnostics=bed.diagnostics())
-    log = bed.real_cluster.kubectl("logs", "-n", ns, "reader").stdout
+    log = await _run_in_a_pod(
+        bed, "reader", 'echo "greeting=$GREETING"; echo "line=$(cat /out/line)"',
+        env=[{"name": "GREETING", "valueFrom": {"configMapKeyRef": {"name": "published-settings", "key": "greeting"}}}],
+        volumes={"out": ({"secret": {"secretName": "published-out"}}, "/out")})
     assert log.split() == ["greeting=one", "line=one:t0ken-one"], log
 
     await ckc.patch(resources.STACK, "published", {"spec": {"config": {"greeting": "two"}}}, ns)
@@ -463,8 +447,11 @@ async def destroyed_without_an_install(bed: Bed) -> None:
     assert not (checkpoint.get("latest") or {}).get("resources"), "the destroy left resources"
 
 
-async def _run_in_a_pod(bed: Bed, name: str, script: str) -> str:
-    """`script` in a pod of the workspace image, as the workspace pods run (restricted); its log."""
+async def _run_in_a_pod(bed: Bed, name: str, script: str, *, env: Sequence[dict[str, Any]] = (),
+                        volumes: dict[str, tuple[dict[str, Any], str]] | None = None) -> str:
+    """`script` in a pod of the workspace image, as the workspace pods run (restricted), with more `env` and
+    `volumes` (name: (source, read-only mount path)); its log once it has ended."""
+    volumes = volumes or {}
     await bed.ckc.create({
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": bed.namespace},
         "spec": {
@@ -472,10 +459,12 @@ async def _run_in_a_pod(bed: Bed, name: str, script: str) -> str:
             "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}},
             "containers": [{
                 "name": name, "image": WORKSPACE_IMAGE, "imagePullPolicy": "IfNotPresent",
-                "command": ["sh", "-c", script], "env": [{"name": "HOME", "value": "/tmp"}],
+                "command": ["sh", "-c", script], "env": [{"name": "HOME", "value": "/tmp"}, *env],
+                "volumeMounts": [{"name": v, "mountPath": path, "readOnly": True} for v, (_, path) in volumes.items()],
                 "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
                 "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
             }],
+            "volumes": [{"name": v, **source} for v, (source, _) in volumes.items()],
         },
     })
     await wait_for(bed.ckc, resources.POD, name, bed.namespace,

@@ -97,13 +97,6 @@ class _Channel:
         self._client.close()
 
 
-class _AcceptAnyHostKey(paramiko.MissingHostKeyPolicy):
-    """The reference does not verify the server's host key either (the Stack has no field for one)."""
-
-    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
-        return None
-
-
 @dataclass
 class Vendor(SSHVendor):
     """dulwich's SSH vendor over paramiko: `key` from the Stack (None: an agent's or the user's own keys), and every
@@ -118,7 +111,9 @@ class Vendor(SSHVendor):
             password: str | None = None, key_filename: str | None = None, ssh_command: str | None = None,
             protocol_version: int | None = None) -> _Channel:
         client = paramiko.SSHClient()
-        client.set_missing_host_key_policy(_AcceptAnyHostKey())
+        # an unknown host key is accepted (into this client's memory only): the reference does not verify it
+        # either, and the Stack has no field for one
+        client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
         try:
             client.connect(host, port=port or 22, username=username or "git", pkey=self.key,
                            look_for_keys=self.key is None, allow_agent=self.key is None, timeout=self.timeout,
