@@ -2,7 +2,7 @@
 # Builds the real binaries pko's tests run (kube-apiserver, etcd, kube-controller-manager, kubectl; kubelet,
 # kube-proxy, kube-scheduler, crictl and CoreDNS for the single-node cluster; the Pulumi CLI and its language
 # hosts; Flux source-controller; Helm; the dashboard and rule checkers; gofakes3, an S3-compatible object store;
-# an OCI registry; krew)
+# an OCI registry; krew; the Kubernetes provider plugin and local-path-provisioner)
 # from the Go module proxy, into a cache outside the repository.
 # Sources the proxy does not serve are built from the shared directory beside the repository (../shared/third_party,
 # or $PKO_SHARED_DIR): the official Python, Node.js and Go language hosts, the random provider plugin (also packed as
@@ -42,6 +42,10 @@ GOFAKES3_VERSION=v1.2.0      # the S3-compatible object store the state-store sc
 # Flux OCIRepository tests push their artifacts
 GGCR_VERSION=v0.21.6
 KREW_VERSION=v0.4.3  # krew and its manifest validator: the tests install kubectl pko's archive as krew users do
+# The Kubernetes provider plugin real TypeScript programs download from the plugin mirror: the module the proxy serves
+# (tools/pulumi-kubernetes/go.mod, a 2026-01-15 pseudo-version), stamped as the @pulumi/kubernetes release it pairs with
+KUBERNETES_PROVIDER_VERSION=v4.24.1
+LOCAL_PATH_PROVISIONER_VERSION=v0.0.30  # the test cluster's default StorageClass provisions with it, as kind's does
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-mod=mod -buildvcs=false"
 # The checksum database behind our module proxy does not know every module version we pin; the committed
@@ -206,6 +210,33 @@ build_pulumi_random() {
     "$out/pulumi-resource-random-$v-linux-amd64.tar.gz" pulumi-resource-random
 }
 
+build_pulumi_kubernetes() {
+  # The proxy's module lacks the generated schema the plugin embeds: build from a writable copy of it, the schema
+  # generated there (as the provider's release does), the in-repository replace of its SDK dropped (the SDK comes from
+  # the proxy at the version its go.mod names); then packed as the plugin mirror serves it.
+  local out=$1 v=$2 mod src
+  mod=$(cd "$here/pulumi-kubernetes" && go list -m -f '{{.Dir}}' github.com/pulumi/pulumi-kubernetes/provider/v4)
+  if [ -z "$mod" ] || [ ! -d "$mod" ]; then
+    (cd "$here/pulumi-kubernetes" && go mod download github.com/pulumi/pulumi-kubernetes/provider/v4)
+    mod=$(cd "$here/pulumi-kubernetes" && go list -m -f '{{.Dir}}' github.com/pulumi/pulumi-kubernetes/provider/v4)
+  fi
+  src=$(mktemp -d "${TMPDIR:-/tmp}/pko-tools-pulumi-kubernetes.XXXXXX")
+  scratch+=("$src")
+  cp -R "$mod/." "$src/"
+  chmod -R u+w "$src"
+  (cd "$src" && go mod edit -dropreplace=github.com/pulumi/pulumi-kubernetes/sdk/v4)
+  (cd "$src/cmd/pulumi-resource-kubernetes" && VERSION=${v#v} go run generate.go)
+  gobuild "$src" "$out/pulumi-resource-kubernetes" ./cmd/pulumi-resource-kubernetes \
+    "-s -w -X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=${v#v}"
+  tar -C "$out" --owner=0 --group=0 --numeric-owner --mtime=@0 -czf \
+    "$out/pulumi-resource-kubernetes-$v-linux-amd64.tar.gz" pulumi-resource-kubernetes
+}
+
+build_local_path_provisioner() {
+  gobuild "$here/local-path-provisioner" "$1/local-path-provisioner" github.com/rancher/local-path-provisioner \
+    "-s -w"
+}
+
 build_gofakes3() {
   gobuild "$here/gofakes3" "$1/gofakes3" github.com/johannesboyne/gofakes3/cmd/gofakes3 "-s -w"
 }
@@ -297,6 +328,8 @@ group helm "$HELM_VERSION" build_helm
 group pko-go "$PKO_GO_VERSION-$PKO_GO_COMMIT" build_pko_go
 group promtool "$PROMETHEUS_VERSION" build_promtool
 group krew "$KREW_VERSION" build_krew
+group pulumi-kubernetes "$KUBERNETES_PROVIDER_VERSION" build_pulumi_kubernetes
+group local-path-provisioner "$LOCAL_PATH_PROVISIONER_VERSION" build_local_path_provisioner
 group grafana-dashboard-check "$GRAFANA_SDK_VERSION-$(cat "$here"/grafana-dashboard/{go.mod,go.sum,main.go} | sha256sum | cut -c1-12)" \
   build_grafana_dashboard_check
 
@@ -304,7 +337,8 @@ group grafana-dashboard-check "$GRAFANA_SDK_VERSION-$(cat "$here"/grafana-dashbo
 for b in kube-apiserver kube-controller-manager kubectl etcd kubelet kube-proxy kube-scheduler crictl coredns \
   pulumi pulumi-language-python pulumi-language-python-exec pulumi-language-yaml pulumi-language-nodejs \
   pulumi-language-go pulumi-resource-random gofakes3 oci-registry source-controller helm \
-  pko-go-manager pko-go-agent promtool grafana-dashboard-check krew validate-krew-manifest; do
+  pko-go-manager pko-go-agent promtool grafana-dashboard-check krew validate-krew-manifest \
+  pulumi-resource-kubernetes local-path-provisioner; do
   [ -x "$BIN_DIR/$b" ] || { log "missing $BIN_DIR/$b after the build"; exit 1; }
 done
 log "kube-apiserver: $("$BIN_DIR/kube-apiserver" --version)"

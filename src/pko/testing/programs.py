@@ -13,10 +13,14 @@ import json
 RANDOM_VERSION = "4.19.1"
 PULUMI_SDK_VERSION = "3.259.0"
 TYPESCRIPT_VERSION = "5.9.3"
+#: @pulumi/kubernetes, and the version `make tools` stamps on the Kubernetes provider plugin it builds (the package's
+#: install script and the SDK ask the plugin mirror for exactly this version)
+KUBERNETES_VERSION = "4.24.1"
 
 NPM_ROOTS = {
     "@pulumi/pulumi": PULUMI_SDK_VERSION,
     "@pulumi/random": RANDOM_VERSION,
+    "@pulumi/kubernetes": KUBERNETES_VERSION,
     "typescript": TYPESCRIPT_VERSION,
 }
 # The venv the Python host makes also upgrades pip, setuptools and wheel from the index.
@@ -76,9 +80,55 @@ TSCONFIG = json.dumps({"compilerOptions": {"strict": True, "outDir": "bin", "tar
                        "files": ["index.ts"]}, indent=2) + "\n"
 
 
+# Kubernetes objects in the Stack's namespace, through the workspace ServiceAccount's own RBAC (in-cluster config):
+# a ConfigMap and a Deployment that the provider waits for until it is ready. Config: `namespace`, `image` (a local
+# image the node has), `greeting` (the ConfigMap's data). The pod spec passes the `restricted` profile.
+KUBERNETES_INDEX = """import * as pulumi from "@pulumi/pulumi";
+import * as k8s from "@pulumi/kubernetes";
+import * as random from "@pulumi/random";
+
+const config = new pulumi.Config();
+const namespace = config.require("namespace");
+const pet = new random.RandomPet("pet", { length: 2 });
+
+const settings = new k8s.core.v1.ConfigMap("settings", {
+    metadata: { name: "app-settings", namespace },
+    data: { greeting: config.get("greeting") ?? "hello", pet: pet.id },
+});
+const labels = { app: "app" };
+const app = new k8s.apps.v1.Deployment("app", {
+    metadata: { name: "app", namespace },
+    spec: {
+        replicas: 1,
+        selector: { matchLabels: labels },
+        template: {
+            metadata: { labels },
+            spec: {
+                automountServiceAccountToken: false,
+                securityContext: { runAsNonRoot: true, runAsUser: 65535, seccompProfile: { type: "RuntimeDefault" } },
+                containers: [{
+                    name: "app",
+                    image: config.require("image"),
+                    imagePullPolicy: "IfNotPresent",
+                    securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] } },
+                    resources: { requests: { cpu: "5m", memory: "8Mi" } },
+                }],
+            },
+        },
+    },
+});
+
+export const configMap = settings.metadata.name;
+export const readyReplicas = app.status.readyReplicas;
+export const petName = pet.id;
+export const language = "typescript";
+"""
+
+
 def typescript(name: str = "tsprog", *, index: str = TYPESCRIPT_INDEX,
                dependencies: dict[str, str] | None = None) -> dict[str, str]:
-    """A TypeScript program's files (no lockfile: npm resolves from the registry it is pointed at)."""
+    """A TypeScript program's files (no lockfile: npm resolves from the registry it is pointed at); `index` and
+    `dependencies` make it another program (:func:`typescript_kubernetes`)."""
     deps = {"@pulumi/pulumi": PULUMI_SDK_VERSION, "@pulumi/random": RANDOM_VERSION, **(dependencies or {})}
     package = {"name": name, "main": "index.ts", "devDependencies": {"typescript": TYPESCRIPT_VERSION},
                "dependencies": deps}
@@ -88,6 +138,11 @@ def typescript(name: str = "tsprog", *, index: str = TYPESCRIPT_INDEX,
         "tsconfig.json": TSCONFIG,
         "index.ts": index,
     }
+
+
+def typescript_kubernetes(name: str = "k8sprog") -> dict[str, str]:
+    """The TypeScript program of :data:`KUBERNETES_INDEX`, with @pulumi/kubernetes beside @pulumi/random."""
+    return typescript(name, index=KUBERNETES_INDEX, dependencies={"@pulumi/kubernetes": KUBERNETES_VERSION})
 
 
 PYTHON_MAIN = """import pulumi

@@ -1,0 +1,6 @@
+//go:build tools
+
+
+package tools
+
+import _ "github.com/rancher/local-path-provisioner"
