@@ -484,8 +484,11 @@ def remove_workdir(workdir: Path) -> None:
 # --- start ---------------------------------------------------------------------------------------------------------
 
 
-def start(workdir: Path, *, images: Iterable[Any] = (), timeout: float = 180.0) -> Cluster:
-    """Start the cluster with its state and logs under `workdir`; import `images` (``images.BuiltImage``s).
+def start(workdir: Path, *, images: Iterable[Any] = (), timeout: float = 180.0,
+          storage_helper_image: str | None = None) -> Cluster:
+    """Start the cluster with its state and logs under `workdir`; import `images` (``images.BuiltImage``s). With
+    `storage_helper_image` (an imported image with a shell), the cluster also gets a default StorageClass whose
+    provisioner (local-path-provisioner, built by `make tools`) runs its helper pods in that image.
 
     Returns once the node is Ready and CoreDNS answers. On any failure, everything started so far is removed.
     """
@@ -523,6 +526,8 @@ def start(workdir: Path, *, images: Iterable[Any] = (), timeout: float = 180.0) 
         _wait_node_ready(cluster, timeout)
         cluster.kubectl("apply", "-f", "-", stdin=_yaml_stream(nodeconfig.coredns_objects(net.dns_service_ip)))
         _wait_deployment(cluster, "kube-system", "coredns", timeout)
+        if storage_helper_image is not None:
+            _start_storage(cluster, storage_helper_image)
     except BaseException as err:
         if cluster is not None:
             report = cluster.logs()
@@ -580,6 +585,23 @@ def _start_node(cluster: Cluster, timeout: float) -> None:
     cluster._processes.append(controlplane.launch("kube-proxy", [
         str(binaries.require("kube-proxy")), f"--config={paths.kube_proxy_config}", "-v=1",
     ], logs))
+
+
+def _start_storage(cluster: Cluster, helper_image: str) -> None:
+    """The default StorageClass and its provisioner (see :func:`nodeconfig.storage_objects`)."""
+    binary = binaries.require("local-path-provisioner")
+    paths = cluster.paths
+    paths.local_volumes.mkdir(parents=True, exist_ok=True)
+    config, helper = paths.root / "local-path-config.json", paths.root / "local-path-helper-pod.yaml"
+    config.write_text(nodeconfig.local_path_config(paths))
+    helper.write_text(nodeconfig.local_path_helper_pod(helper_image))
+    cluster.kubectl("apply", "-f", "-", stdin=_yaml_stream(nodeconfig.storage_objects()))
+    cluster._processes.append(controlplane.launch("local-path-provisioner", [
+        str(binary), "start", f"--kubeconfig={cluster.kubeconfig}", f"--namespace={nodeconfig.STORAGE_NAMESPACE}",
+        f"--provisioner-name={nodeconfig.STORAGE_PROVISIONER}", f"--helper-image={helper_image}",
+        f"--service-account-name={nodeconfig.STORAGE_HELPER_ACCOUNT}",
+        f"--configmap-name={nodeconfig.STORAGE_CONFIGMAP}", f"--config={config}", f"--helper-pod-file={helper}",
+    ], cluster.log_dir))
 
 
 def _poll(test: Any, timeout: float, what: str, process: controlplane.Process | None = None) -> None:

@@ -31,7 +31,7 @@ import pytest
 
 from pko.kube import client as kclient
 from pko.kube import errors, resources
-from pko.testing import binaries, cluster, gitserver, images, mirror, objectstore, waiting
+from pko.testing import binaries, cluster, gitserver, images, mirror, nodeconfig, objectstore, waiting
 
 ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "deploy" / "helm" / "pko"
@@ -58,7 +58,8 @@ class Release:
 #: The packages that run on the shared cluster, in the order they run.
 CLUSTER_PACKAGES = ("tests/cluster/", "tests/interop/")
 #: Namespaces every cluster has; anything else a package leaves is removed before the next one starts.
-SYSTEM_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
+SYSTEM_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease",
+                               nodeconfig.STORAGE_NAMESPACE})
 #: pko's kinds, whose finalizers no operator removes once every operator is uninstalled.
 OPERATOR_KINDS = ("stacks.pulumi.com", "programs.pulumi.com", "workspaces.auto.pulumi.com",
                   "updates.auto.pulumi.com")
@@ -147,7 +148,8 @@ def real_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
     shared = _shared(request.config, tmp_path_factory)
     if shared.running is None:
         try:
-            shared.running = cluster.start(shared.workdir, images=built_images.values())
+            shared.running = cluster.start(shared.workdir, images=built_images.values(),
+                                           storage_helper_image=images.PYTHON_BASE_REF)
         except Exception as err:  # a broken test bed fails the tests, never skips them
             pytest.fail(f"could not start the real cluster: {err}", pytrace=False)
         shared.running.tag_image(built_images["pko"].refs[0], PKO_IMAGE)

@@ -1,5 +1,5 @@
 """The configuration files of the test cluster's node, rendered from one place: containerd, the CNI bridge,
-kubelet, kube-proxy, and the CoreDNS objects.
+kubelet, kube-proxy, the CoreDNS objects, and the default StorageClass with its provisioner's configuration.
 
 Everything a node component writes lives under the cluster's work directory (containerd's root and state, the
 runc root, kubelet's root and pod logs, CNI's IPAM data), so a teardown knows exactly what to remove. The choices
@@ -79,6 +79,11 @@ class NodePaths:
     @property
     def kube_proxy_config(self) -> Path:
         return self.root / "kube-proxy-config.yaml"
+
+    @property
+    def local_volumes(self) -> Path:
+        """Where local-path-provisioner makes a directory for each PersistentVolume it provisions."""
+        return self.root / "local-path"
 
     @property
     def pod_logs(self) -> Path:
@@ -262,4 +267,49 @@ def coredns_objects(cluster_dns: str) -> list[dict[str, Any]]:
          "spec": {"clusterIP": cluster_dns, "selector": labels,
                   "ports": [{"name": "dns", "port": 53, "protocol": "UDP"},
                             {"name": "dns-tcp", "port": 53, "protocol": "TCP"}]}},
+    ]
+
+
+# --- the default StorageClass ---------------------------------------------------------------------------------------
+# local-path-provisioner, as kind ships it: a PVC of the class binds, once its pod is scheduled, to a new directory on
+# the node that a helper pod makes (and removes when the volume is released). The provisioner runs beside the node's
+# other daemons with the admin kubeconfig; its helper pods run in their own namespace.
+STORAGE_CLASS = "standard"  # kind's name for its default class
+STORAGE_PROVISIONER = "rancher.io/local-path"
+STORAGE_NAMESPACE = "local-path-storage"
+STORAGE_CONFIGMAP = "local-path-config"
+STORAGE_HELPER_ACCOUNT = "local-path-provisioner-helper"
+
+
+def local_path_config(paths: NodePaths) -> str:
+    """The provisioner's config.json: every node keeps its volumes under the cluster's work directory."""
+    return json.dumps({"nodePathMap": [{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES",
+                                        "paths": [str(paths.local_volumes)]}]}) + "\n"
+
+
+def local_path_helper_pod(image: str) -> str:
+    """The helper pod template (JSON is YAML): a local image with a shell, never pulled, root so that it can make and
+    remove directories in the root-owned volume directory."""
+    return json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "helper-pod"}, "spec": {
+        "containers": [{"name": "helper-pod", "image": image, "imagePullPolicy": "Never",
+                        "securityContext": {"runAsUser": 0, "runAsGroup": 0}}],
+    }}) + "\n"
+
+
+def storage_objects() -> list[dict[str, Any]]:
+    """The provisioner's namespace, its helper pods' account and scripts, and the default StorageClass."""
+    meta = {"namespace": STORAGE_NAMESPACE}
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": STORAGE_NAMESPACE}},
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": STORAGE_HELPER_ACCOUNT, **meta},
+         "automountServiceAccountToken": False},
+        # the helper pod runs `setup` for a new volume, `teardown` for a released one ($VOL_DIR is its directory)
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": STORAGE_CONFIGMAP, **meta}, "data": {
+            "setup": '#!/bin/sh\nset -eu\nmkdir -m 0777 -p "$VOL_DIR"\n',
+            "teardown": '#!/bin/sh\nset -eu\nrm -rf "$VOL_DIR"\n',
+        }},
+        {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+         "metadata": {"name": STORAGE_CLASS,
+                      "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+         "provisioner": STORAGE_PROVISIONER, "volumeBindingMode": "WaitForFirstConsumer", "reclaimPolicy": "Delete"},
     ]

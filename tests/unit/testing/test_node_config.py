@@ -57,6 +57,23 @@ def test_coredns_answers_cluster_local_only() -> None:
     assert container["imagePullPolicy"] == "Never"
 
 
+def test_the_default_storage_class_provisions_under_the_work_dir_with_a_local_helper_image() -> None:
+    config = json.loads(nodeconfig.local_path_config(PATHS))
+    assert config["nodePathMap"] == [{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": ["/w/node/local-path"]}]
+    helper = yaml.safe_load(nodeconfig.local_path_helper_pod("docker.io/library/python:3.11-slim-bookworm"))
+    container = helper["spec"]["containers"][0]
+    assert container["imagePullPolicy"] == "Never"  # nothing on the node can be pulled
+    assert container["image"] == "docker.io/library/python:3.11-slim-bookworm"
+    objects = {o["kind"]: o for o in nodeconfig.storage_objects()}
+    storage_class = objects["StorageClass"]
+    assert storage_class["metadata"]["annotations"]["storageclass.kubernetes.io/is-default-class"] == "true"
+    assert storage_class["provisioner"] == nodeconfig.STORAGE_PROVISIONER
+    assert storage_class["volumeBindingMode"] == "WaitForFirstConsumer"
+    assert set(objects["ConfigMap"]["data"]) == {"setup", "teardown"}
+    assert all(o["metadata"].get("namespace") == nodeconfig.STORAGE_NAMESPACE
+               for o in nodeconfig.storage_objects() if o["kind"] in ("ConfigMap", "ServiceAccount"))
+
+
 def test_image_keys_from_ctr_listing() -> None:
     listing = (
         "REF TYPE DIGEST SIZE PLATFORMS LABELS\n"
