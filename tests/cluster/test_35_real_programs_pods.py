@@ -1,6 +1,8 @@
 """Real programs in workspace pods, as users run them: TypeScript, Python and Go programs from Git that use the random
-provider, a Program object that targets one of two random resources, and bad programs (a package npm cannot find, a
-TypeScript compile error, a plugin version the mirror lacks) that get a clear status until a good commit recovers.
+provider, a TypeScript program whose Kubernetes objects are checked with kubectl through update, drift and destroy
+(its state in the object store), a Program object that targets one of two random resources, file state on a
+dynamically provisioned PersistentVolumeClaim, and bad programs (a package npm cannot find, a TypeScript compile
+error, a plugin version the mirror lacks) that get a clear status until a good commit recovers.
 
 Nothing is baked into the workspace image: each pod downloads the provider plugin from a plugin mirror (through
 ``PULUMI_PLUGIN_DOWNLOAD_URL_OVERRIDES``) and its packages from the npm, PyPI and Go module mirrors, over the real
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import urllib.parse
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
@@ -26,7 +29,7 @@ import pytest
 
 from pko.kube import client as kclient
 from pko.kube import resources
-from pko.testing import cluster, gitserver, mirror, programs
+from pko.testing import cluster, gitserver, mirror, nodeconfig, objectstore, programs
 from pko.testing.clusterbed import (
     Release,
     diagnose,
@@ -37,9 +40,10 @@ from pko.testing.clusterbed import (
     started_scenarios,
     workspace_template,
 )
-from pko.testing.waiting import condition, wait_for
+from pko.testing.waiting import condition, wait_for, wait_gone
 
 RANDOM_PLUGIN = f"pulumi-resource-random-v{programs.RANDOM_VERSION}-linux-amd64.tar.gz"
+KUBERNETES_PLUGIN = f"pulumi-resource-kubernetes-v{programs.KUBERNETES_VERSION}-linux-amd64.tar.gz"
 #: Go's build cache for the Go scenario's pods, on the node (this machine), outside the repository and readable by
 #: the pods' uid (not under $HOME): kept between runs like the other caches of the test bed.
 GO_BUILD_CACHE = Path("/var/tmp/pko-test-go-build-cache")
@@ -54,6 +58,7 @@ class Bed:
     namespace: str
     git: gitserver.GitServer
     registry: mirror.Mirror
+    store: objectstore.ObjectStore
 
 
 TS_INDEX_BAD_TYPES = """import * as random from "@pulumi/random";
@@ -116,6 +121,102 @@ async def typescript(bed: Bed) -> None:
     assert f"/npm/@pulumi/pulumi/-/pulumi-{programs.PULUMI_SDK_VERSION}.tgz" in npm, npm[:20]
 
 
+def _live(bed: Bed, kind: str, name: str) -> dict[str, Any] | None:
+    """An object as kubectl sees it in the scenario's namespace, or None when it is not there."""
+    found = bed.real_cluster.kubectl("get", kind, name, "-n", bed.namespace, "-o", "json", "--ignore-not-found",
+                                     "--show-managed-fields").stdout
+    return json.loads(found) if found.strip() else None
+
+
+async def kubernetes(bed: Bed) -> None:
+    """The TypeScript program with @pulumi/kubernetes: its ConfigMap and Deployment are made with the workspace
+    account's own RBAC, a config change updates the ConfigMap in place, a hand edit is found as drift and undone,
+    and deleting the Stack removes both objects: each step checked with kubectl, not only in pko's status."""
+    ckc, ns, real_cluster = bed.ckc, bed.namespace, bed.real_cluster
+    # the workspace account may edit the namespace's objects, as a user grants it for such a program
+    real_cluster.kubectl("create", "rolebinding", "pulumi-edit", "--clusterrole=edit", f"--serviceaccount={ns}:pulumi",
+                         "-n", ns)
+    config = {"namespace": ns, "image": nodeconfig.PAUSE_IMAGE, "greeting": "hello",
+              "kubernetes:enableConfigMapMutable": "true"}  # a data change is an update, not a replacement
+    # the state in the object store, as such a Stack keeps it: the destroy on delete must find it whatever pod runs it
+    await ckc.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s3-creds", "namespace": ns},
+                      "stringData": bed.store.env()})
+    state = {"backend": bed.store.backend_url(f"k8s-{ns}"), "envRefs": {
+        **passphrase_env(), **mirror_env(bed.registry),
+        **{key: {"type": "Secret", "secret": {"name": "s3-creds", "key": key}} for key in bed.store.env()}}}
+    stack = await _git_stack_ready(bed, "k8s", programs.typescript_kubernetes(), timeout=900, config=config, **state)
+    outputs = stack["status"]["outputs"]
+    assert outputs["configMap"] == "app-settings", outputs
+    assert outputs["readyReplicas"] == 1, outputs
+    assert stack["status"]["lastUpdate"]["resourceChanges"].get("create") == 4, stack["status"]["lastUpdate"]
+    live = _live(bed, "configmap", "app-settings")
+    assert live is not None
+    assert live["data"] == {"greeting": "hello", "pet": outputs["petName"]}, live
+    managers = {f["manager"] for f in live["metadata"]["managedFields"]}
+    assert any(m.startswith("pulumi-kubernetes") for m in managers), managers  # applied by the provider
+    deployment = _live(bed, "deployment", "app")
+    assert deployment is not None
+    assert deployment["status"].get("readyReplicas") == 1, deployment
+    assert f"/plugins/{KUBERNETES_PLUGIN}" in _fetched(bed.registry, "plugins")
+    npm = _fetched(bed.registry, "npm")
+    assert f"/npm/@pulumi/kubernetes/-/kubernetes-{programs.KUBERNETES_VERSION}.tgz" in npm, npm[:20]
+
+    # a config change: the ConfigMap is updated in place, and the status and the event say so
+    first = stack["status"]["lastUpdate"]["name"]
+    await ckc.patch(resources.STACK, "k8s", {"spec": {"config": {**config, "greeting": "hello again"}}}, ns)
+
+    def updated(obj: dict[str, Any]) -> bool:
+        last = (obj.get("status") or {}).get("lastUpdate") or {}
+        return (condition(obj, "Ready").get("status") == "True" and last.get("name") != first
+                and last.get("state") == "succeeded")
+    stack = await wait_for(ckc, resources.STACK, "k8s", ns, updated, timeout=600,
+                           diagnostics=lambda: diagnose(real_cluster, ns))
+    changes = stack["status"]["lastUpdate"]["resourceChanges"]
+    assert changes.get("update") == 1, changes
+    assert not changes.get("create"), changes
+    assert not changes.get("replace"), changes
+    assert (_live(bed, "configmap", "app-settings") or {}).get("data", {}).get("greeting") == "hello again"
+    events = [e["message"] for e in _events(bed, "Stack", "k8s") if e["reason"] == "StackCreated"]
+    assert any(m == "Successfully updated stack: 0 created, 1 updated, 0 deleted" for m in events), events
+
+    # drift: a hand edit of the ConfigMap. The provider's preview then fails on the field kubectl took (a server-side
+    # apply conflict), after the engine said the ConfigMap would be updated: reported as drift, with its URN.
+    real_cluster.kubectl("patch", "configmap", "app-settings", "-n", ns, "--type=merge",
+                         "-p", '{"data":{"greeting":"edited by hand"}}')
+    await ckc.patch(resources.STACK, "k8s", {"spec": {"driftDetection": {"interval": "10s"}}}, ns)
+    stack = await wait_for(ckc, resources.STACK, "k8s", ns,
+                           lambda o: condition(o, "Drifted").get("reason") == "DriftDetected", timeout=600,
+                           diagnostics=lambda: diagnose(real_cluster, ns))
+    urn = "urn:pulumi:dev::k8sprog::kubernetes:core/v1:ConfigMap::settings"
+    assert condition(stack, "Drifted")["message"].startswith(f"1 resource(s) drifted: {urn} (update)"), stack
+    assert 'conflict with "kubectl-patch"' in stack["status"]["drift"]["lastCheck"]["message"]
+    detected = [e["message"] for e in _events(bed, "Stack", "k8s") if e["reason"] == "DriftDetected"]
+    assert detected, _events(bed, "Stack", "k8s")
+    # remediation, once the provider may take the field back (the user's choice: PULUMI_K8S_ENABLE_PATCH_FORCE or
+    # the resource's pulumi.com/patchForce annotation), restores the declared value
+    env = {**state["envRefs"], "PULUMI_K8S_ENABLE_PATCH_FORCE": {"type": "Literal", "literal": {"value": "true"}}}
+    await ckc.patch(resources.STACK, "k8s", {"spec": {"envRefs": env,
+                                                       "driftDetection": {"interval": "10s", "remediate": True}}}, ns)
+
+    def restored(obj: dict[str, Any]) -> bool:
+        live = _live(bed, "configmap", "app-settings") or {}
+        return (condition(obj, "Drifted").get("reason") in ("Remediated", "NoDrift")
+                and live.get("data", {}).get("greeting") == "hello again")
+    await wait_for(ckc, resources.STACK, "k8s", ns, restored, timeout=600, interval=2,
+                   diagnostics=lambda: diagnose(real_cluster, ns))
+
+    # deleting the Stack destroys what it made (destroyOnFinalize)
+    await ckc.delete(resources.STACK, "k8s", ns)
+    await wait_gone(ckc, resources.STACK, "k8s", ns, timeout=600)
+    assert _live(bed, "configmap", "app-settings") is None
+    assert _live(bed, "deployment", "app") is None
+
+
+def _events(bed: Bed, kind: str, name: str) -> list[dict[str, Any]]:
+    found = (bed.real_cluster.api_get(f"/api/v1/namespaces/{bed.namespace}/events") or {}).get("items", [])
+    return [e for e in found if e["involvedObject"].get("kind") == kind and e["involvedObject"]["name"] == name]
+
+
 async def python(bed: Bed) -> None:
     pod_mirror = bed.registry
     # the image's own wheelhouse stays out of it: the index is the mirror
@@ -173,6 +274,72 @@ async def targets(bed: Bed) -> None:
     # the stack resource and `picked` were created; `skipped` was not (the engine counts it as left alone)
     assert stack["status"]["lastUpdate"]["resourceChanges"].get("create") == 2, stack["status"]["lastUpdate"]
     assert 1 <= int(stack["status"]["outputs"]["picked"]) <= 100
+
+
+async def state_on_a_pvc(bed: Bed) -> None:
+    """File state on a PersistentVolumeClaim of the cluster's default StorageClass, as many reference examples keep
+    it: the claim binds to a volume the real provisioner makes on the node, the state outlives the workspace pod (the
+    next pod's update creates nothing anew), and the volume is removed with the claim."""
+    ckc, ns, real_cluster = bed.ckc, bed.namespace, bed.real_cluster
+    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "state", "namespace": ns},
+             "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "64Mi"}}}}
+    real_cluster.kubectl("apply", "-f", "-", stdin=json.dumps(claim))
+    await ckc.create(resources.PROGRAM.new("kept", ns, program=programs.yaml_random_program()))
+    pod = {"volumes": [{"name": "state", "persistentVolumeClaim": {"claimName": "state"}}],
+           "containers": [{"name": "pulumi", "volumeMounts": [{"name": "state", "mountPath": "/state"}]}]}
+    await ckc.create(resources.STACK.new("kept", ns, spec={
+        "stack": "dev", "programRef": {"name": "kept"}, "backend": "file:///state", "destroyOnFinalize": True,
+        "envRefs": {**passphrase_env(), **mirror_env(bed.registry, "PULUMI_PLUGIN_DOWNLOAD_URL_OVERRIDES")},
+        "config": {"round": "1"}, "workspaceTemplate": workspace_template(podTemplate={"spec": pod}),
+    }))
+
+    def ready_round(n: int) -> Callable[[dict[str, Any]], bool]:
+        def test(obj: dict[str, Any]) -> bool:
+            last = (obj.get("status") or {}).get("lastUpdate") or {}
+            return (condition(obj, "Ready").get("status") == "True" and last.get("state") == "succeeded"
+                    and obj["metadata"].get("generation") == (obj.get("status") or {}).get("observedGeneration")
+                    and (obj["spec"].get("config") or {}).get("round") == str(n))
+        return test
+    stack = await wait_for(ckc, resources.STACK, "kept", ns, ready_round(1), timeout=600,
+                           diagnostics=lambda: diagnose(real_cluster, ns))
+    picked = stack["status"]["outputs"]["picked"]
+    assert stack["status"]["lastUpdate"]["resourceChanges"].get("create") == 3, stack["status"]["lastUpdate"]
+
+    # the claim is bound to a volume the provisioner made on the node, and the state is in it
+    claim = json.loads(real_cluster.kubectl("get", "pvc", "state", "-n", ns, "-o", "json").stdout)
+    assert claim["status"]["phase"] == "Bound"
+    assert claim["spec"]["storageClassName"] == nodeconfig.STORAGE_CLASS
+    volume = json.loads(real_cluster.kubectl("get", "pv", claim["spec"]["volumeName"], "-o", "json").stdout)
+    assert volume["metadata"]["annotations"]["pv.kubernetes.io/provisioned-by"] == nodeconfig.STORAGE_PROVISIONER
+    directory = Path((volume["spec"].get("hostPath") or volume["spec"].get("local") or {})["path"])
+    assert directory.parent == real_cluster.paths.local_volumes, directory
+    assert (directory / ".pulumi" / "stacks" / "kept" / "dev.json").is_file(), sorted(directory.rglob("*"))[:20]
+
+    # a new pod: the next update finds the state the first pod left on the volume
+    first_pod = json.loads(real_cluster.kubectl("get", "pod", "kept-workspace-0", "-n", ns, "-o", "json").stdout)
+    real_cluster.kubectl("delete", "pod", "kept-workspace-0", "-n", ns, "--wait=false")
+    await ckc.patch(resources.STACK, "kept", {"spec": {"config": {"round": "2"}}}, ns)
+    stack = await wait_for(ckc, resources.STACK, "kept", ns, ready_round(2), timeout=600,
+                           diagnostics=lambda: diagnose(real_cluster, ns))
+    second_pod = json.loads(real_cluster.kubectl("get", "pod", "kept-workspace-0", "-n", ns, "-o", "json").stdout)
+    assert second_pod["metadata"]["uid"] != first_pod["metadata"]["uid"]
+    changes = stack["status"]["lastUpdate"]["resourceChanges"]
+    assert not changes.get("create"), changes
+    assert changes.get("same") == 3, changes
+    assert stack["status"]["outputs"]["picked"] == picked
+
+    # the Stack destroys its resources; the claim's deletion releases the volume, which the provisioner removes
+    await ckc.delete(resources.STACK, "kept", ns)
+    await wait_gone(ckc, resources.STACK, "kept", ns, timeout=300)
+    real_cluster.kubectl("delete", "pvc", "state", "-n", ns, "--wait=false")
+
+    def removed() -> bool:
+        found = real_cluster.kubectl("get", "pv", volume["metadata"]["name"], "--ignore-not-found", "-o", "name").stdout
+        return not found.strip() and not directory.exists()
+    deadline = asyncio.get_running_loop().time() + 180
+    while not removed():
+        assert asyncio.get_running_loop().time() < deadline, f"the volume is still there: {directory}"
+        await asyncio.sleep(1)
 
 
 async def bad_input(bed: Bed) -> None:
@@ -261,14 +428,17 @@ async def dependency_cache(bed: Bed) -> None:
 
 
 SCENARIOS: dict[str, Callable[[Bed], Coroutine[Any, Any, None]]] = {
-    "typescript": typescript, "python": python, "go": go, "targets": targets, "bad_input": bad_input,
+    "typescript": typescript, "kubernetes": kubernetes, "python": python, "go": go, "targets": targets,
+    "state_on_a_pvc": state_on_a_pvc, "bad_input": bad_input,
     "dependency_cache": dependency_cache,
 }
 SCENARIO_TESTS = {  # the test that waits for each scenario
     "typescript": "test_typescript_program_installs_from_the_npm_mirror_and_downloads_its_plugin",
+    "kubernetes": "test_kubernetes_objects_are_made_updated_healed_of_drift_and_destroyed",
     "python": "test_python_program_builds_its_venv_from_the_pypi_mirror",
     "go": "test_go_program_builds_against_the_module_mirror",
     "targets": "test_program_object_with_targets_creates_only_the_targeted_resource",
+    "state_on_a_pvc": "test_file_state_on_a_dynamically_provisioned_pvc_outlives_the_workspace_pod",
     "bad_input": "test_bad_programs_get_a_clear_status_and_the_next_good_commit_recovers",
     "dependency_cache": "test_the_second_cold_start_gets_plugin_and_packages_from_the_operators_cache",
 }
@@ -276,7 +446,7 @@ SCENARIO_TESTS = {  # the test that waits for each scenario
 
 @pytest.fixture(scope="module")
 async def started(request: pytest.FixtureRequest, real_cluster: cluster.Cluster, operator_release: Release,
-                  pod_git: gitserver.GitServer, cache_upstream: mirror.Mirror,
+                  pod_git: gitserver.GitServer, cache_upstream: mirror.Mirror, pod_store: objectstore.ObjectStore,
                   ) -> AsyncIterator[dict[str, asyncio.Task[None]]]:
     """Every selected scenario, started at once in a namespace and with a mirror of its own (the dependency cache's
     scenario: the operator's upstream)."""
@@ -286,7 +456,7 @@ async def started(request: pytest.FixtureRequest, real_cluster: cluster.Cluster,
               ) -> Coroutine[Any, Any, None]:
         server = (cache_upstream if name == "dependency_cache"
                   else stack.enter_context(mirror.running(host=real_cluster.node_ip)))
-        return SCENARIOS[name](Bed(ckc, real_cluster, namespace, pod_git, server))
+        return SCENARIOS[name](Bed(ckc, real_cluster, namespace, pod_git, server, pod_store))
     async with started_scenarios(request, real_cluster, SCENARIO_TESTS, start) as tasks:
         yield tasks
 
@@ -294,6 +464,11 @@ async def started(request: pytest.FixtureRequest, real_cluster: cluster.Cluster,
 async def test_typescript_program_installs_from_the_npm_mirror_and_downloads_its_plugin(
         started: dict[str, asyncio.Task[None]]) -> None:
     await started["typescript"]
+
+
+async def test_kubernetes_objects_are_made_updated_healed_of_drift_and_destroyed(
+        started: dict[str, asyncio.Task[None]]) -> None:
+    await started["kubernetes"]
 
 
 async def test_python_program_builds_its_venv_from_the_pypi_mirror(started: dict[str, asyncio.Task[None]]) -> None:
@@ -307,6 +482,11 @@ async def test_go_program_builds_against_the_module_mirror(started: dict[str, as
 async def test_program_object_with_targets_creates_only_the_targeted_resource(
         started: dict[str, asyncio.Task[None]]) -> None:
     await started["targets"]
+
+
+async def test_file_state_on_a_dynamically_provisioned_pvc_outlives_the_workspace_pod(
+        started: dict[str, asyncio.Task[None]]) -> None:
+    await started["state_on_a_pvc"]
 
 
 async def test_bad_programs_get_a_clear_status_and_the_next_good_commit_recovers(

@@ -145,6 +145,13 @@ def absorb(status: stack_api.StackStatus, update: up_api.Update | None, name: st
         name=name, start_time=(update.metadata.creation_timestamp if update is not None else None)
         or conditions.format_time(now), end_time=end or conditions.format_time(now))
     failed = update is None or conditions.is_true(up_status.conditions, conditions.FAILED)
+    if failed and up_status.drift is not None and any((up_status.drift.changes or {}).values()):
+        # The preview had already said what an update would change when a later step failed: the Kubernetes
+        # provider's dry-run apply refuses a field another manager took (a `kubectl edit`), which is that very drift.
+        # Drift found is reported as such; the failure stays in status.drift.lastCheck.
+        return _drift_found(status, up_status.drift, check.model_copy(update={
+            "result": FAILED, "message": up_status.message or "the preview failed"}),
+            " (the check's preview then failed: status.drift.lastCheck)")
     if failed or up_status.drift is None:
         if update is None:
             message = "its Update was deleted before it finished"
@@ -155,17 +162,22 @@ def absorb(status: stack_api.StackStatus, update: up_api.Update | None, name: st
         check = check.model_copy(update={"result": FAILED, "message": message})
         status.drift = previous.model_copy(update={"current_check": None, "last_check": check})
         return Finding("Unknown", conditions.DRIFT_CHECK_FAILED, f"drift check {name} failed: {message}")
-    resources = list(up_status.drift.resources or [])[:drift_api.MAX_STATUS_RESOURCES]
-    changes = dict(up_status.drift.changes or {})
+    return _drift_found(status, up_status.drift, check.model_copy(update={"result": SUCCEEDED}))
+
+
+def _drift_found(status: stack_api.StackStatus, found: up_api.UpdateDrift, check: drift_api.DriftCheck,
+                 note: str = "") -> Finding:
+    resources = list(found.resources or [])[:drift_api.MAX_STATUS_RESOURCES]
+    changes = dict(found.changes or {})
     total = sum(changes.values())
     status.drift = drift_api.DriftStatus(
-        last_check=check.model_copy(update={"result": SUCCEEDED}), resources=resources or None,
-        changes=changes or None,
+        last_check=check, resources=resources or None, changes=changes or None,
         # a new finding of drift is remediated anew; none leaves nothing to remediate
         remediation=None)
     if total == 0:
         return Finding("False", conditions.DRIFT_NONE, "the last drift check found no drift")
-    return Finding("True", conditions.DRIFT_DETECTED, f"{total} resource(s) drifted: {_listing(resources, total)}")
+    return Finding("True", conditions.DRIFT_DETECTED,
+                   f"{total} resource(s) drifted: {_listing(resources, total)}{note}")
 
 
 def failed_to_start(status: stack_api.StackStatus, message: str, now: datetime.datetime) -> Finding:

@@ -261,7 +261,9 @@ class UpdateReconciler:
                         if problem is not None:
                             return problem
                     outcome = await self._absorb(update, kind, response.result)
-                    if drifted is not None and outcome.failed[0] != "True":
+                    # a failed drift check keeps what its preview had found before the failure (e.g. a field
+                    # conflict in the Kubernetes provider's dry-run apply is the drift it reports)
+                    if drifted is not None and (outcome.failed[0] != "True" or drifted.changes):
                         outcome.drift = drifted.result()
                     return outcome
         except grpc.aio.AioRpcError as err:
@@ -269,7 +271,10 @@ class UpdateReconciler:
                 log.info("the agent could not resume the interrupted up: %s", err.details())
                 return plan.failed(plan.REASON_ABORTED)
             info = agent_client.pulumi_error_info(err)
-            return plan.from_error(info.message if info else err.details(), info.reason if info else None)
+            outcome = plan.from_error(info.message if info else err.details(), info.reason if info else None)
+            if drifted is not None and drifted.changes:  # what the failed drift check had found (see above)
+                outcome.drift = drifted.result()
+            return outcome
         except ValueError as err:
             return plan.failed("InvalidSpec", str(err))
         return plan.from_error(f"didn't receive a{'n' if kind == 'up' else ''} {kind} result", None)

@@ -147,6 +147,26 @@ def test_a_failed_check_is_unknown_not_a_failed_update(update: up_api.Update | N
     assert [r.urn for r in status.drift.resources or []] == [URN_A]  # the last known drift stays on record
 
 
+def test_drift_a_failed_check_had_found_is_reported_as_drift_with_the_failure_on_record() -> None:
+    """The Kubernetes provider's preview fails on a field a `kubectl edit` took (a server-side apply conflict) after
+    the engine said the resource would be updated: that is the drift, not a check that found nothing."""
+    status = stack_api.StackStatus()
+    update = _check_update(failed=True, message="error: Apply failed with 1 conflict: conflict with \"kubectl-patch\"",
+                           drift_result={"resources": [{"urn": URN_A, "op": "update"}], "changes": {"update": 1}})
+    finding = drift.absorb(status, update, "c", NOW)
+    assert finding == drift.Finding(
+        "True", "DriftDetected",
+        f"1 resource(s) drifted: {URN_A} (update) (the check's preview then failed: status.drift.lastCheck)")
+    assert status.drift is not None
+    assert status.drift.last_check is not None
+    assert status.drift.last_check.result == "failed"
+    assert "conflict with \"kubectl-patch\"" in (status.drift.last_check.message or "")
+    assert [r.urn for r in status.drift.resources or []] == [URN_A]
+    # a failed check that had found nothing is still a failed check
+    empty = _check_update(failed=True, message="error: boom", drift_result={"resources": [], "changes": {}})
+    assert drift.absorb(stack_api.StackStatus(), empty, "c", NOW).reason == "DriftCheckFailed"
+
+
 def test_events_only_for_news_and_every_failure() -> None:
     drifted = drift.Finding("True", "DriftDetected", "1 resource(s) drifted: a (update)")
     clean = drift.Finding("False", "NoDrift", "the last drift check found no drift")
