@@ -5,7 +5,7 @@
 #   cluster: tests/cluster tests/interop   (the real single-node cluster, one boot shared by both tiers)
 #   e2e:     tests/e2e tests/chaos         (a local control plane)
 #   local:   tests/unit tests/deploy tests/integration   (another local control plane), then a few e2e files
-#            (`moved` below)
+#            (`moved` below) and the interop file that needs no cluster
 #
 # The streams share nothing: the cluster tier owns the machine's cluster lock, its node and its network; each
 # local stream is its own pytest session with its own etcd + kube-apiserver on free loopback ports, git server and
@@ -41,6 +41,10 @@ for file in "${moved[@]}"; do
   tiers[e2e]+=" --ignore=$file"
   tiers[local]+=" $file"
 done
+# The interop file that needs no cluster (the Go agent as the local runtime's agent) runs in the local stream too:
+# the cluster stream is the longest.
+tiers[cluster]+=" --ignore=tests/interop/test_01_local_go_agent.py"
+tiers[local]+=" tests/interop/test_01_local_go_agent.py"
 
 for dir in tests/*/; do  # a new tier must be named in a stream, or make test would silently skip it
   dir=${dir%/}
