@@ -296,18 +296,22 @@ async def updates_in(kc: kclient.Client, namespace: str) -> list[Object]:
 
 
 async def empty_namespace(kc: kclient.Client, bed: cluster.Cluster, namespace: str, timeout: float = 600) -> None:
-    """Delete every Stack (the operator is still there to remove its finalizer), wait until the Stacks and their
-    pods are gone, then the namespace: the next operator starts on an idle node."""
+    """Delete every Stack (the operator is still there to remove its finalizer), wait until the Stacks are gone, then
+    delete the namespace and wait until its pods are gone (the workspaces', and those a realistic program made): the
+    next operator starts on an idle node."""
     for stack in (await kc.list(resources.STACK, namespace)).items:
         with contextlib.suppress(errors.NotFound):
             await kc.delete(resources.STACK, stack["metadata"]["name"], namespace)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        stacks = (await kc.list(resources.STACK, namespace)).items
-        if not stacks and count_pods(bed, namespace) == 0:
+        if not (await kc.list(resources.STACK, namespace)).items:
             break
         await asyncio.sleep(1)
     bed.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+    while time.monotonic() < deadline:
+        if count_pods(bed, namespace) == 0:
+            break
+        await asyncio.sleep(1)
 
 
 def percentile(values: list[float], fraction: float) -> float:

@@ -1,7 +1,9 @@
 """What each benchmark Stack runs (`python -m bench --program`): the small YAML Program that downloads nothing
-(`yaml`, the default), or a realistic program (`typescript`): a TypeScript program with `@pulumi/random` from Git,
-whose workspace runs `npm install` from the npm mirror and whose Pulumi CLI downloads the random provider plugin from
-the plugin mirror, as a user's pod does (:mod:`pko.testing.mirror`, :mod:`pko.testing.programs`).
+(`yaml`, the default), or a realistic program (`typescript`): a TypeScript program with `@pulumi/random` and
+`@pulumi/kubernetes` from Git — a ConfigMap and a Deployment that the provider waits for, in the Stack's namespace,
+through the workspace account's RBAC — whose workspace runs `npm install` from the npm mirror and whose Pulumi CLI
+downloads both provider plugins from the plugin mirror, as a user's pod does (:mod:`pko.testing.mirror`,
+:mod:`pko.testing.programs`).
 
 Both operators get the same Stacks: the same repository (over https, the git server's CA mounted as a user mounts a
 private CA), the same mirrors, the same pod requests. The mirror counts what it serves, so a scenario can report how
@@ -19,12 +21,55 @@ from typing import Any
 
 from pko.kube import client as kclient
 from pko.kube import resources
-from pko.testing import crossrun, gitserver, mirror, programs
-from pko.testing.clusterbed import CA_CONFIGMAP, dependency_cache_values, mirror_env, passphrase_env
+from pko.testing import crossrun, gitserver, mirror, nodeconfig, programs
+from pko.testing.clusterbed import (
+    CA_CONFIGMAP,
+    WORKSPACE_SERVICE_ACCOUNT,
+    dependency_cache_values,
+    mirror_env,
+    passphrase_env,
+)
+
+EDIT_BINDING = "bench-workspace-edit"
+ROLE_BINDING = resources.register(resources.Kind("rbac.authorization.k8s.io/v1", "RoleBinding", "rolebindings"))
 
 PROGRAMS = ("yaml", "typescript")
-# The realistic program, plus the `greeting` config the latency scenario changes and reads back.
-TYPESCRIPT_INDEX = programs.TYPESCRIPT_INDEX + 'export const greeting = config.get("greeting") ?? "hello";\n'
+# The realistic program: the random and Kubernetes providers, objects auto-named and labelled by the Stack (config
+# `app`) so that many Stacks share a namespace, and the `greeting` config the latency scenario changes and reads back.
+TYPESCRIPT_INDEX = """import * as pulumi from "@pulumi/pulumi";
+import * as k8s from "@pulumi/kubernetes";
+import * as random from "@pulumi/random";
+
+const config = new pulumi.Config();
+const namespace = config.require("namespace");
+const labels = { app: config.require("app") };
+const pet = new random.RandomPet("pet", { length: 2 });
+const settings = new k8s.core.v1.ConfigMap("settings", { metadata: { namespace, labels }, data: { pet: pet.id } });
+const app = new k8s.apps.v1.Deployment("app", {
+    metadata: { namespace, labels },
+    spec: {
+        replicas: 1,
+        selector: { matchLabels: labels },
+        template: {
+            metadata: { labels },
+            spec: {
+                automountServiceAccountToken: false,
+                securityContext: { runAsNonRoot: true, runAsUser: 65535, seccompProfile: { type: "RuntimeDefault" } },
+                containers: [{
+                    name: "app", image: config.require("image"), imagePullPolicy: "IfNotPresent",
+                    securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] } },
+                    resources: { requests: { cpu: "1m", memory: "4Mi" } },
+                }],
+            },
+        },
+    },
+});
+
+export const configMap = settings.metadata.name;
+export const readyReplicas = app.status.readyReplicas;
+export const petName = pet.id;
+export const greeting = config.get("greeting") ?? "hello";
+"""
 
 
 @dataclass
@@ -40,22 +85,32 @@ class Realistic:
 
     def _ensure_repo(self) -> str:
         if not self._made:
-            self.git.create_repo(self._repo, programs.typescript("tsprog", index=TYPESCRIPT_INDEX))
+            self.git.create_repo(self._repo, programs.typescript(
+                "tsprog", index=TYPESCRIPT_INDEX, dependencies={"@pulumi/kubernetes": programs.KUBERNETES_VERSION}))
             self._made = True
         return self.git.https_url(self._repo)
 
-    def stack_spec(self, greeting: str = "hello") -> dict[str, Any]:
+    def stack_spec(self, name: str, namespace: str, greeting: str = "hello") -> dict[str, Any]:
         template = crossrun.trusting_workspace_template()
         template["spec"]["resources"] = {"requests": {"cpu": self.cpu, "memory": "256Mi"}}
         env = {**passphrase_env(), **({} if self.through_cache else mirror_env(self.registry))}
+        config = {"greeting": greeting, "namespace": namespace, "app": name, "image": nodeconfig.PAUSE_IMAGE}
         return {"stack": "dev", "projectRepo": self._ensure_repo(), "branch": "main", "backend": "file:///tmp",
-                "envRefs": env, "config": {"greeting": greeting}, "workspaceTemplate": template}
+                "envRefs": env, "config": config, "workspaceTemplate": template}
 
     async def create(self, kc: kclient.Client, namespace: str, names: Iterable[str]) -> None:
         if not await kc.get_or_none(resources.CONFIG_MAP, CA_CONFIGMAP, namespace):
             await crossrun.trust_git_ca(kc, namespace, self.git)
-        spec = self.stack_spec()
-        await asyncio.gather(*(kc.create(resources.STACK.new(name, namespace, spec=spec)) for name in names))
+        if not await kc.get_or_none(ROLE_BINDING, EDIT_BINDING, namespace):
+            # the workspace account may manage the namespace's objects, as a user grants it for such a program
+            await kc.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                             "metadata": {"name": EDIT_BINDING, "namespace": namespace},
+                             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                         "name": "edit"},
+                             "subjects": [{"kind": "ServiceAccount", "name": WORKSPACE_SERVICE_ACCOUNT,
+                                           "namespace": namespace}]})
+        await asyncio.gather(*(kc.create(resources.STACK.new(name, namespace, spec=self.stack_spec(name, namespace)))
+                               for name in names))
 
     def plugin_megabytes(self) -> float:
         return self.registry.served("plugins") / 1e6
