@@ -125,7 +125,15 @@ async def test_a_lock_left_in_the_bucket_by_a_killed_cli_is_released_by_the_rest
     except AssertionError as err:
         raise AssertionError(f"{err}\n{report()}") from None
     pod, held = seen["pod"], seen["held"]
-    first = (await ckc.get(resources.STACK, "slow", ns))["status"]["currentUpdate"]["name"]
+
+    async def named_update() -> bool:
+        # the Update controller may start the `up` (and its CLI take the lock) a moment before the Stack controller's
+        # status write names the Update in `currentUpdate`
+        stack = await ckc.get(resources.STACK, "slow", ns)
+        seen["first"] = ((stack.get("status") or {}).get("currentUpdate") or {}).get("name")
+        return bool(seen["first"])
+    await eventually(named_update, "the Stack to name the Update whose CLI holds the lock", 30, interval=0.05)
+    first = seen["first"]
 
     real_cluster.ctr("task", "kill", "--signal", "SIGKILL", podprocs.container_id(pod))
     deadline = time.monotonic() + 30
