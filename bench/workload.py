@@ -1,9 +1,9 @@
 """What each benchmark Stack runs (`python -m bench --program`): the small YAML Program that downloads nothing
 (`yaml`, the default), or a realistic program (`typescript`): a TypeScript program with `@pulumi/random` and
-`@pulumi/kubernetes` from Git — a ConfigMap and a Deployment that the provider waits for, in the Stack's namespace,
-through the workspace account's RBAC — whose workspace runs `npm install` from the npm mirror and whose Pulumi CLI
-downloads both provider plugins from the plugin mirror, as a user's pod does (:mod:`pko.testing.mirror`,
-:mod:`pko.testing.programs`).
+`@pulumi/kubernetes` from Git (:func:`programs.typescript_kubernetes`: a ConfigMap and a Deployment that the provider
+waits for, in the Stack's namespace, through the workspace account's RBAC), whose workspace runs `npm install` from
+the npm mirror and whose Pulumi CLI downloads both provider plugins from the plugin mirror, as a user's pod does
+(:mod:`pko.testing.mirror`, :mod:`pko.testing.programs`).
 
 Both operators get the same Stacks: the same repository (over https, the git server's CA mounted as a user mounts a
 private CA), the same mirrors, the same pod requests. The mirror counts what it serves, so a scenario can report how
@@ -34,44 +34,6 @@ EDIT_BINDING = "bench-workspace-edit"
 ROLE_BINDING = resources.register(resources.Kind("rbac.authorization.k8s.io/v1", "RoleBinding", "rolebindings"))
 
 PROGRAMS = ("yaml", "typescript")
-# The realistic program: the random and Kubernetes providers, objects auto-named and labelled by the Stack (config
-# `app`) so that many Stacks share a namespace, and the `greeting` config the latency scenario changes and reads back.
-TYPESCRIPT_INDEX = """import * as pulumi from "@pulumi/pulumi";
-import * as k8s from "@pulumi/kubernetes";
-import * as random from "@pulumi/random";
-
-const config = new pulumi.Config();
-const namespace = config.require("namespace");
-const labels = { app: config.require("app") };
-const pet = new random.RandomPet("pet", { length: 2 });
-const settings = new k8s.core.v1.ConfigMap("settings", { metadata: { namespace, labels }, data: { pet: pet.id } });
-const app = new k8s.apps.v1.Deployment("app", {
-    metadata: { namespace, labels },
-    spec: {
-        replicas: 1,
-        selector: { matchLabels: labels },
-        template: {
-            metadata: { labels },
-            spec: {
-                automountServiceAccountToken: false,
-                securityContext: { runAsNonRoot: true, runAsUser: 65535, seccompProfile: { type: "RuntimeDefault" } },
-                containers: [{
-                    name: "app", image: config.require("image"), imagePullPolicy: "IfNotPresent",
-                    securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] } },
-                    resources: { requests: { cpu: "1m", memory: "4Mi" } },
-                }],
-            },
-        },
-    },
-});
-
-export const configMap = settings.metadata.name;
-export const readyReplicas = app.status.readyReplicas;
-export const petName = pet.id;
-export const greeting = config.get("greeting") ?? "hello";
-"""
-
-
 @dataclass
 class Realistic:
     """The TypeScript program from Git, with its packages and plugin from the mirror."""
@@ -85,8 +47,7 @@ class Realistic:
 
     def _ensure_repo(self) -> str:
         if not self._made:
-            self.git.create_repo(self._repo, programs.typescript(
-                "tsprog", index=TYPESCRIPT_INDEX, dependencies={"@pulumi/kubernetes": programs.KUBERNETES_VERSION}))
+            self.git.create_repo(self._repo, programs.typescript_kubernetes("tsprog"))
             self._made = True
         return self.git.https_url(self._repo)
 
@@ -94,7 +55,8 @@ class Realistic:
         template = crossrun.trusting_workspace_template()
         template["spec"]["resources"] = {"requests": {"cpu": self.cpu, "memory": "256Mi"}}
         env = {**passphrase_env(), **({} if self.through_cache else mirror_env(self.registry))}
-        config = {"greeting": greeting, "namespace": namespace, "app": name, "image": nodeconfig.PAUSE_IMAGE}
+        config = {"greeting": greeting, "namespace": namespace, "app": name, "image": nodeconfig.PAUSE_IMAGE,
+                  "kubernetes:enableConfigMapMutable": "true"}  # a new greeting updates the ConfigMap in place
         return {"stack": "dev", "projectRepo": self._ensure_repo(), "branch": "main", "backend": "file:///tmp",
                 "envRefs": env, "config": config, "workspaceTemplate": template}
 

@@ -136,7 +136,7 @@ async def kubernetes(bed: Bed) -> None:
     # the workspace account may edit the namespace's objects, as a user grants it for such a program
     real_cluster.kubectl("create", "rolebinding", "pulumi-edit", "--clusterrole=edit", f"--serviceaccount={ns}:pulumi",
                          "-n", ns)
-    config = {"namespace": ns, "image": nodeconfig.PAUSE_IMAGE, "greeting": "hello",
+    config = {"namespace": ns, "app": "app", "image": nodeconfig.PAUSE_IMAGE, "greeting": "hello",
               "kubernetes:enableConfigMapMutable": "true"}  # a data change is an update, not a replacement
     # the state in the object store, as such a Stack keeps it: the destroy on delete must find it whatever pod runs it
     await ckc.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s3-creds", "namespace": ns},

@@ -81,23 +81,26 @@ TSCONFIG = json.dumps({"compilerOptions": {"strict": True, "outDir": "bin", "tar
 
 
 # Kubernetes objects in the Stack's namespace, through the workspace ServiceAccount's own RBAC (in-cluster config):
-# a ConfigMap and a Deployment that the provider waits for until it is ready. Config: `namespace`, `image` (a local
-# image the node has), `greeting` (the ConfigMap's data). The pod spec passes the `restricted` profile.
+# a ConfigMap `<app>-settings` and a Deployment `<app>` that the provider waits for until it is ready. Config:
+# `namespace`, `app` (names and labels the objects, so that several Stacks share a namespace), `image` (a local
+# image the node has), `greeting` (the ConfigMap's data, and an output). The pod spec passes the `restricted` profile.
 KUBERNETES_INDEX = """import * as pulumi from "@pulumi/pulumi";
 import * as k8s from "@pulumi/kubernetes";
 import * as random from "@pulumi/random";
 
 const config = new pulumi.Config();
 const namespace = config.require("namespace");
+const app = config.require("app");
+export const greeting = config.get("greeting") ?? "hello";
+const labels = { app };
 const pet = new random.RandomPet("pet", { length: 2 });
 
 const settings = new k8s.core.v1.ConfigMap("settings", {
-    metadata: { name: "app-settings", namespace },
-    data: { greeting: config.get("greeting") ?? "hello", pet: pet.id },
+    metadata: { name: `${app}-settings`, namespace, labels },
+    data: { greeting, pet: pet.id },
 });
-const labels = { app: "app" };
-const app = new k8s.apps.v1.Deployment("app", {
-    metadata: { name: "app", namespace },
+const deployment = new k8s.apps.v1.Deployment("app", {
+    metadata: { name: app, namespace, labels },
     spec: {
         replicas: 1,
         selector: { matchLabels: labels },
@@ -111,7 +114,7 @@ const app = new k8s.apps.v1.Deployment("app", {
                     image: config.require("image"),
                     imagePullPolicy: "IfNotPresent",
                     securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] } },
-                    resources: { requests: { cpu: "5m", memory: "8Mi" } },
+                    resources: { requests: { cpu: "1m", memory: "4Mi" } },
                 }],
             },
         },
@@ -119,7 +122,7 @@ const app = new k8s.apps.v1.Deployment("app", {
 });
 
 export const configMap = settings.metadata.name;
-export const readyReplicas = app.status.readyReplicas;
+export const readyReplicas = deployment.status.readyReplicas;
 export const petName = pet.id;
 export const language = "typescript";
 """
