@@ -33,6 +33,7 @@ from pko.testing import cluster, gitserver, mirror, nodeconfig, objectstore, pro
 from pko.testing.clusterbed import (
     Release,
     diagnose,
+    events_of,
     mirror_env,
     new_namespace,
     passphrase_env,
@@ -176,7 +177,7 @@ async def kubernetes(bed: Bed) -> None:
     assert not changes.get("create"), changes
     assert not changes.get("replace"), changes
     assert (_live(bed, "configmap", "app-settings") or {}).get("data", {}).get("greeting") == "hello again"
-    events = [e["message"] for e in _events(bed, "Stack", "k8s") if e["reason"] == "StackCreated"]
+    events = [e["message"] for e in events_of(real_cluster, ns, "Stack", "k8s") if e["reason"] == "StackCreated"]
     assert any(m == "Successfully updated stack: 0 created, 1 updated, 0 deleted" for m in events), events
 
     # drift: a hand edit of the ConfigMap. The provider's preview then fails on the field kubectl took (a server-side
@@ -190,8 +191,8 @@ async def kubernetes(bed: Bed) -> None:
     urn = "urn:pulumi:dev::k8sprog::kubernetes:core/v1:ConfigMap::settings"
     assert condition(stack, "Drifted")["message"].startswith(f"1 resource(s) drifted: {urn} (update)"), stack
     assert 'conflict with "kubectl-patch"' in stack["status"]["drift"]["lastCheck"]["message"]
-    detected = [e["message"] for e in _events(bed, "Stack", "k8s") if e["reason"] == "DriftDetected"]
-    assert detected, _events(bed, "Stack", "k8s")
+    detected = [e["message"] for e in events_of(real_cluster, ns, "Stack", "k8s") if e["reason"] == "DriftDetected"]
+    assert detected, events_of(real_cluster, ns, "Stack", "k8s")
     # remediation, once the provider may take the field back (the user's choice: PULUMI_K8S_ENABLE_PATCH_FORCE or
     # the resource's pulumi.com/patchForce annotation), restores the declared value
     env = {**state["envRefs"], "PULUMI_K8S_ENABLE_PATCH_FORCE": {"type": "Literal", "literal": {"value": "true"}}}
@@ -210,11 +211,6 @@ async def kubernetes(bed: Bed) -> None:
     await wait_gone(ckc, resources.STACK, "k8s", ns, timeout=600)
     assert _live(bed, "configmap", "app-settings") is None
     assert _live(bed, "deployment", "app") is None
-
-
-def _events(bed: Bed, kind: str, name: str) -> list[dict[str, Any]]:
-    found = (bed.real_cluster.api_get(f"/api/v1/namespaces/{bed.namespace}/events") or {}).get("items", [])
-    return [e for e in found if e["involvedObject"].get("kind") == kind and e["involvedObject"]["name"] == name]
 
 
 async def python(bed: Bed) -> None:

@@ -47,6 +47,7 @@ from pko.testing.clusterbed import (
     WORKSPACE_IMAGE,
     Release,
     diagnose,
+    events_of,
     passphrase_env,
     started_scenarios,
     state_dir,
@@ -82,8 +83,7 @@ class Bed:
                               diagnostics=self.diagnostics())
 
     def events(self, kind: str, name: str) -> list[dict[str, Any]]:
-        found = (self.real_cluster.api_get(f"/api/v1/namespaces/{self.namespace}/events") or {}).get("items", [])
-        return [e for e in found if e["involvedObject"].get("kind") == kind and e["involvedObject"]["name"] == name]
+        return events_of(self.real_cluster, self.namespace, kind, name)
 
     async def program_stack(self, name: str, greeting: str, **spec: Any) -> None:
         await self.ckc.create(resources.PROGRAM.new(name, self.namespace, program=GREETING))

@@ -239,6 +239,12 @@ def helm(real_cluster: cluster.Cluster, *args: str, check: bool = True,
     return done
 
 
+def events_of(real_cluster: cluster.Cluster, namespace: str, kind: str, name: str) -> list[dict[str, Any]]:
+    """The events recorded on one object of `namespace` (what a user sees in `kubectl describe`)."""
+    found = (real_cluster.api_get(f"/api/v1/namespaces/{namespace}/events") or {}).get("items", [])
+    return [e for e in found if e["involvedObject"].get("kind") == kind and e["involvedObject"]["name"] == name]
+
+
 def diagnose(real_cluster: cluster.Cluster, namespace: str) -> str:
     """What a failing test prints: the namespace's pods, events and the logs of its containers."""
     parts = [real_cluster.kubectl("get", "pods,statefulsets,services", "-n", namespace, "-o", "wide",
