@@ -1,9 +1,9 @@
 """What each benchmark Stack runs (`python -m bench --program`): the small YAML Program that downloads nothing
 (`yaml`, the default), or a realistic program (`typescript`): a TypeScript program with `@pulumi/random` and
 `@pulumi/kubernetes` from Git (:func:`programs.typescript_kubernetes`: a ConfigMap and a Deployment that the provider
-waits for, in the Stack's namespace, through the workspace account's RBAC), whose workspace runs `npm install` from
-the npm mirror and whose Pulumi CLI downloads both provider plugins from the plugin mirror, as a user's pod does
-(:mod:`pko.testing.mirror`, :mod:`pko.testing.programs`).
+waits for, in the Stack's namespace, through the workspace account's RBAC) with its `package-lock.json`, as users
+commit it, whose workspace installs its packages from the npm mirror and whose Pulumi CLI downloads both provider
+plugins from the plugin mirror, as a user's pod does (:mod:`pko.testing.mirror`, :mod:`pko.testing.programs`).
 
 Both operators get the same Stacks: the same repository (over https, the git server's CA mounted as a user mounts a
 private CA), the same mirrors, the same pod requests. The mirror counts what it serves, so a scenario can report how
@@ -47,7 +47,9 @@ class Realistic:
 
     def _ensure_repo(self) -> str:
         if not self._made:
-            self.git.create_repo(self._repo, programs.typescript_kubernetes("tsprog"))
+            files = programs.typescript_kubernetes("tsprog")
+            files["package-lock.json"] = mirror.npm_lockfile(self.registry, files)  # as users commit it
+            self.git.create_repo(self._repo, files)
             self._made = True
         return self.git.https_url(self._repo)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import urllib.parse
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
@@ -382,16 +383,19 @@ async def bad_input(bed: Bed) -> None:
 
 
 async def dependency_cache(bed: Bed) -> None:
-    """Two Stacks of the TypeScript program, in two namespaces, that name no mirror: the operator points their pods
-    at its dependency cache, which fills from the operator's upstream (`bed.registry` here). The second cold start
-    fetches no plugin and no npm tarball from the upstream."""
+    """Two Stacks of the TypeScript program with its lockfile, in two namespaces, that name no mirror: the operator
+    points their pods at its dependency cache, which fills from the operator's upstream (`bed.registry` here) and
+    builds the lockfile's node_modules tree once, which both pods unpack instead of running `npm install`. The
+    second cold start fetches no plugin and no npm tarball from the upstream."""
     ckc, upstream = bed.ckc, bed.registry
+    files = programs.typescript("cachedprog")
+    files["package-lock.json"] = await asyncio.to_thread(mirror.npm_lockfile, upstream, files)
     second_ns = await new_namespace(ckc, bed.real_cluster)
     try:
         started = []
         for ns in (bed.namespace, second_ns):
             repo = f"cached-{ns}"
-            commit = bed.git.create_repo(repo, programs.typescript("cachedprog"))
+            commit = bed.git.create_repo(repo, files)
             started.append(asyncio.get_running_loop().time())
             await ckc.create(resources.STACK.new("cached", ns, spec={
                 "stack": "dev", "projectRepo": bed.git.http_url(repo), "branch": "main", "backend": "file:///tmp",
@@ -417,6 +421,13 @@ async def dependency_cache(bed: Bed) -> None:
         # the second fetched nothing from the upstream that does not change
         assert _fetched(upstream, "plugins") == first_plugins
         assert [p for p in _fetched(upstream, "npm") if p.endswith(".tgz")] == tarballs
+        # both pods unpacked the same tree (npm never resolved a packument), and the CLI installed the plugin
+        trees = {ns: re.findall(r"unpacked the dependency cache's npm tree (\w+)", bed.real_cluster.kubectl(
+            "logs", "statefulset/cached-workspace", "-c", "pulumi", "-n", ns, check=False).stdout)
+            for ns in (bed.namespace, second_ns)}
+        assert len(set(map(tuple, trees.values()))) == 1, trees
+        assert len(trees[second_ns]) == 1, trees
+        assert not [p for p in _fetched(upstream, "npm") if not p.endswith(".tgz")]
         print(f"dependency cache: first cold start {started[0]:.0f}s, second {started[1]:.0f}s; "
               f"{upstream.served('plugins') / 1e6:.1f} MB of plugins and {len(tarballs)} tarballs from the upstream")
     finally:

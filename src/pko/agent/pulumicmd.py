@@ -67,11 +67,13 @@ class PulumiCLI:
 
     async def run(self, args: Sequence[str], *, description: str = "failed to run command",
                   log_output: bool = True, check: bool = True,
-                  env_overrides: Mapping[str, str] | None = None) -> CommandResult:
-        """Run ``pulumi <args>``; raise :class:`CommandError` on a non-zero exit when `check`. `env_overrides` win
-        over the workspace environment for this command only."""
+                  env_overrides: Mapping[str, str] | None = None, program: str | None = None) -> CommandResult:
+        """Run ``pulumi <args>`` (or `program`, another tool of the workspace, such as npm); raise
+        :class:`CommandError` on a non-zero exit when `check`. `env_overrides` win over the workspace environment
+        for this command only."""
+        binary = program or self.binary
         proc = await asyncio.create_subprocess_exec(
-            self.binary, *args, cwd=self.workdir, env={**self.env, **(env_overrides or {})},
+            binary, *args, cwd=self.workdir, env={**self.env, **(env_overrides or {})},
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, process_group=0,
         )
@@ -94,7 +96,7 @@ class PulumiCLI:
             if proc.returncode is not None:
                 _sweep_group(proc)
                 # what the CLI orphaned (a language host it did not stop) was re-parented to the agent
-                orphans.sweep({p.pid for p in self._running}, os.path.basename(self.binary))
+                orphans.sweep({p.pid for p in self._running}, os.path.basename(binary))
             if not readers.done():
                 readers.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):

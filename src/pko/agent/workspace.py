@@ -196,7 +196,17 @@ class Workspace:
             # runtime image may have no toolchain to try with (`go`, `dotnet`, a JDK)
             log.info("skipping install: the project runs the prebuilt binary %s (runtime.options.binary)", binary)
             return False
-        await self.cli.run(["install"], description="failed to install project dependencies")
+        from pko.agent import nodemodules
+        used = await nodemodules.install(self.workdir, self.project(), self.cli.env)
+        if isinstance(used, str):
+            if nodemodules.offered(self.cli.env):
+                log.info("installing with the package manager: %s", used)
+            await self.cli.run(["install"], description="failed to install project dependencies")
+            return True
+        if used.tree.install_scripts:  # what `npm ci` would have run after unpacking
+            await self.cli.run(["rebuild", *used.tree.install_scripts], program="npm",
+                               description="failed to run the install scripts of the project's packages")
+        await self.cli.run(["install", "--no-dependencies"], description="failed to install project plugins")
         return True
 
     async def outputs(self, stack: str) -> dict[str, agent_pb2.OutputValue]:

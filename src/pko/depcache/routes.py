@@ -22,6 +22,11 @@ from dataclasses import dataclass
 PREFIX = "/cache/"
 PLUGINS, NPM, GO = "plugins", "npm", "go"
 PARTS = (PLUGINS, NPM, GO)
+#: The node_modules trees built from the npm part (``POST`` a lockfile: :mod:`pko.depcache.npmtree`).
+NPM_TREE = "npm-tree"
+NPM_TREE_PATH = f"{PREFIX}{NPM_TREE}"
+#: Where a workspace's agent asks for its lockfile's tree (set with the npm part; the Go agent ignores it).
+NPM_TREE_ENV = "PKO_NPM_TREE_URL"
 
 #: The upstreams of a production operator that may reach the internet (`--dependency-cache-upstreams` default).
 DEFAULT_UPSTREAMS = {
@@ -180,6 +185,7 @@ def pod_env(base: str, parts: Mapping[str, str] | tuple[str, ...]) -> dict[str, 
             f"^github://api.github.com/pulumi$={plugins},^https://get.pulumi.com/releases/plugins/?$={plugins}")
     if NPM in parts:
         env["NPM_CONFIG_REGISTRY"] = f"{base}/{NPM}/"
+        env[NPM_TREE_ENV] = f"{base}/{NPM_TREE}"
     if GO in parts:
         env["GOPROXY"] = f"{base}/{GO}"
     return env

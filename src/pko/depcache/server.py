@@ -6,30 +6,43 @@ index (an npm packument, a module's ``@v/list``) is served stale, with ``X-Cache
 fails, so an upstream outage does not stop pods whose dependencies are already cached.
 
 Answers carry ``X-Cache`` (``HIT``, ``MISS``, ``STALE``) and ``X-Content-Sha256`` (the stored blob's digest).
-Must never accept a method other than GET/HEAD, fetch a URL that is not under a configured upstream, or log an
-upstream's credentials.
+
+The one ``POST``, ``/cache/npm-tree``, takes a ``package-lock.json`` and answers the ``node_modules`` tree it
+determines (:mod:`pko.depcache.npmtree`), built once per lockfile from the npm part and kept under the sha256 of
+its entries: what a pod sends selects a tree, it never becomes one.
+
+Must never accept another method or path for writing, fetch a URL that is not under a configured upstream, or log
+an upstream's credentials.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
+import io
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, BinaryIO
 
 import aiohttp
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from pko.depcache import routes
+from pko.depcache import npmtree, routes, treebuild
 from pko.depcache.store import Entry, Store
 from pko.runtime import httpserver, metrics
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 log = logging.getLogger(__name__)
 
 DEFAULT_INDEX_TTL = 300.0
 CHUNK = 1 << 16
+#: How many package tarballs a tree build fetches from the npm upstream at once.
+TREE_FETCHES = 8
 _ERROR = (("Content-Type", "text/plain; charset=utf-8"), ("X-Content-Type-Options", "nosniff"))
 
 
@@ -72,6 +85,8 @@ class DependencyCache:
     # --- answering ---------------------------------------------------------------------------------------------
 
     async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        if request.raw_path == routes.NPM_TREE_PATH and request.method == "POST":
+            return await self._tree(request)
         if request.method not in ("GET", "HEAD"):
             return httpserver.response(405, (*_ERROR, ("Allow", "GET, HEAD")), b"method not allowed\n")
         found = routes.lookup(request.raw_path, self.upstreams, request.headers.get("Accept", ""))
@@ -95,27 +110,93 @@ class DependencyCache:
         entry = self._fresh(found, base)
         if entry is not None:
             return entry, "hit"
-        lock, users = self._locks.get(found.key) or (asyncio.Lock(), 0)
-        self._locks[found.key] = (lock, users + 1)
+        async with self._only_one(found.key):
+            entry = self._fresh(found, base)  # another request may have fetched it meanwhile
+            if entry is not None:
+                return entry, "hit"
+            try:
+                return await self._fetch(found, base), "miss"
+            except UpstreamFailed as err:
+                stale = self.store.get(found.key)
+                if stale is None or err.status == 404:
+                    raise
+                log.warning("serving a stale %s index for %s: %s", found.part, found.path, err)
+                return stale, "stale"
+
+    @contextlib.asynccontextmanager
+    async def _only_one(self, key: str) -> AsyncIterator[None]:
+        """Hold the one lock of `key` (a download or a tree build): later requests for it wait for the first."""
+        lock, users = self._locks.get(key) or (asyncio.Lock(), 0)
+        self._locks[key] = (lock, users + 1)
         try:
             async with lock:
-                entry = self._fresh(found, base)  # another request may have fetched it meanwhile
-                if entry is not None:
-                    return entry, "hit"
-                try:
-                    return await self._fetch(found, base), "miss"
-                except UpstreamFailed as err:
-                    stale = self.store.get(found.key)
-                    if stale is None or err.status == 404:
-                        raise
-                    log.warning("serving a stale %s index for %s: %s", found.part, found.path, err)
-                    return stale, "stale"
+                yield
         finally:
-            lock, users = self._locks[found.key]
+            lock, users = self._locks[key]
             if users == 1:
-                del self._locks[found.key]
+                del self._locks[key]
             else:
-                self._locks[found.key] = (lock, users - 1)
+                self._locks[key] = (lock, users - 1)
+
+    # --- npm trees ---------------------------------------------------------------------------------------------
+
+    async def _tree(self, request: web.BaseRequest) -> web.StreamResponse:
+        """``POST /cache/npm-tree`` with a lockfile: the tree it determines (gzipped tar), or 422 and why not."""
+        part = routes.NPM_TREE
+        if routes.NPM not in self.upstreams:
+            self.metrics.requests.labels(part, "refused").inc()
+            return httpserver.response(404, _ERROR, b"the dependency cache has no npm upstream\n")
+        body = await request.content.read(npmtree.MAX_LOCKFILE_BYTES + 1)
+        try:
+            tree = npmtree.plan(body)
+            entry, result = await self.tree_entry(tree)
+        except npmtree.Refused as err:
+            self.metrics.requests.labels(part, "refused").inc()
+            return httpserver.response(422, _ERROR, f"{err}\n".encode())
+        except UpstreamFailed as err:
+            self.metrics.requests.labels(part, "error").inc()
+            return httpserver.response(502, _ERROR, f"{err}\n".encode())
+        self.metrics.requests.labels(part, result).inc()
+        self.metrics.served_bytes.labels(part).inc(entry.size)
+        return web.FileResponse(self.store.blob(entry), headers={
+            "Content-Type": entry.content_type, "X-Cache": result.upper(), "X-Content-Sha256": entry.digest,
+            "X-Npm-Tree": tree.key})
+
+    async def tree_entry(self, tree: npmtree.Tree) -> tuple[Entry, str]:
+        """The stored tree of `tree` (``hit``), or built now from the npm part (``miss``)."""
+        key = f"{routes.NPM_TREE}/{tree.key}"
+        entry = self.store.get(key)
+        if entry is not None:
+            return entry, "hit"
+        async with self._only_one(key):
+            entry = self.store.get(key)
+            if entry is not None:
+                return entry, "hit"
+            return await self._build_tree(key, tree), "miss"
+
+    async def _build_tree(self, key: str, tree: npmtree.Tree) -> Entry:
+        started = time.monotonic()
+        gate = asyncio.Semaphore(TREE_FETCHES)
+
+        async def tarball(package: npmtree.Package) -> tuple[str, Entry]:
+            found = routes.lookup(f"{routes.PREFIX}{routes.NPM}{package.tarball}", self.upstreams)
+            if isinstance(found, routes.Refusal):
+                raise npmtree.Refused(f"{package.path}: {found.message}")
+            async with gate:
+                return package.path, (await self.entry(found))[0]
+        got = dict(await asyncio.gather(*(tarball(p) for p in tree.packages)))
+        with self.store.temporary() as download:
+            def build() -> tuple[treebuild.Written, str]:
+                with download.open("wb") as raw:
+                    out = _Hashing(raw)
+                    written = treebuild.write(tree, {path: self.store.blob(e) for path, e in got.items()}, out)
+                    return written, out.digest.hexdigest()
+            written, digest = await asyncio.to_thread(build)
+            entry = self.store.put(key, download, digest, "application/gzip")
+        log.info("dependency cache built npm tree %s: %d packages, %d files, %d bin links, %d bytes in %.1fs",
+                 tree.key[:12], written.packages, written.files, written.links, entry.size,
+                 time.monotonic() - started)
+        return entry
 
     def _fresh(self, found: routes.Lookup, base: str) -> Entry | None:
         entry = self.store.get(found.key)
@@ -165,3 +246,23 @@ class DependencyCache:
             entry = self.store.put(found.key, download, digest.hexdigest(), content_type, base=base)
         log.info("dependency cache fetched %s (%d bytes in %.1fs)", where, size, time.monotonic() - started)
         return entry
+
+
+class _Hashing(io.BufferedIOBase):
+    """A binary file that hashes what is written to it (the tree's digest without reading it back)."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        super().__init__()
+        self.raw = raw
+        self.digest = hashlib.sha256()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Buffer) -> int:
+        chunk = bytes(data)
+        self.digest.update(chunk)
+        return self.raw.write(chunk)
+
+    def flush(self) -> None:
+        self.raw.flush()

@@ -25,6 +25,8 @@ import hashlib
 import html
 import json
 import re
+import subprocess
+import tempfile
 import threading
 import urllib.parse
 from collections import Counter
@@ -236,6 +238,28 @@ def _sha256(path: Path) -> str:
     if path not in _HASHES:
         _HASHES[path] = hashlib.sha256(path.read_bytes()).hexdigest()
     return _HASHES[path]
+
+
+def npm_lockfile(mirror: Mirror, files: dict[str, str]) -> str:
+    """The ``package-lock.json`` npm writes for the program `files` (its ``package.json``) against `mirror`'s
+    registry, as a user commits it; kept beside the npm mirror, keyed by the manifest, so npm resolves each program
+    once per filled mirror (about 13 s)."""
+    manifest = files["package.json"]
+    kept = mirror.npm / "lockfiles" / f"{hashlib.sha256(manifest.encode()).hexdigest()[:16]}.json"
+    if kept.is_file():
+        return kept.read_text()
+    with tempfile.TemporaryDirectory(prefix="pko-lock-") as scratch:
+        (Path(scratch) / "package.json").write_text(manifest)
+        subprocess.run(["npm", "install", "--package-lock-only", "--ignore-scripts", "--no-audit", "--no-fund",
+                        f"--registry={mirror.url}/npm/"], cwd=scratch, check=True, capture_output=True, timeout=300)
+        text = (Path(scratch) / "package-lock.json").read_text()
+    if f"{mirror.url}/" in text:
+        raise MirrorError("npm wrote the mirror's own address into the lockfile")
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    temporary = kept.with_suffix(".tmp")
+    temporary.write_text(text)
+    temporary.replace(kept)
+    return text
 
 
 def _semver_key(version: str) -> tuple[int, ...]:

@@ -9,7 +9,10 @@ The cache is served by the Program file server, wired as `pko operator` wires it
 from __future__ import annotations
 
 import asyncio
+import base64
 import collections
+import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -22,6 +25,8 @@ import pytest
 import yarl
 from prometheus_client import CollectorRegistry
 
+from pko.agent import nodemodules
+from pko.agent.workspace import Workspace
 from pko.controllers import settings as settings_mod
 from pko.controllers import wiring
 from pko.controllers.program import fileserver
@@ -211,3 +216,72 @@ async def test_an_index_is_served_stale_while_the_upstream_is_down_and_files_sta
             assert status == 502  # never fetched, and the upstream is down: a clear failure, not a hang
     finally:
         await made.server.close()
+
+
+async def _workspace(name: str, tmp_path: Path, bed: Bed, lockfile: str | None) -> tuple[Workspace, Path]:
+    project = tmp_path / name
+    project.mkdir()
+    for file, text in programs.typescript(name).items():
+        (project / file).write_text(text)
+    if lockfile is not None:
+        (project / "package-lock.json").write_text(lockfile)
+    env = {**os.environ, **bed.env, "PULUMI_HOME": str(tmp_path / f"home-{name}"), "PULUMI_SKIP_UPDATE_CHECK": "true",
+           "npm_config_cache": str(tmp_path / f"npm-cache-{name}"), "npm_config_update_notifier": "false",
+           "PATH": f"{binaries.require('pulumi-language-nodejs').parent}{os.pathsep}{os.environ['PATH']}"}
+    return await Workspace.open(project, base_env=env, binary=str(binaries.require("pulumi"))), project
+
+
+async def test_a_lockfile_s_node_modules_tree_is_built_once_and_unpacked_by_every_workspace(
+        bed: Bed, tmp_path: Path) -> None:
+    """The agent's install with the cache's npm tree: node_modules as npm would install it (modules load, bin links
+    run), the plugins still installed by the CLI, the tree built once for two workspaces with the same lockfile
+    (their package names differ) and no npm fetch from the upstream for the second."""
+    node = _tool("node")
+    lockfile = mirror.npm_lockfile(bed.upstream, programs.typescript("first"))
+    assert bed.env["PKO_NPM_TREE_URL"].endswith("/cache/npm-tree")
+    fetched = []
+    for name in ("first", "second"):
+        lock = lockfile.replace('"name": "first"', f'"name": "{name}"')
+        workspace, project = await _workspace(name, tmp_path, bed, lock)
+        assert await workspace.install()
+        assert not (project / "node_modules" / ".pko").exists()
+        await _run([node, "-e", "require('@pulumi/pulumi'); require('@pulumi/random'); require('typescript')"],
+                   project, {})
+        tsc = project / "node_modules" / ".bin" / "tsc"
+        assert tsc.is_symlink()
+        assert os.readlink(tsc) == "../typescript/bin/tsc"
+        assert "Version 5." in await _run([str(tsc), "--version"], project, {})
+        plugin = tmp_path / f"home-{name}" / "plugins" / f"resource-random-v{programs.RANDOM_VERSION}"
+        assert (plugin / "pulumi-resource-random").is_file()  # `pulumi install --no-dependencies`
+        assert not list(project.glob(".pko-node-modules-*"))  # the staging folder is gone
+        fetched.append(sum(_counts(bed.upstream, "npm").values()))
+    assert bed.results("npm-tree") == {"miss": 1.0, "hit": 1.0}
+    assert fetched[0] > 200
+    assert fetched[1] == fetched[0]
+
+
+async def test_a_tree_the_cache_will_not_build_falls_back_to_npm_install(bed: Bed, tmp_path: Path) -> None:
+    """A lockfile whose integrity the registry's bytes do not match is refused (422, with the package named) and
+    the workspace installs with npm as before; a lockfile behind its package.json is not even sent."""
+    lockfile = json.loads(mirror.npm_lockfile(bed.upstream, programs.typescript("first")))
+    random_entry = lockfile["packages"]["node_modules/@pulumi/random"]
+    random_entry["integrity"] = "sha512-" + base64.b64encode(hashlib.sha512(b"planted").digest()).decode()
+    base = routes.cache_base(await bed.server.advertised())
+    async with aiohttp.ClientSession() as session, \
+            session.post(f"{base}/npm-tree", data=json.dumps(lockfile).encode()) as answer:
+        assert answer.status == 422
+        assert "@pulumi/random@4.19.1: the registry's tarball does not match" in await answer.text()
+    assert bed.results("npm-tree") == {"refused": 1.0}
+
+    workspace, project = await _workspace("first", tmp_path, bed, json.dumps(lockfile))
+    reason = await nodemodules.install(project, workspace.project(), workspace.cli.env)
+    assert isinstance(reason, str)
+    assert "answered 422" in reason
+    assert not (project / "node_modules").exists()
+
+    stale = json.loads(mirror.npm_lockfile(bed.upstream, programs.typescript("first")))
+    stale["packages"][""]["dependencies"]["@pulumi/random"] = "4.0.0"
+    (project / "package-lock.json").write_text(json.dumps(stale))
+    reason = await nodemodules.install(project, workspace.project(), workspace.cli.env)
+    assert reason == "package-lock.json is not current with package.json"
+    assert bed.results("npm-tree") == {"refused": 2.0}  # only the first was asked

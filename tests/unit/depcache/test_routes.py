@@ -118,6 +118,7 @@ def test_pods_are_pointed_at_the_parts_the_cache_serves() -> None:
     assert routes.cache_base("https://pko.example/") == "https://pko.example/cache"
     env = routes.pod_env(base, ("plugins", "npm"))
     assert env["NPM_CONFIG_REGISTRY"] == "http://pko.ns:80/cache/npm/"
+    assert env["PKO_NPM_TREE_URL"] == "http://pko.ns:80/cache/npm-tree"
     assert env["PULUMI_PLUGIN_DOWNLOAD_URL_OVERRIDES"] == (
         "^github://api.github.com/pulumi$=http://pko.ns:80/cache/plugins,"
         "^https://get.pulumi.com/releases/plugins/?$=http://pko.ns:80/cache/plugins")

@@ -9,8 +9,8 @@ the API server as fallback).
 pko: the same listener serves the dependency cache (:mod:`pko.depcache`) under ``/cache/`` when the operator has
 one, since workspaces already reach this address.
 
-It must never read request bodies, serve anything outside ``/programs/`` (and ``/cache/`` when there is a cache),
-or write to the API server.
+It must never read request bodies (but the cache's lockfile, bounded), serve anything outside ``/programs/`` (and
+``/cache/`` when there is a cache), or write to the API server.
 """
 
 from __future__ import annotations

@@ -1,0 +1,193 @@
+"""Install a Node.js project's ``node_modules`` from the operator's dependency cache in one unpack, instead of
+``npm install``, when its ``package-lock.json`` says exactly what to install.
+
+Why: ``npm install`` was most of a workspace pod's cold start (11 of 21 s for a TypeScript program with the
+Kubernetes SDK, with every tarball already in the cache), and a fleet's pods all did it at once. The cache builds
+the tree a lockfile determines once (:mod:`pko.depcache.npmtree`); a pod unpacks it, runs the install scripts the
+lockfile names (``npm rebuild <those packages>``, as ``npm ci`` would have run them), and the Pulumi CLI then
+installs only the plugins (``pulumi install --no-dependencies``).
+
+Used only when it gives what ``npm install`` would: the operator offers trees (:data:`routes.NPM_TREE_ENV`), the
+project's npm registry is that cache's (a Stack with its own registry keeps its own), the project uses npm with a
+current lockfile (its root entry asks for what package.json asks for) and has no ``node_modules`` yet. Anything
+else, or any failure on the way, returns the reason and the caller runs ``pulumi install`` as before: the tree is
+a shortcut, never a new way to fail. The unpack goes to a temporary folder renamed into place, under the agent's
+own rules (:func:`member_target`: nothing outside ``node_modules``, no device files, no link leaving it, nothing
+written through a link).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import logging
+import posixpath
+import shutil
+import tarfile
+import tempfile
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pko.depcache import npmtree, routes
+
+log = logging.getLogger(__name__)
+
+LOCKFILE = "package-lock.json"
+OTHER_LOCKFILES = ("yarn.lock", "pnpm-lock.yaml", "bun.lock", "bun.lockb")
+#: Long enough for the first pod of a fleet to wait while the cache builds the tree from its upstream.
+TIMEOUT = 600.0
+
+
+@dataclass(frozen=True)
+class Offer:
+    """A tree the cache will build for this project: where to ask, the lockfile, what it plans."""
+
+    url: str
+    lockfile: bytes
+    tree: npmtree.Tree
+
+
+def _runtime(project: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    runtime = project.get("runtime")
+    if isinstance(runtime, str):
+        return runtime, {}
+    if isinstance(runtime, dict):
+        options = runtime.get("options")
+        return str(runtime.get("name", "")), options if isinstance(options, dict) else {}
+    return "", {}
+
+
+def offered(env: Mapping[str, str]) -> bool:
+    """Whether the operator offers npm trees to this workspace (its dependency cache has an npm upstream)."""
+    return bool(env.get(routes.NPM_TREE_ENV))
+
+
+def offer(workdir: Path, project: Mapping[str, Any], env: Mapping[str, str]) -> Offer | str:
+    """The :class:`Offer` for this workspace, or why the tree is not used (the caller runs ``pulumi install``)."""
+    url = env.get(routes.NPM_TREE_ENV, "")
+    if not url:
+        return "the operator offers no npm trees"
+    name, options = _runtime(project)
+    if name != "nodejs":
+        return f"the project's runtime is {name or 'unknown'}, not nodejs"
+    manager = str(options.get("packagemanager") or "auto")
+    if manager not in ("npm", "auto"):
+        return f"the project uses {manager}"
+    registry = (env.get("NPM_CONFIG_REGISTRY") or env.get("npm_config_registry") or "").rstrip("/")
+    if registry != url.rsplit("/", 1)[0] + "/" + routes.NPM:
+        return "the project's npm registry is not the dependency cache's"
+    if (workdir / "node_modules").exists():
+        return "node_modules is already there"
+    if not (workdir / LOCKFILE).is_file():
+        return f"the project has no {LOCKFILE}"
+    if manager == "auto" and any((workdir / other).exists() for other in OTHER_LOCKFILES):
+        return "the project has another package manager's lockfile"
+    try:
+        manifest = json.loads((workdir / "package.json").read_text())
+        lockfile = (workdir / LOCKFILE).read_bytes()
+        tree = npmtree.plan(lockfile)
+    except (OSError, ValueError) as err:  # Refused is a ValueError
+        return f"{LOCKFILE} cannot be used as it is: {err}"
+    if not isinstance(manifest, dict) or not npmtree.root_matches(tree.root, manifest):
+        return f"{LOCKFILE} is not current with package.json"
+    return Offer(url, lockfile, tree)
+
+
+def unpack(found: Offer, workdir: Path, timeout: float = TIMEOUT) -> int:
+    """Ask the cache for the tree and unpack it as ``workdir/node_modules``; the bytes received. Blocking."""
+    staging = Path(tempfile.mkdtemp(prefix=".pko-node-modules-", dir=workdir))
+    try:
+        request = urllib.request.Request(found.url, data=found.lockfile, method="POST",
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            counted = _Counting(answer)
+            with tarfile.open(fileobj=counted, mode="r|gz") as archive:
+                extract(archive, staging)
+        (staging / "node_modules").rename(workdir / "node_modules")
+        return counted.count
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+class UnsafeMember(ValueError):
+    """A tree member that would land outside ``node_modules``, or is neither a file, a folder nor a local link."""
+
+
+def member_target(root: Path, member: tarfile.TarInfo) -> Path:
+    """Where `member` goes under `root`, refusing anything outside ``node_modules`` (a relative link must point
+    inside it too). The agent's own rule, not tarfile's ``data`` filter: the agent's Python may predate it."""
+    name = posixpath.normpath(member.name)
+    if member.name.startswith("/") or name.split("/")[0] != "node_modules" or ".." in name.split("/"):
+        raise UnsafeMember(f"{member.name!r} is outside node_modules")
+    if member.issym():
+        target = posixpath.normpath(posixpath.join(posixpath.dirname(name), member.linkname))
+        if member.linkname.startswith("/") or target.split("/")[0] != "node_modules" or ".." in target.split("/"):
+            raise UnsafeMember(f"{member.name!r} links outside node_modules")
+    elif not (member.isfile() or member.isdir()):
+        raise UnsafeMember(f"{member.name!r} is not a file, a folder or a link")
+    return root / name
+
+
+def extract(archive: tarfile.TarFile, root: Path) -> None:
+    """Unpack a tree read as a stream: files 0644 (0755 when executable), links as they are, nothing written
+    through a link (a file's folder must resolve inside `root`)."""
+    top = root.resolve()
+    for member in archive:
+        target = member_target(root, member)
+        if member.isdir():
+            target.mkdir(parents=True, exist_ok=True)
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not target.parent.resolve().is_relative_to(top):
+            raise UnsafeMember(f"{member.name!r} would be written through a link")
+        if target.is_symlink() or target.exists():
+            target.unlink()
+        if member.issym():
+            target.symlink_to(member.linkname)
+            continue
+        source = archive.extractfile(member)
+        if source is None:
+            raise UnsafeMember(f"{member.name!r} has no content")
+        with target.open("wb") as out:
+            shutil.copyfileobj(source, out)
+        target.chmod(0o755 if member.mode & 0o111 else 0o644)
+
+
+async def install(workdir: Path, project: Mapping[str, Any], env: Mapping[str, str]) -> Offer | str:
+    """Unpack the cache's tree for this project: the :class:`Offer` it came from, or why it was not used."""
+    found = offer(workdir, project, env)
+    if isinstance(found, str):
+        return found
+    try:
+        size = await asyncio.to_thread(unpack, found, workdir)
+    except urllib.error.HTTPError as err:
+        detail = err.read(2048).decode(errors="replace").strip()
+        return f"the dependency cache answered {err.code}: {detail}"
+    except Exception as err:  # the tree is a shortcut: any failure means installing as before
+        shutil.rmtree(workdir / "node_modules", ignore_errors=True)
+        return f"the npm tree could not be unpacked: {type(err).__name__}: {err}"
+    log.info("unpacked the dependency cache's npm tree %s (%d packages, %.1f MB)", found.tree.key[:12],
+             len(found.tree.packages), size / 1e6)
+    return found
+
+
+class _Counting(io.BufferedIOBase):
+    """A readable stream that counts its bytes."""
+
+    def __init__(self, raw: Any) -> None:
+        super().__init__()
+        self.raw = raw
+        self.count = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1) -> bytes:
+        data: bytes = self.raw.read(-1 if size is None else size)
+        self.count += len(data)
+        return data
