@@ -22,7 +22,7 @@ from bench import localfleet, report
 from bench.scenarios import SCENARIOS, Context, Figures
 from bench.workload import PROGRAMS, Realistic
 from pko.kube import client as kclient
-from pko.testing import cluster, gitserver, images, mirror
+from pko.testing import cluster, gitserver, images, mirror, objectstore
 from pko.testing.clusterbed import PKO_IMAGE
 
 
@@ -152,8 +152,10 @@ async def _main(args: argparse.Namespace) -> int:
         with cluster.start(Path(tmp) / "cluster", images=built.values()) as real_cluster:
             real_cluster.tag_image(built["pko"].refs[0], PKO_IMAGE)
             with gitserver.running(Path(tmp) / "git", host=real_cluster.node_ip, tls=True) as git, \
-                    mirror.running(host=real_cluster.node_ip) as registry:
-                workload = Realistic(git, registry, b.WORKSPACE_CPU) if args.program == "typescript" else None
+                    mirror.running(host=real_cluster.node_ip) as registry, \
+                    objectstore.running(Path(tmp) / "store", host=real_cluster.node_ip) as store:
+                workload = (Realistic(git, registry, b.WORKSPACE_CPU, store) if args.program == "typescript"
+                            else None)
                 async with kclient.Client.from_kubeconfig(real_cluster.kubeconfig) as kc:
                     results = await run(real_cluster, kc, scenarios, args.operator_list, stacks=args.stacks,
                                         changes=args.changes, idle_seconds=args.idle_seconds,

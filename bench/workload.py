@@ -21,7 +21,7 @@ from typing import Any
 
 from pko.kube import client as kclient
 from pko.kube import resources
-from pko.testing import crossrun, gitserver, mirror, nodeconfig, programs
+from pko.testing import crossrun, gitserver, mirror, nodeconfig, objectstore, programs
 from pko.testing.clusterbed import (
     CA_CONFIGMAP,
     WORKSPACE_SERVICE_ACCOUNT,
@@ -41,9 +41,13 @@ class Realistic:
     git: gitserver.GitServer
     registry: mirror.Mirror
     cpu: str
+    store: objectstore.ObjectStore  # the fleet's one backend: a bucket, a stack per Stack in each namespace
     through_cache: bool = False  # the operator under test serves the mirrors through its dependency cache
     _repo: str = field(default="bench/tsprog")
     _made: bool = field(default=False)
+
+    def __post_init__(self) -> None:
+        self._ensure_repo()  # npm resolves the lockfile here (once per filled mirror), never inside a timed scenario
 
     def _ensure_repo(self) -> str:
         if not self._made:
@@ -56,10 +60,13 @@ class Realistic:
     def stack_spec(self, name: str, namespace: str, greeting: str = "hello") -> dict[str, Any]:
         template = crossrun.trusting_workspace_template()
         template["spec"]["resources"] = {"requests": {"cpu": self.cpu, "memory": "256Mi"}}
-        env = {**passphrase_env(), **({} if self.through_cache else mirror_env(self.registry))}
+        env = {**passphrase_env(), **({} if self.through_cache else mirror_env(self.registry)),
+               **{key: {"type": "Literal", "literal": {"value": value}} for key, value in self.store.env().items()}}
         config = {"greeting": greeting, "namespace": namespace, "app": name, "image": nodeconfig.PAUSE_IMAGE,
                   "kubernetes:enableConfigMapMutable": "true"}  # a new greeting updates the ConfigMap in place
-        return {"stack": "dev", "projectRepo": self._ensure_repo(), "branch": "main", "backend": "file:///tmp",
+        # the state outlives the pod (a new commit, a wake from scale-to-zero), as a real fleet's does
+        return {"stack": name, "projectRepo": self._ensure_repo(), "branch": "main",
+                "backend": self.store.backend_url(namespace),
                 "envRefs": env, "config": config, "workspaceTemplate": template}
 
     async def create(self, kc: kclient.Client, namespace: str, names: Iterable[str]) -> None:

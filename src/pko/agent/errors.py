@@ -6,6 +6,11 @@ when the CLI's error text shows a known condition (a locked stack, a bad access 
 which the operator reads to pick an Update's failure reason. This module holds that mapping, as pure functions;
 the trailer itself is the shared contract's (:mod:`pko.protocol.status`).
 
+A status message travels in a trailer, and gRPC's C core refuses trailers over 16 KiB by default (the call then
+ends with "Stream removed (received metadata size exceeds hard limit)" and the real error is lost): every status
+message keeps its head and its end (where the CLI puts the error) within :data:`MAX_MESSAGE_CHARS`. pko's
+operator also accepts bigger trailers (the reference agent does not cut).
+
 It must never log, and never put anything in a status that the CLI did not already print (no environment, no config).
 """
 
@@ -27,6 +32,20 @@ KNOWN_ERRORS: tuple[tuple[str, int, str, str], ...] = (
 )
 
 
+#: The most of an operation's message a status carries (percent-encoded it stays under 16 KiB for usual CLI output).
+MAX_MESSAGE_CHARS = 8 * 1024
+_HEAD_CHARS = 1024
+
+
+def bounded(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """`message`, or its head and end with what was cut said in between when it is longer than `limit`."""
+    if len(message) <= limit:
+        return message
+    cut = len(message) - limit
+    marker = f"\n… {cut} characters cut (the workspace pod's log has the whole output) …\n"
+    return message[:_HEAD_CHARS] + marker + message[len(message) - (limit - _HEAD_CHARS):]
+
+
 @dataclass(frozen=True)
 class RpcError:
     """An error status to end a call with: a code, a message and optional structured details."""
@@ -45,6 +64,7 @@ class AgentError(Exception):
     """Raised inside the agent to end an RPC with a specific status."""
 
     def __init__(self, code: grpc.StatusCode, message: str, error_info: agent_pb2.PulumiErrorInfo | None = None):
+        message = bounded(message)  # every status: an install's or an operation's output may be long
         super().__init__(message)
         self.rpc = RpcError(code, message, error_info)
 

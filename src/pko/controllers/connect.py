@@ -26,9 +26,15 @@ MAX_MESSAGE_BYTES = 400 * 1024 * 1024
 #: probe). gRPC's default reconnect backoff (1 s, then x1.6) would leave the dial waiting seconds after the agent is
 #: up, and a whole fleet starting at once used to hit the connect timeout; retrying every 100-500 ms connects
 #: within a fraction of a second of the agent listening, for the price of a few refused TCP connects.
+#: The reference agent ends a failed operation with the CLI's whole error output as the status message, a trailer;
+#: gRPC's C core refuses trailers over 16 KiB by default, which lost the error ("Stream removed (received metadata
+#: size exceeds hard limit ...)") when a Kubernetes program failed with a long diagnostic.
+MAX_METADATA_BYTES = 4 * 1024 * 1024
 CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_metadata_size", MAX_METADATA_BYTES),
+    ("grpc.absolute_max_metadata_size", MAX_METADATA_BYTES),
     ("grpc.initial_reconnect_backoff_ms", 100),
     ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 500),
