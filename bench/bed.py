@@ -16,6 +16,7 @@ import json
 import statistics
 import threading
 import time
+import urllib.parse
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -286,8 +287,13 @@ async def watch_ready(kc: kclient.Client, bed: cluster.Cluster | None, namespace
     return done
 
 
-def count_pods(bed: cluster.Cluster, namespace: str) -> int:
-    listing = bed.api_get(f"/api/v1/namespaces/{namespace}/pods") or {}
+#: The workspace pods of both operators (a realistic program's own pods share their namespace).
+WORKSPACE_PODS = "auto.pulumi.com/component=workspace"
+
+
+def count_pods(bed: cluster.Cluster, namespace: str, selector: str = "") -> int:
+    query = f"?labelSelector={urllib.parse.quote(selector)}" if selector else ""
+    listing = bed.api_get(f"/api/v1/namespaces/{namespace}/pods{query}") or {}
     return sum(1 for pod in listing.get("items", []) if pod.get("status", {}).get("phase") in ("Pending", "Running"))
 
 

@@ -13,6 +13,7 @@ import statistics
 import subprocess
 import tempfile
 import time
+import urllib.parse
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -126,7 +127,7 @@ async def fleet(ctx: Context, operator: b.Operator) -> Figures:
     progress = _progress(ctx, operator, "fleet")
 
     def watch(done: int, total: int) -> None:
-        peak_pods[0] = max(peak_pods[0], b.count_pods(ctx.bed, namespace))
+        peak_pods[0] = max(peak_pods[0], b.count_pods(ctx.bed, namespace, b.WORKSPACE_PODS))
         progress(done, total)
 
     names = [f"s{i:03d}" for i in range(ctx.stacks)]
@@ -365,7 +366,8 @@ async def startup(ctx: Context, operator: b.Operator) -> Figures:
 # ---------------------------------------------------------------------------------------------------------------
 
 def _workspace_rss(ctx: Context, namespace: str) -> list[int]:
-    pods = (ctx.bed.api_get(f"/api/v1/namespaces/{namespace}/pods") or {}).get("items", [])
+    query = urllib.parse.quote(b.WORKSPACE_PODS)
+    pods = (ctx.bed.api_get(f"/api/v1/namespaces/{namespace}/pods?labelSelector={query}") or {}).get("items", [])
     found = (b.pod_rss_bytes(p["metadata"]["uid"]) for p in pods)
     return [rss for rss in found if rss is not None]
 
@@ -394,7 +396,7 @@ async def _all_sleeping(ctx: Context, namespace: str, count: int) -> None:
         sleeping = sum(1 for w in workspaces if any(
             c.get("type") == "Ready" and c.get("status") == "True" and c.get("reason") == "Sleeping"
             for c in (w.get("status") or {}).get("conditions") or []))
-        if sleeping == count and b.count_pods(ctx.bed, namespace) == 0:
+        if sleeping == count and b.count_pods(ctx.bed, namespace, b.WORKSPACE_PODS) == 0:
             return
         await asyncio.sleep(1)
     raise TimeoutError(f"the workspaces did not all sleep\n{diagnose(ctx.bed, namespace)}")

@@ -146,7 +146,7 @@ class DependencyCache:
         if routes.NPM not in self.upstreams:
             self.metrics.requests.labels(part, "refused").inc()
             return httpserver.response(404, _ERROR, b"the dependency cache has no npm upstream\n")
-        body = await request.content.read(npmtree.MAX_LOCKFILE_BYTES + 1)
+        body = await _read_body(request, npmtree.MAX_LOCKFILE_BYTES + 1)
         try:
             tree = npmtree.plan(body)
             entry, result = await self.tree_entry(tree)
@@ -246,6 +246,19 @@ class DependencyCache:
             entry = self.store.put(found.key, download, digest.hexdigest(), content_type, base=base)
         log.info("dependency cache fetched %s (%d bytes in %.1fs)", where, size, time.monotonic() - started)
         return entry
+
+
+async def _read_body(request: web.BaseRequest, limit: int) -> bytes:
+    """The request body up to `limit` bytes, however it arrives (one ``read`` returns what has come so far)."""
+    chunks: list[bytes] = []
+    size = 0
+    while size < limit:
+        chunk = await request.content.read(min(CHUNK, limit - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
 
 
 class _Hashing(io.BufferedIOBase):

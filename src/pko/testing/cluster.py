@@ -341,10 +341,10 @@ def _cgroup_pids() -> list[int]:
     found: set[int] = set()
     for root in CGROUP_ROOTS:
         base = Path("/sys/fs/cgroup/pids") / root
-        if base.is_dir():
-            for procs in base.rglob("cgroup.procs"):
+        for folder, _, files in os.walk(base):  # os.walk skips a cgroup that vanishes while it is read (rglob raised)
+            if "cgroup.procs" in files:
                 with contextlib.suppress(OSError, ValueError):
-                    found.update(int(line) for line in procs.read_text().split())
+                    found.update(int(line) for line in Path(folder, "cgroup.procs").read_text().split())
     return sorted(found)
 
 
@@ -409,13 +409,9 @@ def teardown(workdir: Path, net: hostnet.Network) -> None:
     for controller in Path("/sys/fs/cgroup").iterdir():
         for root in CGROUP_ROOTS:
             base = controller / root
-            if base.is_dir():
-                for directory in sorted((d for d in base.rglob("*") if d.is_dir()), key=lambda d: len(d.parts),
-                                        reverse=True):
-                    with contextlib.suppress(OSError):
-                        directory.rmdir()
+            for folder, _, _ in os.walk(base, topdown=False):  # deepest first; a vanished cgroup is skipped
                 with contextlib.suppress(OSError):
-                    base.rmdir()
+                    Path(folder).rmdir()
     for path in HARDCODED_PATHS:
         with contextlib.suppress(OSError):
             if path.is_dir():

@@ -256,6 +256,16 @@ async def test_a_lockfile_s_node_modules_tree_is_built_once_and_unpacked_by_ever
         assert not list(project.glob(".pko-node-modules-*"))  # the staging folder is gone
         fetched.append(sum(_counts(bed.upstream, "npm").values()))
     assert bed.results("npm-tree") == {"miss": 1.0, "hit": 1.0}
+
+    async def slowly() -> AsyncIterator[bytes]:  # a lockfile that arrives in pieces, as over a busy node's network
+        data = lockfile.encode()
+        for start in range(0, len(data), 4096):
+            yield data[start:start + 4096]
+            await asyncio.sleep(0.01)
+    async with aiohttp.ClientSession() as session, \
+            session.post(bed.env["PKO_NPM_TREE_URL"], data=slowly()) as answer:
+        assert answer.status == 200, await answer.text()
+        assert answer.headers["X-Cache"] == "HIT"
     assert fetched[0] > 200
     assert fetched[1] == fetched[0]
 
