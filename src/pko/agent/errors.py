@@ -6,10 +6,12 @@ when the CLI's error text shows a known condition (a locked stack, a bad access 
 which the operator reads to pick an Update's failure reason. This module holds that mapping, as pure functions;
 the trailer itself is the shared contract's (:mod:`pko.protocol.status`).
 
-A status message travels in a trailer, and gRPC's C core refuses trailers over 16 KiB by default (the call then
-ends with "Stream removed (received metadata size exceeds hard limit)" and the real error is lost): every status
-message keeps its head and its end (where the CLI puts the error) within :data:`MAX_MESSAGE_CHARS`. pko's
-operator also accepts bigger trailers (the reference agent does not cut).
+A status message travels in a trailer (twice when it has details: ``grpc-message`` and inside
+``grpc-status-details-bin``). Clients cap trailers: gRPC's C core at 16 KiB by default (the call then ends with
+"Stream removed (received metadata size exceeds hard limit)" and the real error is lost), grpc-go at 16 MiB, pko's
+operator at 4 MiB. The reference agent sends the CLI's whole output; pko's keeps every status message's head and end
+(where the CLI puts the error) within :data:`MAX_MESSAGE_CHARS`, which any of those clients with raised limits
+takes; the workspace pod's log keeps the whole output.
 
 It must never log, and never put anything in a status that the CLI did not already print (no environment, no config).
 """
@@ -32,9 +34,9 @@ KNOWN_ERRORS: tuple[tuple[str, int, str, str], ...] = (
 )
 
 
-#: The most of an operation's message a status carries (percent-encoded it stays under 16 KiB for usual CLI output).
-MAX_MESSAGE_CHARS = 8 * 1024
-_HEAD_CHARS = 1024
+#: The most of a message a status carries: room for a long diagnostic, never megabytes in a trailer.
+MAX_MESSAGE_CHARS = 32 * 1024
+_HEAD_CHARS = 2048
 
 
 def bounded(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
@@ -43,7 +45,8 @@ def bounded(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
         return message
     cut = len(message) - limit
     marker = f"\n… {cut} characters cut (the workspace pod's log has the whole output) …\n"
-    return message[:_HEAD_CHARS] + marker + message[len(message) - (limit - _HEAD_CHARS):]
+    tail = limit - _HEAD_CHARS - len(marker)  # the marker counts: the result is `limit` long
+    return message[:_HEAD_CHARS] + marker.replace(str(cut), str(cut + len(marker))) + message[len(message) - tail:]
 
 
 @dataclass(frozen=True)

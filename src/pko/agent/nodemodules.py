@@ -9,7 +9,8 @@ installs only the plugins (``pulumi install --no-dependencies``).
 
 Used only when it gives what ``npm install`` would: the operator offers trees (:data:`routes.NPM_TREE_ENV`), the
 project's npm registry is that cache's (a Stack with its own registry keeps its own), the project uses npm with a
-current lockfile (its root entry asks for what package.json asks for) and has no ``node_modules`` yet. Anything
+current lockfile (its root entry asks for what package.json asks for) and no install scripts of its own, has no
+``node_modules`` yet, and runs on the platform trees are built for (linux/x64, glibc). Anything
 else, or any failure on the way, returns the reason and the caller runs ``pulumi install`` as before: the tree is
 a shortcut, never a new way to fail. The unpack goes to a temporary folder renamed into place, under the agent's
 own rules (:func:`member_target`: nothing outside ``node_modules``, no device files, no link leaving it, nothing
@@ -19,9 +20,11 @@ written through a link).
 from __future__ import annotations
 
 import asyncio
+import glob
 import io
 import json
 import logging
+import os
 import posixpath
 import shutil
 import tarfile
@@ -67,11 +70,29 @@ def offered(env: Mapping[str, str]) -> bool:
     return bool(env.get(routes.NPM_TREE_ENV))
 
 
+#: The project's own scripts that ``npm install`` runs and an unpacked tree would not.
+ROOT_SCRIPTS = ("preinstall", "install", "postinstall", "preprepare", "prepare", "postprepare")
+
+
+def platform_reason(machine: str | None = None, musl: bool | None = None) -> str | None:
+    """Why this workspace's platform is not the one trees are built for (:data:`npmtree.PLATFORM`), or None."""
+    machine = machine if machine is not None else os.uname().machine
+    musl = musl if musl is not None else bool(glob.glob("/lib/ld-musl-*"))
+    if machine not in ("x86_64", "amd64"):
+        return f"trees are built for linux/x64, this workspace is {machine}"
+    if musl:
+        return "trees are built for glibc, this workspace's libc is musl"
+    return None
+
+
 def offer(workdir: Path, project: Mapping[str, Any], env: Mapping[str, str]) -> Offer | str:
     """The :class:`Offer` for this workspace, or why the tree is not used (the caller runs ``pulumi install``)."""
     url = env.get(routes.NPM_TREE_ENV, "")
     if not url:
         return "the operator offers no npm trees"
+    elsewhere = platform_reason()
+    if elsewhere:
+        return elsewhere
     name, options = _runtime(project)
     if name != "nodejs":
         return f"the project's runtime is {name or 'unknown'}, not nodejs"
@@ -95,6 +116,10 @@ def offer(workdir: Path, project: Mapping[str, Any], env: Mapping[str, str]) -> 
         return f"{LOCKFILE} cannot be used as it is: {err}"
     if not isinstance(manifest, dict) or not npmtree.root_matches(tree.root, manifest):
         return f"{LOCKFILE} is not current with package.json"
+    scripts = manifest.get("scripts")
+    own = [name for name in ROOT_SCRIPTS if isinstance(scripts, dict) and name in scripts]
+    if own:
+        return f"package.json has its own install scripts ({', '.join(own)}), which npm install runs"
     return Offer(url, lockfile, tree)
 
 
@@ -120,13 +145,16 @@ class UnsafeMember(ValueError):
 
 def member_target(root: Path, member: tarfile.TarInfo) -> Path:
     """Where `member` goes under `root`, refusing anything outside ``node_modules`` (a relative link must point
-    inside it too). The agent's own rule, not tarfile's ``data`` filter: the agent's Python may predate it."""
+    inside it too, with ``..`` only at its start, as bin links are). The agent's own rule, not tarfile's ``data``
+    filter: the agent's Python may predate it."""
     name = posixpath.normpath(member.name)
     if member.name.startswith("/") or name.split("/")[0] != "node_modules" or ".." in name.split("/"):
         raise UnsafeMember(f"{member.name!r} is outside node_modules")
     if member.issym():
         target = posixpath.normpath(posixpath.join(posixpath.dirname(name), member.linkname))
-        if member.linkname.startswith("/") or target.split("/")[0] != "node_modules" or ".." in target.split("/"):
+        parts = member.linkname.split("/")
+        inner = parts[next((i for i, p in enumerate(parts) if p != ".."), len(parts)):]
+        if member.linkname.startswith("/") or target.split("/")[0] != "node_modules" or ".." in inner:
             raise UnsafeMember(f"{member.name!r} links outside node_modules")
     elif not (member.isfile() or member.isdir()):
         raise UnsafeMember(f"{member.name!r} is not a file, a folder or a link")
@@ -134,20 +162,27 @@ def member_target(root: Path, member: tarfile.TarInfo) -> Path:
 
 
 def extract(archive: tarfile.TarFile, root: Path) -> None:
-    """Unpack a tree read as a stream: files 0644 (0755 when executable), links as they are, nothing written
-    through a link (a file's folder must resolve inside `root`)."""
+    """Unpack a tree read as a stream: files 0644 (0755 when executable), links as they are, nothing made or
+    written through a link that leads out (every target, and every link's destination, must resolve inside
+    `root`)."""
+    root.mkdir(parents=True, exist_ok=True)
     top = root.resolve()
+
+    def inside(path: Path) -> bool:
+        return path.resolve().is_relative_to(top)
     for member in archive:
         target = member_target(root, member)
+        if not inside(target.parent) or (member.isdir() and not inside(target)):
+            raise UnsafeMember(f"{member.name!r} would be written through a link")
         if member.isdir():
             target.mkdir(parents=True, exist_ok=True)
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
-        if not target.parent.resolve().is_relative_to(top):
-            raise UnsafeMember(f"{member.name!r} would be written through a link")
         if target.is_symlink() or target.exists():
             target.unlink()
         if member.issym():
+            if not inside(target.parent / member.linkname):
+                raise UnsafeMember(f"{member.name!r} links outside node_modules")
             target.symlink_to(member.linkname)
             continue
         source = archive.extractfile(member)
@@ -160,13 +195,19 @@ def extract(archive: tarfile.TarFile, root: Path) -> None:
 
 async def install(workdir: Path, project: Mapping[str, Any], env: Mapping[str, str]) -> Offer | str:
     """Unpack the cache's tree for this project: the :class:`Offer` it came from, or why it was not used."""
-    found = offer(workdir, project, env)
+    try:
+        found = offer(workdir, project, env)
+    except Exception as err:  # a lockfile too deep to parse, an unreadable file: install as before
+        return f"the project's files could not be read: {type(err).__name__}: {err}"
     if isinstance(found, str):
         return found
     try:
         size = await asyncio.to_thread(unpack, found, workdir)
     except urllib.error.HTTPError as err:
-        detail = err.read(2048).decode(errors="replace").strip()
+        try:
+            detail = err.read(2048).decode(errors="replace").strip()
+        except OSError:
+            detail = err.reason if isinstance(err.reason, str) else ""
         return f"the dependency cache answered {err.code}: {detail}"
     except Exception as err:  # the tree is a shortcut: any failure means installing as before
         shutil.rmtree(workdir / "node_modules", ignore_errors=True)

@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import re
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -204,8 +205,14 @@ class Workspace:
             await self.cli.run(["install"], description="failed to install project dependencies")
             return True
         if used.tree.install_scripts:  # what `npm ci` would have run after unpacking
-            await self.cli.run(["rebuild", *used.tree.install_scripts], program="npm",
-                               description="failed to run the install scripts of the project's packages")
+            try:
+                await self.cli.run(["rebuild", *used.tree.install_scripts], program="npm",
+                                   description="failed to run the install scripts of the project's packages")
+            except CommandError as err:  # npm itself may tolerate it (an optional package's script): let it say
+                log.warning("installing with the package manager: %s", err)
+                shutil.rmtree(self.workdir / "node_modules", ignore_errors=True)
+                await self.cli.run(["install"], description="failed to install project dependencies")
+                return True
         await self.cli.run(["install", "--no-dependencies"], description="failed to install project plugins")
         return True
 

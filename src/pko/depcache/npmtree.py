@@ -11,7 +11,7 @@ Why it is safe to share between tenants: the tree's key is the sha256 of exactly
 tarball comes from the operator's own npm upstream and must match the lockfile's integrity before it is used, and
 nothing else a pod sends is kept. Two pods get the same tree only if their lockfiles ask for the same bytes in the
 same places — what ``npm ci`` would have installed for each of them. Install scripts are not run here (the
-workspace runs them, :mod:`pko.agent.npmtree`), so the operator never executes a package's code.
+workspace runs them, :mod:`pko.agent.nodemodules`), so the operator never executes a package's code.
 
 Lockfiles it will not build (a git, file or link dependency, a package for another platform that is not optional,
 a path that leaves ``node_modules``) get a :class:`Refused` reason, and the workspace falls back to ``npm install``.
@@ -33,8 +33,9 @@ from typing import Any
 FORMAT = "pko-npm-tree/1"
 #: A lockfile bigger than this is not read (a real one of 2,000 packages is about 1.5 MB).
 MAX_LOCKFILE_BYTES = 16 << 20
-#: The platform of the workspace image (`os` and `cpu` as npm names them).
-PLATFORM = ("linux", "x64")
+#: The platform trees are built for (`os`, `cpu` and `libc` as npm names them); a workspace on another one
+#: installs with npm (:func:`pko.agent.nodemodules.offer` checks its own).
+PLATFORM = ("linux", "x64", "glibc")
 
 _NAME = r"(?:@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9_.~-][a-z0-9._~-]*"
 _PATH = re.compile(rf"^node_modules/{_NAME}(?:/node_modules/{_NAME})*$", re.IGNORECASE)
@@ -55,6 +56,11 @@ class Integrity:
 
     def matches(self, data_digest: bytes) -> bool:
         return data_digest == self.digest
+
+    @property
+    def text(self) -> str:
+        """What the key holds: the hash that is checked (extra hashes in the lockfile's text change nothing)."""
+        return f"{self.algorithm}-{base64.b64encode(self.digest).decode()}"
 
 
 @dataclass(frozen=True)
@@ -90,8 +96,9 @@ class Tree:
 
     @property
     def install_scripts(self) -> tuple[str, ...]:
-        """Names of the packages whose install scripts the workspace must run (``npm rebuild``)."""
-        return tuple(sorted({p.name for p in self.packages if p.install_script}))
+        """The packages whose install scripts the workspace must run (``npm rebuild`` matches the folder name, which
+        for an alias is not the registry name)."""
+        return tuple(sorted({p.path.rsplit("node_modules/", 1)[-1] for p in self.packages if p.install_script}))
 
 
 def parse_integrity(text: str) -> Integrity:
@@ -112,7 +119,7 @@ def parse_integrity(text: str) -> Integrity:
 
 def _platform_ok(entry: dict[str, Any]) -> bool:
     """npm's os/cpu rule: a list of allowed values, where ``!x`` excludes x."""
-    for field, ours in zip(("os", "cpu"), PLATFORM, strict=True):
+    for field, ours in zip(("os", "cpu", "libc"), PLATFORM, strict=True):
         allowed = entry.get(field)
         if not isinstance(allowed, list) or not allowed:
             continue
@@ -189,6 +196,8 @@ def plan(lockfile: bytes) -> Tree:
         if not path.startswith("node_modules/"):
             raise Refused(f"{path} is outside node_modules (an npm workspace)")
         if entry.get("inBundle"):
+            if entry.get("bin") or entry.get("hasInstallScript"):
+                raise Refused(f"{path} is bundled in its parent and has bin links or install scripts")
             continue  # shipped inside its parent's tarball
         if not _platform_ok(entry):
             if entry.get("optional"):
@@ -198,7 +207,7 @@ def plan(lockfile: bytes) -> Tree:
         packages.append(_package(path, entry))
     if not packages:
         raise Refused("the lockfile installs no package")
-    identity = [FORMAT, [[p.path, p.name, p.version, p.integrity_text, list(map(list, p.bins))]
+    identity = [FORMAT, [[p.path, p.name, p.version, p.integrity.text, list(map(list, p.bins))]
                          for p in packages]]
     key = hashlib.sha256(json.dumps(identity, separators=(",", ":")).encode()).hexdigest()
     return Tree(key, tuple(packages), dict(entries[""]), tuple(skipped))

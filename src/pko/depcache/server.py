@@ -43,6 +43,10 @@ DEFAULT_INDEX_TTL = 300.0
 CHUNK = 1 << 16
 #: How many package tarballs a tree build fetches from the npm upstream at once.
 TREE_FETCHES = 8
+#: How many trees are built at once (each takes a worker thread and a CPU); later builds wait.
+TREE_BUILDS = 2
+#: The largest tree kept, as a share of the cache's budget (a bigger one is refused: the pod installs with npm).
+TREE_SHARE = 4
 _ERROR = (("Content-Type", "text/plain; charset=utf-8"), ("X-Content-Type-Options", "nosniff"))
 
 
@@ -68,6 +72,7 @@ class DependencyCache:
         self.user_agent = user_agent
         self.metrics = metrics.DependencyCacheMetrics(registry or CollectorRegistry(), lambda: store.size)
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # the download of a key, and who waits on it
+        self._builds = asyncio.Semaphore(TREE_BUILDS)
         self._session: aiohttp.ClientSession | None = None
 
     async def close(self) -> None:
@@ -148,7 +153,8 @@ class DependencyCache:
             return httpserver.response(404, _ERROR, b"the dependency cache has no npm upstream\n")
         body = await _read_body(request, npmtree.MAX_LOCKFILE_BYTES + 1)
         try:
-            tree = npmtree.plan(body)
+            tree = await asyncio.to_thread(npmtree.plan, body)  # up to 16 MiB of JSON: not on the event loop
+            del body
             entry, result = await self.tree_entry(tree)
         except npmtree.Refused as err:
             self.metrics.requests.labels(part, "refused").inc()
@@ -172,7 +178,8 @@ class DependencyCache:
             entry = self.store.get(key)
             if entry is not None:
                 return entry, "hit"
-            return await self._build_tree(key, tree), "miss"
+            async with self._builds:
+                return await self._build_tree(key, tree), "miss"
 
     async def _build_tree(self, key: str, tree: npmtree.Tree) -> Entry:
         started = time.monotonic()
@@ -188,7 +195,7 @@ class DependencyCache:
         with self.store.temporary() as download:
             def build() -> tuple[treebuild.Written, str]:
                 with download.open("wb") as raw:
-                    out = _Hashing(raw)
+                    out = _Hashing(raw, self.store.max_bytes // TREE_SHARE)
                     written = treebuild.write(tree, {path: self.store.blob(e) for path, e in got.items()}, out)
                     return written, out.digest.hexdigest()
             written, digest = await asyncio.to_thread(build)
@@ -262,11 +269,14 @@ async def _read_body(request: web.BaseRequest, limit: int) -> bytes:
 
 
 class _Hashing(io.BufferedIOBase):
-    """A binary file that hashes what is written to it (the tree's digest without reading it back)."""
+    """A binary file that hashes what is written to it (the tree's digest without reading it back) and refuses to
+    grow past `limit` bytes."""
 
-    def __init__(self, raw: BinaryIO) -> None:
+    def __init__(self, raw: BinaryIO, limit: int) -> None:
         super().__init__()
         self.raw = raw
+        self.limit = limit
+        self.size = 0
         self.digest = hashlib.sha256()
 
     def writable(self) -> bool:
@@ -274,6 +284,9 @@ class _Hashing(io.BufferedIOBase):
 
     def write(self, data: Buffer) -> int:
         chunk = bytes(data)
+        self.size += len(chunk)
+        if self.size > self.limit:
+            raise npmtree.Refused(f"the tree is over {self.limit} bytes (a quarter of the dependency cache's size)")
         self.digest.update(chunk)
         return self.raw.write(chunk)
 

@@ -67,16 +67,14 @@ def write(tree: Tree, tarballs: Mapping[str, Path], out: io.BufferedIOBase) -> W
 
 def _repack(package: Package, tarball: Path, executables: set[str], archive: tarfile.TarFile) -> int:
     files = 0
-    seen: set[str] = set()
     try:
         with tarfile.open(tarball, mode="r:*") as source:
-            for member in source:
-                if not member.isfile():
-                    continue  # folders come with their files; links and devices are dropped, as npm does
+            last: dict[str, tarfile.TarInfo] = {}  # a name given twice: the later one, as unpacking overwrites
+            for member in source.getmembers():
                 target = member_path(package, member.name)
-                if target is None or target in seen:
-                    continue
-                seen.add(target)
+                if member.isfile() and target is not None:  # folders come with their files; links and devices
+                    last[target] = member                   # are dropped, as npm does
+            for target, member in last.items():
                 handle = source.extractfile(member)
                 if handle is None:
                     continue

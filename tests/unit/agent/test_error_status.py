@@ -70,13 +70,18 @@ def test_client_reads_the_detail_from_trailing_metadata() -> None:
 
 def test_a_long_status_message_keeps_its_head_and_its_end_within_the_trailer_budget() -> None:
     output = "up failed: " + "".join(f"line {i}: diagnostic text\n" for i in range(2000)) + "error: the real cause"
+    output *= 2  # over 32 KiB
     err = errors.operation_failed("up", output)
     message = err.rpc.message
-    assert len(message) <= errors.MAX_MESSAGE_CHARS + 100
+    original = f"up failed: {output}"
+    assert abs(len(message) - errors.MAX_MESSAGE_CHARS) <= 2
     assert message.startswith("up failed: up failed: line 0: diagnostic text\n")
     assert message.endswith("error: the real cause")
-    cut = len(f"up failed: {output}") - errors.MAX_MESSAGE_CHARS
-    assert f"… {cut} characters cut (the workspace pod's log has the whole output) …" in message
+    head, _, rest = message.partition("\n… ")
+    number, _, rest = rest.partition(" characters cut (the workspace pod's log has the whole output) …\n")
+    assert original.startswith(head)
+    assert original.endswith(rest)
+    assert len(head) + int(number) + len(rest) == len(original)  # the count is what was cut
     assert str(err) == message
     short = errors.AgentError(grpc.StatusCode.ABORTED, "npm error 404")
     assert short.rpc.message == "npm error 404"

@@ -45,6 +45,7 @@ def test_a_current_npm_lockfile_under_the_cache_s_registry_is_offered(tmp_path: 
     ("yarn-lock", "another package manager's lockfile"),
     ("stale", "not current with package.json"),
     ("broken", "cannot be used as it is"),
+    ("postinstall", "package.json has its own install scripts (postinstall)"),
 ])
 def test_otherwise_the_reason_is_given(tmp_path: Path, change: str, reason: str) -> None:
     workdir = _project(tmp_path, {"dependencies": {"a": "0.9.0"}} if change == "stale" else DEPS)
@@ -67,6 +68,8 @@ def test_otherwise_the_reason_is_given(tmp_path: Path, change: str, reason: str)
         (workdir / "yarn.lock").write_text("")
     elif change == "broken":
         (workdir / "package-lock.json").write_text('{"lockfileVersion": 1}')
+    elif change == "postinstall":
+        (workdir / "package.json").write_text(json.dumps({"name": "app", **DEPS, "scripts": {"postinstall": "tsc"}}))
     found = nodemodules.offer(workdir, project, env)
     assert isinstance(found, str)
     assert reason in found
@@ -116,6 +119,7 @@ def test_a_tree_unpacks_files_folders_and_links_inside_node_modules(tmp_path: Pa
     ([("node_modules/a", "node_modules/b", HARD)], "not a file, a folder or a link"),
     ([("node_modules/fifo", None, FIFO)], "not a file, a folder or a link"),
     ([("node_modules/up", "..", LINK)], "links outside node_modules"),
+    ([("node_modules/x/a", "..", LINK), ("node_modules/l", "x/a/../..", LINK)], "links outside node_modules"),
 ])
 def test_a_tree_member_outside_node_modules_stops_the_unpack(
         tmp_path: Path, members: list[tuple[str, bytes | str | None, int]], reason: str) -> None:
@@ -123,3 +127,10 @@ def test_a_tree_member_outside_node_modules_stops_the_unpack(
             pytest.raises(nodemodules.UnsafeMember, match=reason):
         nodemodules.extract(archive, tmp_path / "staging")
     assert not (tmp_path / "etc").exists()
+
+
+def test_trees_are_only_taken_on_the_platform_they_are_built_for() -> None:
+    assert nodemodules.platform_reason("x86_64", musl=False) is None
+    assert nodemodules.platform_reason("aarch64", musl=False) == (
+        "trees are built for linux/x64, this workspace is aarch64")
+    assert "musl" in (nodemodules.platform_reason("x86_64", musl=True) or "")

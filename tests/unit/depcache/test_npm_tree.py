@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import json
+import tarfile
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pko.depcache import npmtree
+from pko.depcache import npmtree, treebuild
 
 
 def _sri(data: bytes) -> str:
@@ -43,6 +46,9 @@ def test_a_lockfile_plans_each_package_where_npm_puts_it() -> None:
     assert by_path["node_modules/alias"].tarball == "/real/-/real-1.0.0.tgz"
     assert by_path["node_modules/a/node_modules/c"].integrity.algorithm == "sha512"
     assert tree.install_scripts == ("@s/b",)
+    aliased = npmtree.plan(_lock({"node_modules/alias": {"name": "real", "version": "1.0.0",
+                                                         "integrity": _sri(b"r"), "hasInstallScript": True}}))
+    assert aliased.install_scripts == ("alias",)  # npm rebuild matches the folder, not the registry name
     assert npmtree.bin_links(by_path["node_modules/a"]) == [
         ("node_modules/.bin/a-cli", "../a/bin/cli.js", "node_modules/a/bin/cli.js")]
     assert npmtree.bin_links(by_path["node_modules/a/node_modules/c"]) == [
@@ -58,6 +64,9 @@ def test_the_key_is_what_builds_the_tree_and_nothing_else() -> None:
     other_bytes = npmtree.plan(_lock({"node_modules/a": {**A, "integrity": _sri(b"planted")}}))
     with_bin = npmtree.plan(_lock({"node_modules/a": {**A, "bin": {"a": "a.js"}}}))
     assert len({base.key, moved.key, other_bytes.key, with_bin.key}) == 4
+    # a weaker extra hash beside the checked one selects the same tree: no new key for nothing
+    padded = npmtree.plan(_lock({"node_modules/a": {**A, "integrity": A["integrity"] + " sha1-AAAA"}}))
+    assert padded.key == base.key
 
 
 @pytest.mark.parametrize(("packages", "reason"), [
@@ -74,6 +83,9 @@ def test_the_key_is_what_builds_the_tree_and_nothing_else() -> None:
     ({"node_modules/a": {**A, "bin": {"..": "a.js"}}}, "leaves its package"),
     ({"node_modules/a": {**A, "os": ["win32"]}}, "for another platform"),
     ({"node_modules/a": {**A, "cpu": ["!x64"]}}, "for another platform"),
+    ({"node_modules/a": {**A, "libc": ["musl"]}}, "for another platform"),
+    ({"node_modules/a": A, "node_modules/a/node_modules/b": {"version": "1.0.0", "inBundle": True,
+                                                               "bin": {"b": "b.js"}}}, "is bundled in its parent"),
     ({}, "installs no package"),
 ])
 def test_lockfiles_it_does_not_build_are_refused_with_the_reason(packages: dict[str, Any], reason: str) -> None:
@@ -105,3 +117,35 @@ def test_a_lockfile_is_current_when_its_root_asks_for_what_package_json_asks_for
                                        "devDependencies": {"t": "5.9.3"}})
     assert not npmtree.root_matches(root, {"dependencies": {"a": "^2.0.0"}, "devDependencies": {"t": "5.9.3"}})
     assert not npmtree.root_matches(root, {"dependencies": {"a": "^1.0.0"}})
+
+
+def test_a_tarball_s_members_are_repacked_under_the_package_the_last_copy_winning(tmp_path: Path) -> None:
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w:gz") as archive:
+        for name, data, mode in (("package/index.js", b"first", 0o644), ("package/bin/cli.js", b"#!", 0o644),
+                                 ("package/index.js", b"second", 0o644), ("package/../../escape", b"x", 0o644)):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), mode
+            archive.addfile(info, io.BytesIO(data))
+        link = tarfile.TarInfo("package/link")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        archive.addfile(link)
+    tarball = tmp_path / "a.tgz"
+    tarball.write_bytes(raw.getvalue())
+    entry = {"version": "1.0.0", "integrity": _sri(raw.getvalue()), "bin": {"a": "bin/cli.js"}}
+    tree = npmtree.plan(_lock({"node_modules/a": entry}))
+    out = io.BytesIO()
+    written = treebuild.write(tree, {"node_modules/a": tarball}, out)
+    assert (written.packages, written.files, written.links) == (1, 2, 1)
+    out.seek(0)
+    with tarfile.open(fileobj=out, mode="r:gz") as built:
+        members = {m.name: m for m in built.getmembers()}
+        assert sorted(members) == ["node_modules/.bin/a", "node_modules/a/bin/cli.js", "node_modules/a/index.js"]
+        handle = built.extractfile(members["node_modules/a/index.js"])
+        assert handle is not None
+        assert handle.read() == b"second"
+        assert members["node_modules/a/bin/cli.js"].mode == 0o755  # a bin target is executable
+        assert members["node_modules/.bin/a"].linkname == "../a/bin/cli.js"
+    with pytest.raises(npmtree.Refused, match="does not match the lockfile"):
+        treebuild.write(npmtree.plan(_lock({"node_modules/a": {**entry, "integrity": _sri(b"other")}})),
+                        {"node_modules/a": tarball}, io.BytesIO())
