@@ -9,7 +9,9 @@ what the CLI orphans is re-parented to the agent instead of init, and on the way
 the agent kills and reaps every child it still has — grandchildren too, as each round re-parents them.
 
 Must never: reap a child while a CLI command runs (asyncio waits for its own children by pid, and a stolen exit
-status would read as a crash), or block the shutdown for longer than its deadline.
+status would read as a crash), block the shutdown for longer than its deadline, or sweep in a process that did not
+adopt (:func:`adopt`): there the children are the caller's own (a test's control plane, a tool's servers), not what
+a CLI orphaned.
 """
 
 from __future__ import annotations
@@ -27,16 +29,19 @@ from pathlib import Path
 log = logging.getLogger("pko.agent.orphans")
 
 PR_SET_CHILD_SUBREAPER = 36
+_adopted = False  # this process is the agent and a subreaper: its stray children are what a CLI orphaned
 
 
 def adopt() -> bool:
     """Have the processes our descendants orphan re-parented to this one (Linux only); False where it cannot."""
+    global _adopted
     if not sys.platform.startswith("linux"):
         return False
     try:
-        return int(ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+        _adopted = int(ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
     except (OSError, AttributeError):
         return False
+    return _adopted
 
 
 def children(pid: int | None = None) -> list[int]:
@@ -75,7 +80,10 @@ def _comm(pid: int) -> str | None:
 
 def sweep(keep: set[int], cli_name: str) -> int:
     """Between commands: kill and reap the children that are neither a running CLI command (`keep`) nor a CLI
-    being started (named `cli_name`, not yet in `keep`) — what a finished CLI orphaned. Returns how many."""
+    being started (named `cli_name`, not yet in `keep`) — what a finished CLI orphaned. Returns how many; none in a
+    process that did not :func:`adopt`."""
+    if not _adopted:
+        return 0
     swept = 0
     for pid in children():
         if pid in keep:

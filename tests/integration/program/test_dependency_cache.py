@@ -240,10 +240,15 @@ async def test_a_lockfile_s_node_modules_tree_is_built_once_and_unpacked_by_ever
     lockfile = mirror.npm_lockfile(bed.upstream, programs.typescript("first"))
     assert bed.env["PKO_NPM_TREE_URL"].endswith("/cache/npm-tree")
     fetched = []
+    # a process of this test's own: the workspace's CLI commands must leave the caller's children alone (they once
+    # swept every child of the process, this suite's control plane included)
+    bystander = await asyncio.create_subprocess_exec("sleep", "300")
+    alive = Path(f"/proc/{bystander.pid}")
     for name in ("first", "second"):
         lock = lockfile.replace('"name": "first"', f'"name": "{name}"')
         workspace, project = await _workspace(name, tmp_path, bed, lock)
         assert await workspace.install()
+        assert alive.exists(), "the install killed a process it did not start"
         assert not (project / "node_modules" / ".pko").exists()
         await _run([node, "-e", "require('@pulumi/pulumi'); require('@pulumi/random'); require('typescript')"],
                    project, {})
@@ -255,6 +260,8 @@ async def test_a_lockfile_s_node_modules_tree_is_built_once_and_unpacked_by_ever
         assert (plugin / "pulumi-resource-random").is_file()  # `pulumi install --no-dependencies`
         assert not list(project.glob(".pko-node-modules-*"))  # the staging folder is gone
         fetched.append(sum(_counts(bed.upstream, "npm").values()))
+    bystander.kill()
+    await bystander.wait()
     assert bed.results("npm-tree") == {"miss": 1.0, "hit": 1.0}
 
     async def slowly() -> AsyncIterator[bytes]:  # a lockfile that arrives in pieces, as over a busy node's network
