@@ -44,6 +44,10 @@ ANNOTATION_PLANNED_CHANGES = "pko.pulumi.com/planned-changes"
 ANNOTATION_PREVIEW_ONLY = "pko.pulumi.com/preview-only"
 ANNOTATION_PLANNED_RESOURCES = "pko.pulumi.com/planned-resources"
 ANNOTATION_CONFIRM_DESTROY = "pko.pulumi.com/confirm-destroy"
+# pko TTL (docs/ttl.md): on a Stack, when the operator found its `spec.ttl` passed (its deletion then destroys,
+# whatever `destroyOnFinalize` says); on a destroy Update, that it fails unless it leaves the stack empty.
+ANNOTATION_EXPIRED = "pko.pulumi.com/expired"
+ANNOTATION_EXPECT_EMPTY = "pko.pulumi.com/expect-empty"
 
 # Finalizer on Stacks (and, through server-side apply, on Updates).
 FINALIZER = "finalizer.stack.pulumi.com"
@@ -58,6 +62,7 @@ FIELD_MANAGER_UPDATE_STATUS = f"{FIELD_MANAGER}/update-status"
 FIELD_MANAGER_UPDATE_PLAN = f"{FIELD_MANAGER}/update-plan"
 FIELD_MANAGER_APPROVAL_STATUS = f"{FIELD_MANAGER}/approval-status"
 FIELD_MANAGER_PROGRAM_STATUS = f"{FIELD_MANAGER}/program-status"
+FIELD_MANAGER_STACK_TTL = f"{FIELD_MANAGER}/stack-ttl"  # pko: the expired annotation (docs/ttl.md)
 
 WORKSPACE_SUFFIX = "-workspace"
 OUTPUTS_SECRET_SUFFIX = "-stack-outputs"

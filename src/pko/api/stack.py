@@ -7,7 +7,7 @@ which are apply configurations of Workspace / Update kept as plain JSON because 
 onto the generated objects. pko adds optional fields: ``suspend`` and ``retryPolicy`` (docs/suspend-and-retries.md),
 ``outputs`` (docs/outputs.md), ``approval`` (docs/approvals.md), ``destroyProtection`` (docs/destroy-protection.md),
 ``workspaceIdleTimeout`` (docs/scale-to-zero.md), ``driftDetection`` (with ``status.drift``,
-docs/drift-detection.md); left out, a Stack means what it means to the Go operator.
+docs/drift-detection.md), ``ttl`` (docs/ttl.md); left out, a Stack means what it means to the Go operator.
 
 Must never: default anything the Go CRD does not default (``workspaceReclaimPolicy`` has an enum, no default),
 or interpret ``config`` values (strings or any structured JSON).
@@ -248,6 +248,12 @@ UpdateTemplate = Annotated[dict[str, Any], ApplyConfigurationOf(
 )]
 
 
+# pko (docs/ttl.md): a Go duration with a unit that is not zero (the Stack would expire as it is created).
+TTL_RULE = ("self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && "
+            "!self.matches('^([0]+([.][0]+)?(ns|us|ms|s|m|h))+$')")
+TTL_MESSAGE = "ttl must be a duration longer than zero such as 30m, 72h or 1h30m"
+
+
 class StackSpec(Wire):
     """The desired state of a Pulumi stack managed by the operator."""
 
@@ -306,6 +312,11 @@ class StackSpec(Wire):
                                          "update (a Go duration such as 15m; 0s never; absent: the operator's "
                                          "default); the next update wakes it. The Stack stays Ready meanwhile."))
     drift_detection: drift_api.DriftDetection | None = None
+    # pko addition (docs/ttl.md)
+    ttl: Annotated[str, MaxLength(64), Rule(TTL_RULE, TTL_MESSAGE)] | None = pydantic.Field(
+        None, description="pko: destroy the stack and delete this Stack once this long has passed since it was "
+                          "created (a Go duration such as 72h; the destroy runs whatever destroyOnFinalize says, and "
+                          "the Stack goes only when the destroy succeeded and left no resource in the stack).")
 
 
 class StackUpdateState(Wire):

@@ -83,6 +83,8 @@ ADDED: dict[tuple[str, str], str] = {
            "driftDetection": "drift checks on a schedule",
            **{f"driftDetection.{leaf}": "drift check schedule and remediation"
               for leaf in ("interval", "cron", "jitter", "remediate")},
+           # A time to live: destroy and delete the Stack once it has passed (docs/ttl.md).
+           "ttl": "destroy and delete the Stack after a time",
            # The operation's idle timeout (the reference's PR#1296 name), in an updateTemplate.
            "updateTemplate.spec.idleTimeout": "the Update's idle timeout, in an updateTemplate",
            "updateTemplate.spec.timeout": "the Update's hard deadline, in an updateTemplate",

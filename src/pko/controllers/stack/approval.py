@@ -32,6 +32,7 @@ from pko.api import conditions, names
 from pko.api import stack as stack_api
 from pko.api import update as up_api
 from pko.api.meta import Condition
+from pko.controllers.stack import ttl
 from pko.protocol import status as agent_status
 
 DEFAULT_TTL_SECONDS = 3600
@@ -90,10 +91,11 @@ def required(stack: stack_api.Stack) -> bool:
 
 
 def destroy_protected(stack: stack_api.Stack) -> bool:
-    """Destroy protection (pko `spec.destroyProtection`): only the destroy a deleted `destroyOnFinalize` Stack runs."""
+    """Destroy protection (pko `spec.destroyProtection`): only the destroy a deleted `destroyOnFinalize` Stack runs
+    (or an expired one's, docs/ttl.md)."""
     spec = stack_api.spec_of(stack)
     return (bool(spec.destroy_protection and spec.destroy_protection.enabled)
-            and stack.metadata.deletion_timestamp is not None and bool(spec.destroy_on_finalize)
+            and stack.metadata.deletion_timestamp is not None and ttl.destroys_on_finalize(stack)
             and not spec.preview)
 
 

@@ -42,7 +42,7 @@ from pko.api import update as up_api
 from pko.api import workspace as ws_api
 from pko.api.meta import Condition, ObjectMeta
 from pko.controllers.stack import approval as gate
-from pko.controllers.stack import drift, outputs, publish, restart, shardmove, sync, updates
+from pko.controllers.stack import drift, outputs, publish, restart, shardmove, sync, ttl, updates
 from pko.controllers.stack import source as source_mod
 from pko.controllers.stack import workspace as ws_build
 from pko.kube import client as kclient
@@ -156,7 +156,7 @@ class StackReconciler:
         self.verified: set[objects.ObjectKey] = set()  # ... and reconciled past their first look's delay
 
     def _policy(self, stack: stack_api.Stack) -> sync.RetryPolicy:
-        return sync.policy_for(stack_api.spec_of(stack), self.retry_policy)
+        return sync.stack_policy(stack, defaults=self.retry_policy)
 
     async def __call__(self, key: objects.ObjectKey) -> Result | None:
         stack = await self.client.get_typed_or_none(resources.STACK, stack_api.Stack, key.name, key.namespace)
@@ -185,6 +185,21 @@ class StackReconciler:
             if wait is not None:
                 return Result(requeue_after=wait)
 
+        expiry = ttl.Expiry()
+        if not s.deleting and not sync.is_suspended(stack):  # a suspended Stack expires once resumed
+            expiry = ttl.plan(stack, self.clock())
+            if expiry.expired:
+                await self._expire(s, expiry)
+                return None  # its deletion brings it back: the finalizer destroys
+        result = await self._reconcile(s)
+        if expiry.wait is None:
+            return result
+        return Result(requeue_after=ttl.sooner(expiry.wait, result.requeue_after if result else None),
+                      requeue=bool(result and result.requeue))
+
+    async def _reconcile(self, s: _Session) -> Result | None:
+        """The pass after the first look, the finalizer, the shard's claim and the TTL (see the module's doc)."""
+        stack, status, key = s.stack, s.status, s.key
         absorbed = status.current_update is not None
         if absorbed and not await self._absorb(s):
             if s.recheck_after is not None:
@@ -198,7 +213,7 @@ class StackReconciler:
         if spec.drift_detection is None and (status.drift is not None
                                              or conditions.find(s.conditions, conditions.DRIFTED)):
             s.conditions = drift.forget(status, s.conditions)
-        if s.deleting and (not spec.destroy_on_finalize or spec.preview):
+        if s.deleting and (not ttl.destroys_on_finalize(stack) or spec.preview):
             s.conditions = conditions.mark_ready(s.conditions, now=self.clock())
             await self._save(s)
             await self._remove_finalizer(s)
@@ -210,7 +225,7 @@ class StackReconciler:
             await self.recorder.normal(s.stack, "StackResumed", "Stack resumed (spec.suspend is no longer true)")
 
         # Source, then the Workspace it implies.
-        if (s.deleting and spec.destroy_on_finalize and not spec.preview and not spec.run_program
+        if (s.deleting and ttl.destroys_on_finalize(stack) and not spec.preview and not spec.run_program
                 and status.project_info is not None):
             resolved: source_mod.Resolved | source_mod.Unavailable = source_mod.Resolved(
                 ws_build.Source(project_info=status.project_info.model_dump(mode="json")), "")
@@ -371,6 +386,20 @@ class StackReconciler:
         result = await self.client.apply(desired)
         self._applied.record(key, digest, result, now)
         return ws_api.Workspace.model_validate(result)
+
+    async def _expire(self, s: _Session, expiry: ttl.Expiry) -> None:
+        """The TTL passed: mark the Stack (its deletion then destroys; docs/ttl.md), say so once, and delete it."""
+        assert expiry.at is not None
+        if not ttl.marked(s.stack):
+            await self.client.apply(
+                {"apiVersion": stack_api.API_VERSION, "kind": stack_api.KIND,
+                 "metadata": {"name": s.key.name, "namespace": s.key.namespace,
+                              "annotations": {names.ANNOTATION_EXPIRED: conditions.format_time(expiry.at)}}},
+                field_manager=names.FIELD_MANAGER_STACK_TTL)
+            message = ttl.expired_message(s.stack, expiry.at)
+            log.info(message)
+            await self.recorder.normal(s.stack, ttl.EVENT_EXPIRED, message)
+        await self.client.delete(resources.STACK, s.key.name, s.key.namespace, missing_ok=True)
 
     async def _lost(self, s: _Session, name: str) -> bool:
         """Whether the current Update `name`, which the API server does not have, is given up (True: it is

@@ -29,9 +29,11 @@ from pko.api import conditions, durations, lanes, names
 from pko.api import stack as stack_api
 from pko.api import update as up_api
 from pko.api.meta import Condition
+from pko.controllers.stack import ttl
 from pko.protocol import notices, transient
 
 MAX_UPDATE_FAILURES = 3
+NEVER_STALLS = 2**62  # a failure count no Stack reaches
 BASE_BACKOFF = 10.0
 BACKOFF_FACTOR = 3.0
 DEFAULT_BACKOFF_CAP = 24 * 3600.0
@@ -83,6 +85,17 @@ def _policy(spec: stack_api.StackSpec, default_cap: float | None, defaults: Retr
     if default_cap is not None:
         defaults = dataclasses.replace(defaults, max_backoff=default_cap)
     return policy_for(spec, defaults)
+
+
+def stack_policy(stack: stack_api.Stack, default_cap: float | None = None, *,
+                 defaults: RetryPolicy = DEFAULT_POLICY) -> RetryPolicy:
+    """The policy for one Stack (:func:`policy_for`). pko: the destroy of a Stack whose TTL passed (docs/ttl.md)
+    never stalls; it is retried with the Stack's backoff until it succeeds, as nobody may be there to retry a
+    review environment by hand."""
+    policy = _policy(stack_api.spec_of(stack), default_cap, defaults)
+    if stack.metadata.deletion_timestamp is not None and ttl.marked(stack):
+        return dataclasses.replace(policy, max_failures=NEVER_STALLS)
+    return policy
 
 
 def stalled(last: stack_api.StackUpdateState | None, policy: RetryPolicy) -> bool:
@@ -144,7 +157,7 @@ def is_synced(stack: stack_api.Stack, commit: str, now: datetime.datetime,
     if last.state == stack_api.STATE_FAILED:
         if (last.last_attempted_commit or "") != commit:
             return False, f"New commit detected: {json.dumps(commit)}"
-        policy = _policy(spec, default_cap, defaults)
+        policy = stack_policy(stack, default_cap, defaults=defaults)
         if stalled(last, policy):
             interval = policy.stalled_retry_interval
             if interval > 0 and elapsed >= interval:
@@ -270,7 +283,7 @@ def requeue_after(stack: stack_api.Stack, now: datetime.datetime,
     if last is None:
         return None
     since = (now - (conditions.parse_time(last.last_resync_time) or now)).total_seconds()
-    policy = _policy(spec, default_cap, defaults)
+    policy = stack_policy(stack, default_cap, defaults=defaults)
     after: float | None = None
     if last.state == stack_api.STATE_FAILED and not stalled(last, policy):
         after = max(1.0, policy.backoff(last.failures or 0) - since)
@@ -299,7 +312,7 @@ def next_retry_at(stack: stack_api.Stack, default_cap: float | None = None, *,
     failed_at = conditions.parse_time(last.last_resync_time) if last is not None else None
     if last is None or last.state != stack_api.STATE_FAILED or failed_at is None:
         return None
-    policy = _policy(stack_api.spec_of(stack), default_cap, defaults)
+    policy = stack_policy(stack, default_cap, defaults=defaults)
     if stalled(last, policy):
         if policy.stalled_retry_interval <= 0:
             return None

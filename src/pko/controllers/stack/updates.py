@@ -16,6 +16,7 @@ from pko.api import names
 from pko.api import stack as stack_api
 from pko.api import update as up_api
 from pko.api import workspace as ws_api
+from pko.controllers.stack import ttl
 from pko.kube import owners, patchmeta, resources, smp
 from pko.runtime import sharding
 
@@ -48,6 +49,8 @@ def build(stack: stack_api.Stack, workspace: ws_api.Workspace, message: str, uni
         spec["refresh"] = bool(stack_spec.refresh)
     update = resources.UPDATE.new(names.update_name(name, unix_millis), stack.metadata.namespace, spec=spec)
     update["metadata"]["labels"] = names.stack_component_labels(name) | sharding.carried_labels(stack.metadata.labels)
+    if kind == up_api.DESTROY and ttl.marked(stack):  # the TTL's destroy must leave nothing (docs/ttl.md)
+        update["metadata"]["annotations"] = {names.ANNOTATION_EXPECT_EMPTY: "true"}
     if stack_spec.update_template:
         update = smp.merge(update, copy.deepcopy(dict(stack_spec.update_template)), patchmeta.UPDATE)
     update = owners.set_controller_reference(update, workspace)

@@ -10,12 +10,12 @@ Must never: read the clock or do I/O (callers pass `now` and the observed object
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime
 import enum
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from pko.api import conditions, durations, names
@@ -36,6 +36,7 @@ REASON_WORKSPACE_NOT_FOUND = "WorkspaceNotFound"
 REASON_WORKSPACE_NOT_READY = "WorkspaceNotReady"
 REASON_TRANSIENT = "TransientFailure"
 REASON_DEADLINE_EXCEEDED = "DeadlineExceeded"  # pko: the operation ran longer than its timeout, and was cancelled
+REASON_RESOURCES_REMAIN = "ResourcesRemain"  # pko: a TTL's destroy left resources in the stack (docs/ttl.md)
 REASON_IDLE_TIMEOUT = "IdleTimeout"  # the operation went silent for longer than its idle timeout, and was cancelled
 REASON_PLANS_UNSUPPORTED = "UpdatePlansUnsupported"  # pko: approvals need an agent that saves and applies plans
 PLANS_UNSUPPORTED_MESSAGE = ("the workspace agent does not support update plans (spec.approval needs the pko "
@@ -60,7 +61,7 @@ class Action(enum.Enum):
     START = "start"
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Decision:
     action: Action
     requeue_after: float | None = None
@@ -97,7 +98,7 @@ def decide(update: up_api.Update, *, running: bool, deleting: bool, has_controll
     return Decision(Action.START)
 
 
-@dataclass
+@dataclasses.dataclass
 class Outcome:
     """The status fields an Update ends (or pauses) with; `conditions` are (type, status, reason, message)."""
 
@@ -155,6 +156,26 @@ def from_result(result: str, message: str, start: str | None, end: str | None, p
         message=message, start_time=start, end_time=end, permalink=permalink, outputs=outputs_secret,
         project_info=project_info,
     )
+
+
+def expects_empty(update: up_api.Update) -> bool:
+    """pko (docs/ttl.md): a destroy that fails unless it leaves the stack without resources (a Stack's TTL)."""
+    spec = update.spec or up_api.UpdateSpec()
+    return (spec.type == up_api.DESTROY and not spec.remove
+            and (update.metadata.annotations or {}).get(names.ANNOTATION_EXPECT_EMPTY) == "true")
+
+
+def left_behind(outcome: Outcome, resource_count: int | None) -> Outcome:
+    """A destroy that had to leave the stack empty, given how many resources the stack holds after it (None: the
+    backend does not say, and the engine's success is taken as it is): failed when any remain (e.g. an
+    updateTemplate made the destroy targeted), so its Stack keeps its finalizer and retries."""
+    if outcome.failed[0] == "True" or not resource_count:
+        return outcome
+    message = (f"the destroy succeeded but {resource_count} resource{'s' if resource_count != 1 else ''} remain in "
+               "the stack; a Stack's TTL removes it only once its stack is empty")
+    return dataclasses.replace(
+        outcome, failed=("True", REASON_RESOURCES_REMAIN, message),
+        message="\n".join(filter(None, [outcome.message, message])))
 
 
 def from_error(message: str | None, reason: str | None) -> Outcome:
@@ -265,7 +286,7 @@ def engine_log_fields(update: up_api.Update, event: Mapping[str, Any]) -> dict[s
     }
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class PlanGate:
     """pko approvals (docs/approvals.md): a preview that saves its plan, or an `up` bound to a saved plan."""
 

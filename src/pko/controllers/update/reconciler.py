@@ -261,6 +261,8 @@ class UpdateReconciler:
                         if problem is not None:
                             return problem
                     outcome = await self._absorb(update, kind, response.result)
+                    if plan.expects_empty(update) and not gate.destroy_preview and outcome.failed[0] != "True":
+                        outcome = plan.left_behind(outcome, await self._resource_count(conn))
                     # a failed drift check keeps what its preview had found before the failure (e.g. a field
                     # conflict in the Kubernetes provider's dry-run apply is the drift it reports)
                     if drifted is not None and (outcome.failed[0] != "True" or drifted.changes):
@@ -278,6 +280,11 @@ class UpdateReconciler:
         except ValueError as err:
             return plan.failed("InvalidSpec", str(err))
         return plan.from_error(f"didn't receive a{'n' if kind == 'up' else ''} {kind} result", None)
+
+    async def _resource_count(self, conn: connect.Connection) -> int | None:
+        """How many resources the selected stack holds (the agent's Info); None when the backend does not say."""
+        info = await conn.stub.Info(agent_pb2.InfoRequest(), metadata=conn.metadata)
+        return info.summary.resource_count if info.summary.HasField("resource_count") else None
 
     async def record(self, update: up_api.Update, outcome: plan.Outcome) -> bool:
         """Write the outputs Secret and the status `outcome` gives, retrying through API server outages (the

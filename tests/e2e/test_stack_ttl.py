@@ -1,0 +1,162 @@
+"""Stacks with a time to live (pko's `spec.ttl`), end to end: a Stack past its TTL is destroyed — whatever
+`destroyOnFinalize` says — and only then deleted, its real resource gone and its stack empty in the backend; a
+Stack deleted by hand before its TTL keeps the meaning `destroyOnFinalize` gives; a suspended Stack does not expire
+until it is resumed; a destroy that fails, or that leaves resources in the stack (`ResourcesRemain`), keeps the
+Stack with its finalizer, a clear status and events, and is retried with backoff until it succeeds."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import stack_e2e as e2e
+
+from pko.api import names
+from pko.kube import client as kclient
+from pko.kube import objects, resources
+from pko.testing import gitserver, operator, waiting
+
+FILE_URN = "urn:pulumi:{stack}::stack-e2e::pulumi-python:dynamic:Resource::file"
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def _resource_count(pulumi_env: dict[str, str], cwd: Path, stack: str) -> int:
+    """The stack's resource count as the backend has it (`pulumi stack ls --all --json`)."""
+    listed = subprocess.run(["pulumi", "stack", "ls", "--all", "--json"], env=pulumi_env, cwd=cwd, check=True,
+                            capture_output=True, text=True, timeout=60)
+    found = [e for e in json.loads(listed.stdout) if e["name"].rpartition("/")[2] == stack]
+    assert len(found) == 1, listed.stdout
+    return int(found[0]["resourceCount"])
+
+
+async def _suspend(kc: kclient.Client, name: str, namespace: str, value: bool) -> None:
+    await kc.patch(resources.STACK, name, {"spec": {"suspend": value}}, namespace)
+
+
+async def test_a_stack_past_its_ttl_is_destroyed_then_deleted(
+    kc: kclient.Client, namespace: str, git: gitserver.GitServer, stack_operator: operator.Operator,
+    tmp_path: Path, pulumi_env: dict[str, str],
+) -> None:
+    repo = f"ttl-{namespace}"
+    commit = e2e.create_repo(git, repo)
+    url = git.http_url(repo)
+    files = {name: tmp_path / f"{name}.txt" for name in ("review", "early", "held")}
+
+    def stack(name: str, ttl: str) -> dict[str, Any]:
+        return e2e.git_stack(name, namespace, url, commit=commit, ttl=ttl,
+                             config={"path": str(files[name]), "content": name})
+
+    # review: 30s and no destroyOnFinalize; early: deleted by hand long before its TTL; held: suspended when its
+    # TTL passes.
+    await kc.create(stack("review", "30s"))
+    await kc.create(stack("early", "1h"))
+    await kc.create(stack("held", "20s"))
+    review = await e2e.wait_for(kc, resources.STACK, "review", namespace, e2e.is_ready)
+    created = e2e.timestamp(review["metadata"]["creationTimestamp"])
+    assert files["review"].read_text() == "review"
+    held = await e2e.wait_for(kc, resources.STACK, "held", namespace, e2e.is_ready)
+    await _suspend(kc, "held", namespace, True)
+    await e2e.wait_for(kc, resources.STACK, "early", namespace, e2e.is_ready)
+    await kc.delete(resources.STACK, "early", namespace)
+    await e2e.wait_gone(kc, resources.STACK, "early", namespace, timeout=60)
+    assert files["early"].read_text() == "early", "a Stack deleted before its TTL was destroyed"
+    assert [u["spec"]["type"] for u in await e2e.updates_of(kc, "early", namespace)] == ["up"]
+
+    # The TTL passes: the Stack is marked, deleted, destroyed, and goes.
+    await e2e.wait_gone(kc, resources.STACK, "review", namespace, timeout=120)
+    assert _now() >= created + datetime.timedelta(seconds=30), "the Stack went before its TTL had passed"
+    assert not files["review"].exists(), "the Stack went, its resource stayed"
+    assert _resource_count(pulumi_env, tmp_path, "review") == 0
+    updates = await e2e.updates_of(kc, "review", namespace)
+    assert [u["spec"]["type"] for u in updates] == ["up", "destroy"]
+    destroy = updates[1]
+    assert destroy["metadata"]["annotations"][names.ANNOTATION_EXPECT_EMPTY] == "true"
+    assert e2e.condition(destroy, "Failed")["status"] == "False"
+    assert e2e.timestamp(destroy["metadata"]["creationTimestamp"]) >= created + datetime.timedelta(seconds=29)
+    expired = [e for e in await e2e.events_of(kc, "review", namespace) if e["reason"] == "StackExpired"]
+    assert len(expired) == 1
+    assert expired[0]["type"] == "Normal"
+    assert expired[0]["message"].startswith("the Stack's ttl (30s) passed at ")
+
+    # held's TTL passed while it was suspended (20s < 30s): it is still there, untouched, and nothing is scheduled.
+    held = await kc.get(resources.STACK, "held", namespace)
+    assert _now() >= e2e.timestamp(held["metadata"]["creationTimestamp"]) + datetime.timedelta(seconds=20)
+    assert not held["metadata"].get("deletionTimestamp")
+    assert names.ANNOTATION_EXPIRED not in (held["metadata"].get("annotations") or {})
+    assert files["held"].read_text() == "held"
+    assert waiting.next_look(stack_operator.controllers.stacks.controller,
+                             objects.ObjectKey(namespace, "held")) is None
+    # Resumed, it expires at once.
+    await _suspend(kc, "held", namespace, False)
+    await e2e.wait_gone(kc, resources.STACK, "held", namespace, timeout=120)
+    assert not files["held"].exists()
+    assert _resource_count(pulumi_env, tmp_path, "held") == 0
+
+
+def _destroy_failed(times: int) -> Callable[[dict[str, Any]], bool]:
+    def test(obj: dict[str, Any]) -> bool:
+        last = e2e.last_update(obj)
+        return last.get("type") == "destroy" and last.get("state") == "failed" and last.get("failures", 0) >= times
+    return test
+
+
+async def test_a_failing_ttl_destroy_keeps_the_stack_and_retries(
+    kc: kclient.Client, namespace: str, git: gitserver.GitServer, stack_operator: operator.Operator,
+    tmp_path: Path, pulumi_env: dict[str, str],
+) -> None:
+    repo = f"ttl-fail-{namespace}"
+    commit = e2e.create_repo(git, repo)
+    url = git.http_url(repo)
+    guarded, guard, targeted = tmp_path / "guarded.txt", tmp_path / "guard", tmp_path / "targeted.txt"
+    guard.write_text("keep")
+    # guarded: its resource refuses to be deleted while the guard file exists. targeted: once deployed, an
+    # updateTemplate makes every operation target the file only, so its destroy succeeds and leaves the stack's
+    # other resources (its root and the dynamic provider).
+    await kc.create(e2e.git_stack("guarded", namespace, url, commit=commit, ttl="10s",
+                                  retryMaxBackoffDurationSeconds=3,
+                                  config={"path": str(guarded), "content": "guarded", "guard": str(guard)}))
+    await kc.create(e2e.git_stack("targeted", namespace, url, commit=commit, ttl="25s",
+                                  retryMaxBackoffDurationSeconds=3,
+                                  config={"path": str(targeted), "content": "targeted"}))
+    await e2e.wait_for(kc, resources.STACK, "targeted", namespace, e2e.is_ready)
+    await kc.patch(resources.STACK, "targeted",
+                   {"spec": {"updateTemplate": {"spec": {"target": [FILE_URN.format(stack="targeted")]}}}}, namespace)
+
+    failing = await e2e.wait_for(kc, resources.STACK, "guarded", namespace, _destroy_failed(1), timeout=180)
+    assert failing["metadata"]["deletionTimestamp"]
+    assert failing["metadata"]["finalizers"] == [names.FINALIZER]
+    assert failing["metadata"]["annotations"][names.ANNOTATION_EXPIRED]
+    assert "guard file" in e2e.last_update(failing)["message"]
+    assert e2e.condition(failing, "Ready")["status"] == "False"
+    assert e2e.condition(failing, "Reconciling")["reason"] == "RetryingAfterFailure"
+    assert guarded.read_text() == "guarded", "a failed destroy left the resource alone"
+    failures = await e2e.events_with(kc, "guarded", namespace, "StackUpdateFailure")
+    assert all(e["type"] == "Warning" for e in failures)
+
+    left = await e2e.wait_for(kc, resources.STACK, "targeted", namespace, _destroy_failed(0), timeout=180)
+    assert left["metadata"]["finalizers"] == [names.FINALIZER]
+    message = e2e.last_update(left)["message"]
+    assert "resources remain in the stack" in message, message
+    assert not targeted.exists(), "the targeted destroy did not run"
+    assert _resource_count(pulumi_env, tmp_path, "targeted") > 0
+    destroys = [u for u in await e2e.updates_of(kc, "targeted", namespace) if u["spec"]["type"] == "destroy"]
+    assert e2e.condition(destroys[0], "Failed")["reason"] == "ResourcesRemain"
+
+    # The causes go: the next retries destroy everything, and only then do the Stacks go.
+    guard.unlink()
+    await kc.patch(resources.STACK, "targeted", {"spec": {"updateTemplate": None}}, namespace)
+    await e2e.wait_gone(kc, resources.STACK, "guarded", namespace, timeout=120)
+    await e2e.wait_gone(kc, resources.STACK, "targeted", namespace, timeout=120)
+    assert not guarded.exists()
+    assert _resource_count(pulumi_env, tmp_path, "guarded") == 0
+    assert _resource_count(pulumi_env, tmp_path, "targeted") == 0
+    destroys = [u for u in await e2e.updates_of(kc, "guarded", namespace) if u["spec"]["type"] == "destroy"]
+    assert len(destroys) >= 3
+    assert [e2e.condition(u, "Failed")["status"] for u in destroys][-1] == "False"
