@@ -36,7 +36,7 @@ declare -A tiers=(
 # skips them.
 moved=(tests/e2e/test_shards.py tests/e2e/test_stack_restart.py tests/e2e/test_stack_git_auth.py tests/e2e/test_stack_flux.py
        tests/e2e/test_stack_drift.py tests/e2e/test_stack_failures.py tests/e2e/test_stack_lifecycle.py
-       tests/e2e/test_kubectl_krew.py)
+       tests/e2e/test_kubectl_krew.py tests/e2e/test_stack_ttl.py)
 for file in "${moved[@]}"; do
   tiers[e2e]+=" --ignore=$file"
   tiers[local]+=" $file"

@@ -48,6 +48,9 @@ ANNOTATION_CONFIRM_DESTROY = "pko.pulumi.com/confirm-destroy"
 # whatever `destroyOnFinalize` says); on a destroy Update, that it fails unless it leaves the stack empty.
 ANNOTATION_EXPIRED = "pko.pulumi.com/expired"
 ANNOTATION_EXPECT_EMPTY = "pko.pulumi.com/expect-empty"
+# pko stack dependencies (docs/stack-dependencies.md): on the Secret that carries a Stack's referenced outputs, which
+# file holds which config key's value and whether it is secret.
+ANNOTATION_OUTPUT_REF_KEYS = "pko.pulumi.com/output-ref-keys"
 
 # Finalizer on Stacks (and, through server-side apply, on Updates).
 FINALIZER = "finalizer.stack.pulumi.com"

@@ -7,7 +7,8 @@ which are apply configurations of Workspace / Update kept as plain JSON because 
 onto the generated objects. pko adds optional fields: ``suspend`` and ``retryPolicy`` (docs/suspend-and-retries.md),
 ``outputs`` (docs/outputs.md), ``approval`` (docs/approvals.md), ``destroyProtection`` (docs/destroy-protection.md),
 ``workspaceIdleTimeout`` (docs/scale-to-zero.md), ``driftDetection`` (with ``status.drift``,
-docs/drift-detection.md), ``ttl`` (docs/ttl.md); left out, a Stack means what it means to the Go operator.
+docs/drift-detection.md), ``ttl`` (docs/ttl.md), ``outputRefs`` (docs/stack-dependencies.md); left out, a Stack
+means what it means to the Go operator.
 
 Must never: default anything the Go CRD does not default (``workspaceReclaimPolicy`` has an enum, no default),
 or interpret ``config`` values (strings or any structured JSON).
@@ -220,6 +221,19 @@ ObjectName = Annotated[str, Pattern(OBJECT_NAME_PATTERN), MaxLength(MAX_OBJECT_N
 DataKey = Annotated[str, Pattern(DATA_KEY_PATTERN), MaxLength(MAX_OBJECT_NAME)]
 
 
+class OutputRef(Wire):
+    """pko (docs/stack-dependencies.md): a config value read from an output of another Stack in this Stack's
+    namespace; this Stack updates when the value changes, and only then."""
+
+    stack_name: ObjectName = pydantic.Field(
+        description="The Stack, in this Stack's namespace (a name only: references never leave the namespace), "
+                    "whose output is read.")
+    output: Annotated[str, MaxLength(1024)] = pydantic.Field(description="The name of the output.")
+    secret: bool | None = pydantic.Field(
+        None, description="Set the config value as a secret even when the output is not one (a secret output "
+                          "always is).")
+
+
 class StackOutputs(Wire):
     """pko: publish the stack's outputs into a Secret and/or a ConfigMap of the Stack's namespace after each
     successful update (docs/outputs.md). The Secret holds every selected output; the ConfigMap only those that are
@@ -312,6 +326,9 @@ class StackSpec(Wire):
                                          "update (a Go duration such as 15m; 0s never; absent: the operator's "
                                          "default); the next update wakes it. The Stack stays Ready meanwhile."))
     drift_detection: drift_api.DriftDetection | None = None
+    # pko addition (docs/stack-dependencies.md)
+    output_refs: Annotated[dict[str, OutputRef], MaxProperties(64)] | None = pydantic.Field(
+        None, description="pko: config values read from outputs of other Stacks in this namespace, by config key.")
     # pko addition (docs/ttl.md)
     ttl: Annotated[str, MaxLength(64), Rule(TTL_RULE, TTL_MESSAGE)] | None = pydantic.Field(
         None, description="pko: destroy the stack and delete this Stack once this long has passed since it was "
@@ -337,6 +354,10 @@ class StackUpdateState(Wire):
     resource_changes: dict[str, Annotated[int, Minimum(0)]] | None = pydantic.Field(
         None, description="pko: resources the update changed, by operation (create, update, delete, replace, "
                           "same, ...), as its Update reported them.")
+    # pko addition (docs/stack-dependencies.md): never a value, only its digest
+    output_refs: dict[str, str] | None = pydantic.Field(
+        None, description="pko: a digest of each referenced output value (spec.outputRefs) the update used, by "
+                          "config key.")
 
 
 class CurrentStackUpdate(Wire):
@@ -346,6 +367,8 @@ class CurrentStackUpdate(Wire):
     reconcile_request: str | None = None
     name: str | None = None
     commit: str | None = None
+    output_refs: dict[str, str] | None = pydantic.Field(
+        None, description="pko: a digest of each referenced output value (spec.outputRefs) the update uses.")
 
 
 class PlanReview(Wire):

@@ -21,7 +21,8 @@ from pko.api.meta import Wire
 # The same holds for the other pko additions with CEL rules, each with its own field test: `workspaceIdleTimeout`
 # (tests/e2e/test_workspace_fleet.py), an Update's `idleTimeout` and `timeout` (tests/e2e/test_update_idle_timeout.py),
 # `driftDetection` (test_drift_detection_fields.py), `approval` and `destroyProtection`
-# (tests/e2e/test_stack_approvals.py, test_stack_destroy_protection.py), `ttl` (test_ttl_field.py).
+# (tests/e2e/test_stack_approvals.py, test_stack_destroy_protection.py), `ttl` (test_ttl_field.py), `outputRefs`
+# (test_output_refs_fields.py).
 KINDS: dict[str, tuple[crds.Manifest, type[Wire], str]] = {
     "Stack": (crds.stacks(), stack.Stack, "spec"),
     "Program": (crds.programs(), program.Program, "program"),
@@ -31,7 +32,8 @@ KINDS: dict[str, tuple[crds.Manifest, type[Wire], str]] = {
 SKIP = frozenset({"podTemplate"})
 # top-level body fields of one kind only
 SKIP_IN: dict[str, frozenset[str]] = {"Stack": frozenset({"outputs", "workspaceIdleTimeout", "driftDetection",
-                                                          "approval", "destroyProtection", "ttl"}),
+                                                          "approval", "destroyProtection", "ttl",
+                                                          "outputRefs"}),
                                       "Workspace": frozenset({"idleTimeout"}),
                                       "Update": frozenset({"idleTimeout", "timeout"})}
 

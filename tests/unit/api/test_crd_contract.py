@@ -111,9 +111,10 @@ def test_stack_spec_fields() -> None:
         "retryMaxBackoffDurationSeconds", "serviceAccountName", "workspaceTemplate", "updateTemplate",
         "workspaceReclaimPolicy", "environment",
         # pko additions (docs/suspend-and-retries.md, docs/outputs.md, docs/approvals.md, docs/destroy-protection.md,
-        # docs/scale-to-zero.md, docs/drift-detection.md, docs/ttl.md), optional and without defaults
+        # docs/scale-to-zero.md, docs/drift-detection.md, docs/ttl.md, docs/stack-dependencies.md), optional and
+        # without defaults
         "suspend", "retryPolicy", "outputs", "approval", "destroyProtection", "workspaceIdleTimeout", "driftDetection",
-        "ttl",
+        "ttl", "outputRefs",
     ])
     assert {k: v for k, v in spec["config"].items() if k != "description"} == {
         "x-kubernetes-preserve-unknown-fields": True}

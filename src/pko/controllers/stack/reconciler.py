@@ -42,7 +42,7 @@ from pko.api import update as up_api
 from pko.api import workspace as ws_api
 from pko.api.meta import Condition, ObjectMeta
 from pko.controllers.stack import approval as gate
-from pko.controllers.stack import drift, outputs, publish, restart, shardmove, sync, ttl, updates
+from pko.controllers.stack import drift, outputrefs, outputs, publish, restart, shardmove, sync, ttl, updates
 from pko.controllers.stack import source as source_mod
 from pko.controllers.stack import workspace as ws_build
 from pko.kube import client as kclient
@@ -150,6 +150,8 @@ class StackReconciler:
         #: shard is gone)
         self.lease_namespace: str | None = None
         self.fleet_size: Callable[[], int] = lambda: 0  # how many Stacks this operator has (restart.window)
+        #: the cached Stacks of a namespace (the informer's store; None: list them live), for outputRefs' cycles
+        self.namespace_stacks: Callable[[str], list[objects.Object]] | None = None
         self.restart_spread = restart.PER_STACK  # seconds each settled Stack adds to the window of first looks
         self._first_reconcile: float | None = None  # monotonic time of this process's first reconcile
         self._looked: set[objects.ObjectKey] = set()  # the Stacks this process has looked at
@@ -236,13 +238,22 @@ class StackReconciler:
             resolved = await self.resolver.resolve(stack)
         if isinstance(resolved, source_mod.Unavailable):
             return await self._stall(s, resolved.reason, resolved.message, resolved.event, resolved.requeue_after)
+        carried: outputrefs.Carried | None = None
+        if spec.output_refs and not s.deleting:
+            wired = await self._wire_outputs(s)
+            if not isinstance(wired, outputrefs.Carried):
+                return wired  # waiting for an output, or a cycle (status saved)
+            carried = wired
+        elif spec.output_refs and spec.run_program:  # a destroy that runs the program: the values it last ran with
+            carried = await self._carried_by(s, status.last_update.output_refs if status.last_update else None)
         try:
-            desired_ws = ws_build.desired(stack, resolved.source)
+            desired_ws = ws_build.desired(stack, resolved.source, carried)
         except ws_build.StallError as err:
             return await self._stall(s, conditions.STALLED_SPEC_INVALID, str(err), True, None)
 
         synced, message = sync.is_synced(stack.model_copy(update={"status": status}), resolved.commit, self.clock(),
-                                         defaults=self.retry_policy, min_resync=self.min_resync)
+                                         defaults=self.retry_policy, min_resync=self.min_resync,
+                                         output_refs=carried.digests if carried is not None else None)
         remediation = drift.remediation_due(stack.model_copy(update={"status": status}), s.conditions)
         if synced and remediation is not None:
             synced, message = False, remediation
@@ -338,7 +349,8 @@ class StackReconciler:
         s.status.current_update = stack_api.CurrentStackUpdate(
             # an empty request is left out, as the Go operator's `omitempty` leaves it out
             generation=stack.metadata.generation, reconcile_request=sync.reconcile_request(stack) or None,
-            name=objects.name_of(update), commit=resolved.commit)
+            name=objects.name_of(update), commit=resolved.commit,
+            output_refs=carried.digests if carried is not None and carried.digests else None)
         if remediation is not None:
             drift.remediating(s.status, objects.name_of(update))
         logcontext.bind(update=objects.name_of(update))
@@ -400,6 +412,81 @@ class StackReconciler:
             log.info(message)
             await self.recorder.normal(s.stack, ttl.EVENT_EXPIRED, message)
         await self.client.delete(resources.STACK, s.key.name, s.key.namespace, missing_ok=True)
+
+    # --- referenced outputs (pko, outputrefs.py) ------------------------------------------------------------------
+
+    async def _wire_outputs(self, s: _Session) -> outputrefs.Carried | Result | None:
+        """The values the Stack's `outputRefs` read, in the Secret that carries them to the Workspace; else the
+        Stack stalls on a cycle or waits for what is missing (status saved, the upstream's change brings it back)."""
+        listed = (self.namespace_stacks(s.key.namespace) if self.namespace_stacks is not None
+                  else (await self.client.list(resources.STACK, s.key.namespace)).items)
+        edges = {objects.name_of(o): outputrefs.upstreams_of_object(o) for o in listed}
+        edges[s.key.name] = outputrefs.upstreams(s.stack)
+        found = outputrefs.cycle(s.key.name, edges)
+        if found is not None:
+            return await self._stall(s, outputrefs.CYCLE_REASON, outputrefs.cycle_message(found), True, None)
+        offered = {name: await self._outputs_of(name, s.key.namespace)
+                   for name in sorted(outputrefs.upstreams(s.stack))}
+        last = s.status.last_update
+        kept = await self._kept_outputs(s, last.output_refs if last is not None else None)
+        resolution = outputrefs.resolve(s.stack, offered, kept)
+        if resolution.missing:
+            message = outputrefs.waiting_message(resolution.missing)
+            shown = conditions.find(s.conditions, conditions.RECONCILING)
+            if shown is None or shown.reason != outputrefs.WAITING_REASON or shown.message != message:
+                s.conditions = conditions.mark_reconciling(s.conditions, outputrefs.WAITING_REASON, message,
+                                                           now=self.clock())
+                await self.recorder.normal(s.stack, "StackWaitingForOutput", message)
+            await self._save(s)
+            return None
+        body = outputrefs.copy_secret(s.stack, resolution)
+        try:
+            await self.client.create(body)
+        except errors.AlreadyExists:  # immutable and named by its content: the same values
+            pass
+        else:  # a new copy: the older ones go, but for the one the last update read (a fallback while it is there)
+            keep = {objects.name_of(body)}
+            if last is not None and last.output_refs:
+                keep.add(outputrefs.secret_name(s.key.name, last.output_refs))
+            copies = await self.client.list(resources.SECRET, s.key.namespace, labels={
+                names.LABEL_COMPONENT: outputrefs.LABEL_COMPONENT_VALUE, names.LABEL_STACK_NAME: s.key.name})
+            for old in copies.items:
+                if objects.name_of(old) not in keep:
+                    await self.client.delete(resources.SECRET, objects.name_of(old), s.key.namespace, missing_ok=True)
+        return outputrefs.carried(s.stack, resolution)
+
+    async def _outputs_of(self, name: str, namespace: str) -> outputrefs.Outputs | str:
+        """The outputs of the upstream Stack `name`'s last update, when it was a successful `up` whose outputs are
+        still there; else why not."""
+        upstream = await self.client.get_typed_or_none(resources.STACK, stack_api.Stack, name, namespace)
+        if upstream is None:
+            return f'Stack "{name}" not found'
+        last = upstream.status.last_update if upstream.status is not None else None
+        if last is None or last.state != stack_api.STATE_SUCCEEDED or last.type != up_api.UP or not last.name:
+            return f'Stack "{name}" has no successful update to read outputs from yet'
+        update = await self.client.get_typed_or_none(resources.UPDATE, up_api.Update, last.name, namespace)
+        secret_name = update.status.outputs if update is not None and update.status is not None else None
+        if update is not None and not secret_name:
+            return outputrefs.Outputs({})  # an up with no outputs at all
+        secret = await self.client.get_or_none(resources.SECRET, secret_name, namespace) if secret_name else None
+        if secret is None:
+            return f'the outputs of Stack "{name}"\'s last update ({last.name}) are gone'
+        data = {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
+        masked = json.loads(objects.annotations_of(secret).get(names.ANNOTATION_SECRETS, "[]"))
+        return outputrefs.Outputs(data, frozenset(str(m) for m in masked))
+
+    async def _kept_outputs(self, s: _Session, digests: dict[str, str] | None) -> dict[str, outputrefs.Value]:
+        """The values an update of this Stack read (its copy, while it is there)."""
+        if not digests:
+            return {}
+        secret = await self.client.get_or_none(resources.SECRET, outputrefs.secret_name(s.key.name, digests),
+                                               s.key.namespace)
+        return outputrefs.kept_values(secret)
+
+    async def _carried_by(self, s: _Session, digests: dict[str, str] | None) -> outputrefs.Carried | None:
+        """The values the current Update was made with, to build its Workspace again."""
+        kept = await self._kept_outputs(s, digests)
+        return outputrefs.carried(s.stack, outputrefs.Resolution(values=kept)) if kept else None
 
     async def _lost(self, s: _Session, name: str) -> bool:
         """Whether the current Update `name`, which the API server does not have, is given up (True: it is
@@ -674,8 +761,9 @@ class StackReconciler:
         resolved = await self.resolver.resolve(s.stack)
         if isinstance(resolved, source_mod.Unavailable):
             return
+        outputs = await self._carried_by(s, current.output_refs) if stack_api.spec_of(s.stack).output_refs else None
         try:
-            desired = ws_build.desired(s.stack, resolved.source)
+            desired = ws_build.desired(s.stack, resolved.source, outputs)
         except ws_build.StallError:
             return
         await self.client.apply(desired)

@@ -16,6 +16,7 @@ import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge
 
@@ -25,7 +26,7 @@ from pko.api import update as up_api
 from pko.api import workspace as ws_api
 from pko.api.meta import Condition
 from pko.controllers.settings import Settings
-from pko.controllers.stack import driftmetrics, sync
+from pko.controllers.stack import driftmetrics, outputrefs, sync
 from pko.controllers.stack import reconciler as stack_reconciler
 from pko.controllers.stack import source as source_mod
 from pko.kube import client as kclient
@@ -38,6 +39,7 @@ log = logging.getLogger(__name__)
 PREREQUISITE_INDEX = "spec.prerequisites.name"
 PROGRAM_INDEX = ".spec.programRef.name"
 FLUX_INDEX = ".spec.fluxSource.sourceRef"
+OUTPUT_REFS_INDEX = ".spec.outputRefs[].stackName"  # pko (docs/stack-dependencies.md)
 
 
 def _prerequisites(obj: objects.Object) -> list[str]:
@@ -137,6 +139,26 @@ def _users(stacks: store.Store, index: str, obj: objects.Object) -> list[objects
 def dependents(stacks: store.Store, obj: objects.Object) -> list[objects.ObjectKey]:
     """The Stacks of `obj`'s namespace that name the Stack `obj` as a prerequisite."""
     return _users(stacks, PREREQUISITE_INDEX, obj)
+
+
+def _output_refs(obj: objects.Object) -> list[str]:
+    return sorted(outputrefs.upstreams_of_object(obj))
+
+
+def output_readers(stacks: store.Store, obj: objects.Object) -> list[objects.ObjectKey]:
+    """The Stacks of `obj`'s namespace that read outputs of the Stack `obj` (pko `outputRefs`)."""
+    return _users(stacks, OUTPUT_REFS_INDEX, obj)
+
+
+def outputs_may_have_changed(event: store.Event) -> bool:
+    """A Stack appeared or went, or finished an update: the Stacks that read its outputs look again (an update
+    whose outputs are the same changes no digest, so it starts nothing)."""
+    if event.type != "MODIFIED" or event.old is None:
+        return True
+
+    def last(obj: objects.Object) -> Any:
+        return ((obj.get("status") or {}).get("lastUpdate") or {}).get("name")
+    return bool(last(event.object) != last(event.old))
 
 
 def program_users(stacks: store.Store, obj: objects.Object) -> list[objects.ObjectKey]:
@@ -301,6 +323,7 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings) -> S
     workers = settings.workers
     stacks = mgr.informer(resources.STACK, indexers={
         PREREQUISITE_INDEX: _prerequisites, PROGRAM_INDEX: _program, FLUX_INDEX: _flux,
+        OUTPUT_REFS_INDEX: _output_refs,
     })
     recorder = events.Recorder(client, names.STACK_CONTROLLER)
     flux_watches: FluxWatches | None = None
@@ -322,6 +345,7 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings) -> S
     reconciler.shard = settings.shard
     reconciler.lease_namespace = settings.operator_namespace if settings.leader_elect else None
     reconciler.fleet_size = lambda: len(stacks.store)
+    reconciler.namespace_stacks = stacks.store.list
     reconciler.restart_spread = settings.restart_spread
     controller = mgr.controller(names.STACK_CONTROLLER, reconciler, workers=workers)
     flux_watches = FluxWatches(client, mgr.namespace, stacks, lambda key: controller.queue.add(key))
@@ -331,6 +355,8 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings) -> S
 
     controller.watch(stacks, handlers.for_mapping(functools.partial(dependents, stacks.store)),
                      _transition(stack_ready))
+    controller.watch(stacks, handlers.for_mapping(functools.partial(output_readers, stacks.store)),
+                     outputs_may_have_changed)
     controller.watch(mgr.informer(resources.PROGRAM), handlers.for_mapping(functools.partial(program_users,
                                                                                              stacks.store)),
                      revision_changed)

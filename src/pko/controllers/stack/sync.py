@@ -29,7 +29,7 @@ from pko.api import conditions, durations, lanes, names
 from pko.api import stack as stack_api
 from pko.api import update as up_api
 from pko.api.meta import Condition
-from pko.controllers.stack import ttl
+from pko.controllers.stack import outputrefs, ttl
 from pko.protocol import notices, transient
 
 MAX_UPDATE_FAILURES = 3
@@ -128,9 +128,11 @@ def cooldown(spec: stack_api.StackSpec, last: stack_api.StackUpdateState | None,
 
 def is_synced(stack: stack_api.Stack, commit: str, now: datetime.datetime,
               default_cap: float | None = None, *, defaults: RetryPolicy = DEFAULT_POLICY,
-              min_resync: float = MIN_RESYNC) -> tuple[bool, str]:
+              min_resync: float = MIN_RESYNC, output_refs: Mapping[str, str] | None = None) -> tuple[bool, str]:
     """(synced, message): when not synced, the message says why an update is needed (it becomes the event
-    `StackUpdateDetected` and the Update's `spec.message`)."""
+    `StackUpdateDetected` and the Update's `spec.message`). pko: `output_refs` are the digests of the values the
+    Stack's `spec.outputRefs` read now (None: it has none); a value that differs from the last update's is due an
+    update, as a new commit is (docs/stack-dependencies.md)."""
     status = stack.status or stack_api.StackStatus()
     spec = stack_api.spec_of(stack)
     last = status.last_update
@@ -142,6 +144,10 @@ def is_synced(stack: stack_api.Stack, commit: str, now: datetime.datetime,
     request = reconcile_request(stack)
     if (last.reconcile_request or "") != request:
         return False, f"Sync request: {json.dumps(request)}"
+    if output_refs is not None and not deleting:
+        differ = outputrefs.changed(last.output_refs, output_refs)
+        if differ:
+            return False, f"{outputrefs.CHANGED_MESSAGE}: {', '.join(differ)}"
     elapsed = (now - (conditions.parse_time(last.last_resync_time) or now)).total_seconds()
     if last.state == stack_api.STATE_SUCCEEDED:
         if deleting:
@@ -224,6 +230,7 @@ def record_failure(current: stack_api.CurrentStackUpdate, update: up_api.Update,
         # zero is left out, as the Go operator's `omitempty` leaves it out
         failures=((last.failures or 0) + 1) if same_inputs and last is not None else None,
         resource_changes=status.resource_changes or None,  # never {}: see below
+        output_refs=current.output_refs or None,  # never {}, as resourceChanges
     )
 
 
@@ -241,6 +248,7 @@ def record_success(current: stack_api.CurrentStackUpdate, update: up_api.Update,
         last_attempted_commit=current.commit, last_successful_commit=current.commit,
         permalink=status.permalink or None, last_resync_time=conditions.format_time(now),
         resource_changes=status.resource_changes or None,  # never {}: see below
+        output_refs=current.output_refs or None,  # never {}, as resourceChanges
     )
 
 

@@ -2,9 +2,9 @@
 
 Order matters (it is visible in the Workspace and rolls the pod when it changes): service account, backend and
 access-token env, `envRefs` (sorted), then the stack's config items — `config`, `configRef` (ConfigMap volumes),
-`secrets`, `secretsRef` (Secret volumes) — each group sorted by key, then `workspaceTemplate` by strategic merge,
-then the deprecated `envs`/`envSecrets` as envFrom. Spec errors raise :class:`StallError` with the reference's
-messages; they become Stalled/SpecInvalid.
+`secrets`, `secretsRef` (Secret volumes), pko's `outputRefs` (one Secret volume) — each group sorted by key, then
+`workspaceTemplate` by strategic merge, then the deprecated `envs`/`envSecrets` as envFrom. Spec errors raise
+:class:`StallError` with the reference's messages; they become Stalled/SpecInvalid.
 
 Must never: read Secrets (values stay references; only the Stack controller's git-auth step reads them) or do I/O.
 """
@@ -18,6 +18,7 @@ from typing import Any
 
 from pko.api import names
 from pko.api import stack as stack_api
+from pko.controllers.stack import outputrefs
 from pko.kube import owners, patchmeta, resources, smp
 from pko.runtime import sharding
 
@@ -120,14 +121,22 @@ class _Builder:
             else:
                 raise StallError(f'updating secretRef for "{key}": missing reference in ResourceRef')
 
+    def referenced_outputs(self, carried: outputrefs.Carried | None) -> None:
+        """pko `outputRefs`, last: the values from the Secret that carries them (docs/stack-dependencies.md)."""
+        if carried is None:
+            return
+        self.mount(outputrefs.VOLUME, outputrefs.MOUNT, {"secret": {"secretName": carried.secret_name}})
+        self.config.extend(carried.config)
 
-def desired(stack: stack_api.Stack, source: Source) -> dict[str, Any]:
-    """The Workspace to apply for `stack` (controller-owned by it)."""
+
+def desired(stack: stack_api.Stack, source: Source, outputs: outputrefs.Carried | None = None) -> dict[str, Any]:
+    """The Workspace to apply for `stack` (controller-owned by it); `outputs`: the values its `outputRefs` read."""
     builder = _Builder(stack)
     spec = stack_api.spec_of(stack)
     name = stack.metadata.name or ""
     builder.environment()
     builder.configuration()
+    builder.referenced_outputs(outputs)
 
     ws_stack: dict[str, Any] = {"name": spec.stack, "create": not bool(spec.use_local_stack_only)}
     if spec.environment:
