@@ -86,7 +86,21 @@ async def test_outputs_flow_downstream_only_when_they_change(
     assert e2e.last_update(app)["outputRefs"]["greeting"] != digests["greeting"]
     assert e2e.last_update(app)["outputRefs"]["secretFromSecret"] == digests["secretFromSecret"]
     copies = await kc.list(resources.SECRET, namespace, labels={names.LABEL_COMPONENT: "output-refs"})
-    assert len(copies.items) <= 2  # the current copy, and the one the last update read
+    assert [c["metadata"]["name"] for c in copies.items] == ["app-output-refs"]  # one copy, updated in place
+    assert copies.items[0]["metadata"]["ownerReferences"][0]["name"] == "app"
+
+    # The upstream's Update is cleaned up (as its ttlAfterCompleted does): a Stack that reads it later asks it for a
+    # new up, and runs with its outputs.
+    network = await kc.get(resources.STACK, "network", namespace)
+    gone = e2e.last_update(network)["name"]
+    await kc.delete(resources.UPDATE, gone, namespace)
+    await e2e.wait_gone(kc, resources.UPDATE, gone, namespace, timeout=60)
+    await kc.create(e2e.git_stack("late", namespace, url, commit=commit,
+                                  outputRefs={"greeting": _ref("network", "greeting")}))
+    late = await e2e.wait_for(kc, resources.STACK, "late", namespace, e2e.is_ready, timeout=180)
+    assert late["status"]["outputs"]["greeting"] == "hi"
+    network = await kc.get(resources.STACK, "network", namespace)
+    assert e2e.last_update(network)["reconcileRequest"] == f"outputs-of-{gone}"
 
 
 async def test_a_missing_output_waits_and_a_cycle_is_refused(

@@ -202,8 +202,7 @@ class Workspace:
         if isinstance(used, str):
             if nodemodules.offered(self.cli.env):
                 log.info("installing with the package manager: %s", used)
-            await self.cli.run(["install"], description="failed to install project dependencies")
-            return True
+            return await self._install_everything()
         if used.tree.install_scripts:  # what `npm ci` would have run after unpacking
             try:
                 await self.cli.run(["rebuild", *used.tree.install_scripts], program="npm",
@@ -211,9 +210,13 @@ class Workspace:
             except CommandError as err:  # npm itself may tolerate it (an optional package's script): let it say
                 log.warning("installing with the package manager: %s", err)
                 shutil.rmtree(self.workdir / "node_modules", ignore_errors=True)
-                await self.cli.run(["install"], description="failed to install project dependencies")
-                return True
+                return await self._install_everything()
         await self.cli.run(["install", "--no-dependencies"], description="failed to install project plugins")
+        return True
+
+    async def _install_everything(self) -> bool:
+        """``pulumi install``: the project's packages with its package manager, then its plugins."""
+        await self.cli.run(["install"], description="failed to install project dependencies")
         return True
 
     async def outputs(self, stack: str) -> dict[str, agent_pb2.OutputValue]:

@@ -9,6 +9,8 @@ Must never: change a value (that breaks upgrades from the Go operator), or read 
 
 from __future__ import annotations
 
+import re
+
 # Controllers (as named in events, logs and metrics).
 STACK_CONTROLLER = "stack-controller"
 WORKSPACE_CONTROLLER = "workspace-controller"
@@ -49,8 +51,9 @@ ANNOTATION_CONFIRM_DESTROY = "pko.pulumi.com/confirm-destroy"
 ANNOTATION_EXPIRED = "pko.pulumi.com/expired"
 ANNOTATION_EXPECT_EMPTY = "pko.pulumi.com/expect-empty"
 # pko stack dependencies (docs/stack-dependencies.md): on the Secret that carries a Stack's referenced outputs, which
-# file holds which config key's value and whether it is secret.
+# file holds which config key's value, whether it is secret and where it was read.
 ANNOTATION_OUTPUT_REF_KEYS = "pko.pulumi.com/output-ref-keys"
+ANNOTATION_OUTPUT_REFS_REVISION = "pko.pulumi.com/output-refs"  # on the Workspace's pod template: the values' digest
 
 # Finalizer on Stacks (and, through server-side apply, on Updates).
 FINALIZER = "finalizer.stack.pulumi.com"
@@ -110,6 +113,14 @@ def update_name_millis(stack_name: str, update: str) -> int | None:
 def outputs_secret_name(update: str) -> str:
     """The Secret an Update writes its stack outputs to."""
     return f"{update}{OUTPUTS_SECRET_SUFFIX}"
+
+
+_OUTPUT_KEY_SANITIZER = re.compile(r"[^-._a-zA-Z0-9]")
+
+
+def outputs_secret_key(output: str) -> str:
+    """The key an output has in that Secret: characters a Secret key cannot hold become '_' (as the reference)."""
+    return _OUTPUT_KEY_SANITIZER.sub("_", output)
 
 
 def stack_component_labels(stack_name: str) -> dict[str, str]:

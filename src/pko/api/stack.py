@@ -385,6 +385,9 @@ class PlanReview(Wire):
     generation: int | None = None
     reconcile_request: str | None = None
     commit: str | None = None
+    output_refs: str | None = pydantic.Field(
+        None, description="pko: the Secret of referenced output values (spec.outputRefs) the plan was previewed "
+                          "with.")
     previewed_at: Time | None = None
     approval: str | None = pydantic.Field(None, description="The StackApproval that approved the plan.")
     approved_by: str | None = None

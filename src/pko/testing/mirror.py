@@ -256,9 +256,10 @@ def npm_lockfile(mirror: Mirror, files: dict[str, str]) -> str:
     if f"{mirror.url}/" in text:
         raise MirrorError("npm wrote the mirror's own address into the lockfile")
     kept.parent.mkdir(parents=True, exist_ok=True)
-    temporary = kept.with_suffix(".tmp")
-    temporary.write_text(text)
-    temporary.replace(kept)
+    handle, temporary = tempfile.mkstemp(dir=kept.parent, prefix=f".{kept.stem}-", suffix=".tmp")
+    with open(handle, "w") as out:  # a name of its own: two test processes may write the same lockfile at once
+        out.write(text)
+    Path(temporary).replace(kept)
     return text
 
 

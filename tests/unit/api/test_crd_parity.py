@@ -98,7 +98,7 @@ ADDED: dict[tuple[str, str], str] = {
     **{("pulumi.com_stacks.yaml", f"v1 .status.approval{path}"): "the plan under review"
        for path in ("", ".state", ".operation", ".preview", ".digest", ".changes", ".changes{}", ".resources",
                     ".resources[]", ".generation",
-                    ".reconcileRequest", ".commit", ".previewedAt", ".approval", ".approvedBy")},
+                    ".reconcileRequest", ".commit", ".outputRefs", ".previewedAt", ".approval", ".approvedBy")},
     # The digests of the referenced outputs an update used (docs/stack-dependencies.md): status only.
     **{("pulumi.com_stacks.yaml", f"{version} .status.{path}"): "digests of referenced outputs"
        for version, path in (("v1", "currentUpdate.outputRefs"), ("v1", "currentUpdate.outputRefs{}"),

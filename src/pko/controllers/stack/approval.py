@@ -32,7 +32,7 @@ from pko.api import conditions, names
 from pko.api import stack as stack_api
 from pko.api import update as up_api
 from pko.api.meta import Condition
-from pko.controllers.stack import ttl
+from pko.controllers.stack import ttl as stack_ttl
 from pko.protocol import status as agent_status
 
 DEFAULT_TTL_SECONDS = 3600
@@ -81,6 +81,7 @@ class Inputs:
     reconcile_request: str
     commit: str
     operation: str = "update"  # or "destroy": a plan of the other operation is stale too
+    outputs: str = ""  # pko: the copy of the values spec.outputRefs read (outputrefs.py): new values, a new plan
 
 
 def required(stack: stack_api.Stack) -> bool:
@@ -95,7 +96,7 @@ def destroy_protected(stack: stack_api.Stack) -> bool:
     (or an expired one's, docs/ttl.md)."""
     spec = stack_api.spec_of(stack)
     return (bool(spec.destroy_protection and spec.destroy_protection.enabled)
-            and stack.metadata.deletion_timestamp is not None and ttl.destroys_on_finalize(stack)
+            and stack.metadata.deletion_timestamp is not None and stack_ttl.destroys_on_finalize(stack)
             and not spec.preview)
 
 
@@ -118,7 +119,8 @@ def ttl_seconds(stack: stack_api.Stack) -> int:
 
 
 def inputs_of(review: stack_api.PlanReview) -> Inputs:
-    return Inputs(review.generation, review.reconcile_request or "", review.commit or "", review.operation or "update")
+    return Inputs(review.generation, review.reconcile_request or "", review.commit or "", review.operation or "update",
+                  review.output_refs or "")
 
 
 def is_decided(approval: approval_api.StackApproval) -> bool:
@@ -177,7 +179,7 @@ def next_step(review: stack_api.PlanReview | None, current: Inputs, approvals: S
 def previewing(update_name: str, current: Inputs) -> stack_api.PlanReview:
     return stack_api.PlanReview(state=PREVIEWING, operation=current.operation, preview=update_name,
                                 generation=current.generation, reconcile_request=current.reconcile_request or None,
-                                commit=current.commit or None)
+                                commit=current.commit or None, output_refs=current.outputs or None)
 
 
 def reviewed(review: stack_api.PlanReview, annotations: Mapping[str, str], digest_key: str, changes_key: str,

@@ -30,6 +30,7 @@ import contextlib
 import datetime
 import json
 import logging
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -53,6 +54,7 @@ from pko.runtime.controller import Result
 log = logging.getLogger(__name__)
 
 NAMESPACE_TERMINATING_RETRY = 30.0
+OUTPUT_REF_CYCLE_RETRY = 300.0  # a Stack stalled on an outputRefs cycle looks again (a change of any Stack of it)
 
 
 @dataclass
@@ -194,13 +196,13 @@ class StackReconciler:
                 await self._expire(s, expiry)
                 return None  # its deletion brings it back: the finalizer destroys
         result = await self._reconcile(s)
-        if expiry.wait is None:
+        if expiry.wait is None or (result is not None and result.requeue):  # a rate-limited retry comes sooner
             return result
-        return Result(requeue_after=ttl.sooner(expiry.wait, result.requeue_after if result else None),
-                      requeue=bool(result and result.requeue))
+        return Result(requeue_after=ttl.sooner(expiry.wait, result.requeue_after if result else None))
 
     async def _reconcile(self, s: _Session) -> Result | None:
-        """The pass after the first look, the finalizer, the shard's claim and the TTL (see the module's doc)."""
+        """The rest of the pass once the Stack is known to be looked at now and its TTL has not passed (the
+        module's doc): absorb, suspend, source and referenced outputs, the Workspace, and the next Update."""
         stack, status, key = s.stack, s.status, s.key
         absorbed = status.current_update is not None
         if absorbed and not await self._absorb(s):
@@ -245,7 +247,7 @@ class StackReconciler:
                 return wired  # waiting for an output, or a cycle (status saved)
             carried = wired
         elif spec.output_refs and spec.run_program:  # a destroy that runs the program: the values it last ran with
-            carried = await self._carried_by(s, status.last_update.output_refs if status.last_update else None)
+            carried = await self._carried_by(s)
         try:
             desired_ws = ws_build.desired(stack, resolved.source, carried)
         except ws_build.StallError as err:
@@ -270,7 +272,8 @@ class StackReconciler:
         step: gate.Step | None = None
         destroying = gate.destroy_protected(stack)
         current_inputs = gate.Inputs(stack.metadata.generation, sync.reconcile_request(stack), resolved.commit,
-                                     "destroy" if destroying else "update")
+                                     "destroy" if destroying else "update",
+                                     carried.revision if carried is not None else "")
         if not check and gate.gated(stack):  # a drift check is a preview: it needs no approval; a remediation does
             step = await self._approval_step(s, current_inputs, destroying)
             if step.action == gate.Action.WAIT:
@@ -416,20 +419,29 @@ class StackReconciler:
     # --- referenced outputs (pko, outputrefs.py) ------------------------------------------------------------------
 
     async def _wire_outputs(self, s: _Session) -> outputrefs.Carried | Result | None:
-        """The values the Stack's `outputRefs` read, in the Secret that carries them to the Workspace; else the
-        Stack stalls on a cycle or waits for what is missing (status saved, the upstream's change brings it back)."""
+        """The values the Stack's `outputRefs` read, in the copy that carries them to the Workspace; else the Stack
+        stalls on a cycle or waits for what is missing (status saved, the upstream's change brings it back)."""
         listed = (self.namespace_stacks(s.key.namespace) if self.namespace_stacks is not None
                   else (await self.client.list(resources.STACK, s.key.namespace)).items)
         edges = {objects.name_of(o): outputrefs.upstreams_of_object(o) for o in listed}
         edges[s.key.name] = outputrefs.upstreams(s.stack)
         found = outputrefs.cycle(s.key.name, edges)
-        if found is not None:
-            return await self._stall(s, outputrefs.CYCLE_REASON, outputrefs.cycle_message(found), True, None)
+        if found is not None:  # looked at again when a Stack of the cycle changes its references, and now and then
+            return await self._stall(s, outputrefs.CYCLE_REASON, outputrefs.cycle_message(found), True,
+                                     OUTPUT_REF_CYCLE_RETRY)
         offered = {name: await self._outputs_of(name, s.key.namespace)
                    for name in sorted(outputrefs.upstreams(s.stack))}
-        last = s.status.last_update
-        kept = await self._kept_outputs(s, last.output_refs if last is not None else None)
+        copy = await self.client.get_or_none(resources.SECRET, outputrefs.secret_name(s.key.name), s.key.namespace)
+        if copy is not None and not outputrefs.owned_by(copy, s.stack):
+            return await self._stall(s, conditions.STALLED_SPEC_INVALID, outputrefs.not_ours_message(s.stack), True,
+                                     None)
+        kept = outputrefs.kept(copy, secrets.token_bytes(outputrefs.KEY_BYTES))
         resolution = outputrefs.resolve(s.stack, offered, kept)
+        for name, offer in offered.items():
+            if isinstance(offer, outputrefs.Gone) and any(
+                    ref.stack_name == name and key in resolution.missing
+                    for key, ref in outputrefs.refs_of(s.stack).items()):
+                await self._request_outputs(name, s.key.namespace, offer.update)
         if resolution.missing:
             message = outputrefs.waiting_message(resolution.missing)
             shown = conditions.find(s.conditions, conditions.RECONCILING)
@@ -439,54 +451,59 @@ class StackReconciler:
                 await self.recorder.normal(s.stack, "StackWaitingForOutput", message)
             await self._save(s)
             return None
-        body = outputrefs.copy_secret(s.stack, resolution)
-        try:
-            await self.client.create(body)
-        except errors.AlreadyExists:  # immutable and named by its content: the same values
-            pass
-        else:  # a new copy: the older ones go, but for the one the last update read (a fallback while it is there)
-            keep = {objects.name_of(body)}
-            if last is not None and last.output_refs:
-                keep.add(outputrefs.secret_name(s.key.name, last.output_refs))
-            copies = await self.client.list(resources.SECRET, s.key.namespace, labels={
-                names.LABEL_COMPONENT: outputrefs.LABEL_COMPONENT_VALUE, names.LABEL_STACK_NAME: s.key.name})
-            for old in copies.items:
-                if objects.name_of(old) not in keep:
-                    await self.client.delete(resources.SECRET, objects.name_of(old), s.key.namespace, missing_ok=True)
+        wanted = outputrefs.copy_secret(s.stack, resolution)
+        if copy is None:
+            await self.client.create(wanted)
+        elif not outputrefs.holds(copy, wanted):  # new values: the Workspace's pod template changes with them
+            wanted["metadata"]["resourceVersion"] = (copy.get("metadata") or {}).get("resourceVersion")
+            await self.client.replace(wanted)
         return outputrefs.carried(s.stack, resolution)
 
-    async def _outputs_of(self, name: str, namespace: str) -> outputrefs.Outputs | str:
+    async def _outputs_of(self, name: str, namespace: str) -> outputrefs.Outputs | outputrefs.Gone | str:
         """The outputs of the upstream Stack `name`'s last update, when it was a successful `up` whose outputs are
         still there; else why not."""
         upstream = await self.client.get_typed_or_none(resources.STACK, stack_api.Stack, name, namespace)
         if upstream is None:
             return f'Stack "{name}" not found'
         last = upstream.status.last_update if upstream.status is not None else None
-        if last is None or last.state != stack_api.STATE_SUCCEEDED or last.type != up_api.UP or not last.name:
+        if last is None or not last.name:
             return f'Stack "{name}" has no successful update to read outputs from yet'
+        if last.state != stack_api.STATE_SUCCEEDED or last.type != up_api.UP:
+            return f'the last update of Stack "{name}" ({last.name}) did not succeed'
         update = await self.client.get_typed_or_none(resources.UPDATE, up_api.Update, last.name, namespace)
-        secret_name = update.status.outputs if update is not None and update.status is not None else None
-        if update is not None and not secret_name:
+        if update is None:
+            return outputrefs.Gone(last.name)
+        secret_name = update.status.outputs if update.status is not None else None
+        if not secret_name:
             return outputrefs.Outputs({})  # an up with no outputs at all
-        secret = await self.client.get_or_none(resources.SECRET, secret_name, namespace) if secret_name else None
-        if secret is None:
-            return f'the outputs of Stack "{name}"\'s last update ({last.name}) are gone'
-        data = {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
-        masked = json.loads(objects.annotations_of(secret).get(names.ANNOTATION_SECRETS, "[]"))
-        return outputrefs.Outputs(data, frozenset(str(m) for m in masked))
+        found = await self.client.get_or_none(resources.SECRET, secret_name, namespace)
+        if found is None:
+            return outputrefs.Gone(last.name)
+        data, masked = _stack_outputs(found)
+        return outputrefs.Outputs(data, frozenset(masked))
 
-    async def _kept_outputs(self, s: _Session, digests: dict[str, str] | None) -> dict[str, outputrefs.Value]:
-        """The values an update of this Stack read (its copy, while it is there)."""
-        if not digests:
-            return {}
-        secret = await self.client.get_or_none(resources.SECRET, outputrefs.secret_name(s.key.name, digests),
-                                               s.key.namespace)
-        return outputrefs.kept_values(secret)
+    async def _request_outputs(self, name: str, namespace: str, update: str) -> None:
+        """Ask the upstream Stack `name` for a new `up` (its outputs are gone with its Update), once per Update, as
+        a prerequisite asks for a resync."""
+        request = f"outputs-of-{update}"
+        upstream = await self.client.get_typed_or_none(resources.STACK, stack_api.Stack, name, namespace)
+        if upstream is None or sync.reconcile_request(upstream) == request:
+            return
+        await self.client.apply(
+            {"apiVersion": stack_api.API_VERSION, "kind": stack_api.KIND,
+             "metadata": {"name": name, "namespace": namespace,
+                          "annotations": {names.ANNOTATION_RECONCILE_REQUEST: request}}},
+            field_manager=names.FIELD_MANAGER_PREREQUISITE_REQUEST)
 
-    async def _carried_by(self, s: _Session, digests: dict[str, str] | None) -> outputrefs.Carried | None:
-        """The values the current Update was made with, to build its Workspace again."""
-        kept = await self._kept_outputs(s, digests)
-        return outputrefs.carried(s.stack, outputrefs.Resolution(values=kept)) if kept else None
+    async def _carried_by(self, s: _Session) -> outputrefs.Carried | None:
+        """The values the Stack's copy holds (what its last reconcile read), to build its Workspace again."""
+        copy = await self.client.get_or_none(resources.SECRET, outputrefs.secret_name(s.key.name), s.key.namespace)
+        if copy is None or not outputrefs.owned_by(copy, s.stack):
+            return None
+        kept = outputrefs.kept(copy, b"")
+        if not kept.values:
+            return None
+        return outputrefs.carried(s.stack, outputrefs.Resolution(kept.key, dict(kept.values)))
 
     async def _lost(self, s: _Session, name: str) -> bool:
         """Whether the current Update `name`, which the API server does not have, is given up (True: it is
@@ -603,8 +620,7 @@ class StackReconciler:
                 secret = await self.client.get_or_none(resources.SECRET, outputs_name, s.key.namespace)
                 data = None
                 if secret is not None:
-                    data = {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
-                    masked = json.loads(objects.annotations_of(secret).get(names.ANNOTATION_SECRETS, "[]"))
+                    data, masked = _stack_outputs(secret)
                     s.status.outputs = sync.masked_outputs(data, masked)
             s.status.last_update = sync.record_success(current, update, now)
             s.conditions = drift.after_update(s.conditions, update, now)
@@ -761,7 +777,7 @@ class StackReconciler:
         resolved = await self.resolver.resolve(s.stack)
         if isinstance(resolved, source_mod.Unavailable):
             return
-        outputs = await self._carried_by(s, current.output_refs) if stack_api.spec_of(s.stack).output_refs else None
+        outputs = await self._carried_by(s) if stack_api.spec_of(s.stack).output_refs else None
         try:
             desired = ws_build.desired(s.stack, resolved.source, outputs)
         except ws_build.StallError:
@@ -956,6 +972,13 @@ class StackReconciler:
             resources.STACK, meta.name or "",
             {"metadata": {"finalizers": finalizers, "resourceVersion": meta.resource_version}}, meta.namespace)
         return stack_api.Stack.model_validate(patched)
+
+
+def _stack_outputs(secret: objects.Object) -> tuple[dict[str, bytes], list[str]]:
+    """An Update's outputs Secret: each output's JSON, and the names of the secret ones."""
+    data = {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
+    masked = json.loads(objects.annotations_of(secret).get(names.ANNOTATION_SECRETS, "[]"))
+    return data, [str(m) for m in masked]
 
 
 def _namespace_terminating(err: errors.ApiError) -> bool:

@@ -151,14 +151,18 @@ def output_readers(stacks: store.Store, obj: objects.Object) -> list[objects.Obj
 
 
 def outputs_may_have_changed(event: store.Event) -> bool:
-    """A Stack appeared or went, or finished an update: the Stacks that read its outputs look again (an update
-    whose outputs are the same changes no digest, so it starts nothing)."""
+    """A Stack appeared or went, finished an update, or changed its own references: the Stacks that read its
+    outputs look again (an update whose outputs are the same changes no digest, so it starts nothing; changed
+    references may make or break a cycle)."""
     if event.type != "MODIFIED" or event.old is None:
         return True
 
     def last(obj: objects.Object) -> Any:
         return ((obj.get("status") or {}).get("lastUpdate") or {}).get("name")
-    return bool(last(event.object) != last(event.old))
+
+    def refs(obj: objects.Object) -> Any:
+        return (obj.get("spec") or {}).get("outputRefs")
+    return bool(last(event.object) != last(event.old) or refs(event.object) != refs(event.old))
 
 
 def program_users(stacks: store.Store, obj: objects.Object) -> list[objects.ObjectKey]:

@@ -63,8 +63,13 @@ def plan(stack: stack_api.Stack, now: datetime.datetime) -> Expiry:
 
 
 def marked(stack: stack_api.Stack) -> bool:
-    """The operator found the TTL passed: deleting this Stack destroys it."""
-    return names.ANNOTATION_EXPIRED in (stack.metadata.annotations or {})
+    """The operator found the TTL passed: deleting this Stack destroys it. Only a mark made for this very object
+    counts (its time not before the object's creation): a Stack restored from a backup with an old mark is a new
+    object, deleted as `destroyOnFinalize` says until its own TTL passes."""
+    value = (stack.metadata.annotations or {}).get(names.ANNOTATION_EXPIRED)
+    when = conditions.parse_time(value) if value else None
+    created = conditions.parse_time(stack.metadata.creation_timestamp)
+    return when is not None and (created is None or when >= created)
 
 
 def destroys_on_finalize(stack: stack_api.Stack) -> bool:

@@ -49,9 +49,9 @@ def build(stack: stack_api.Stack, workspace: ws_api.Workspace, message: str, uni
         spec["refresh"] = bool(stack_spec.refresh)
     update = resources.UPDATE.new(names.update_name(name, unix_millis), stack.metadata.namespace, spec=spec)
     update["metadata"]["labels"] = names.stack_component_labels(name) | sharding.carried_labels(stack.metadata.labels)
-    if kind == up_api.DESTROY and ttl.marked(stack):  # the TTL's destroy must leave nothing (docs/ttl.md)
-        update["metadata"]["annotations"] = {names.ANNOTATION_EXPECT_EMPTY: "true"}
     if stack_spec.update_template:
         update = smp.merge(update, copy.deepcopy(dict(stack_spec.update_template)), patchmeta.UPDATE)
+    if kind == up_api.DESTROY and ttl.marked(stack):  # the TTL's destroy must leave nothing (docs/ttl.md); after
+        update["metadata"].setdefault("annotations", {})[names.ANNOTATION_EXPECT_EMPTY] = "true"  # the template
     update = owners.set_controller_reference(update, workspace)
     return owners.set_owner_reference(update, stack, block_owner_deletion=True)

@@ -76,6 +76,7 @@ class _Builder:
         self.volumes: list[dict[str, Any]] = []
         self.env: list[dict[str, Any]] = []
         self.config: list[dict[str, Any]] = []
+        self.pod_annotations: dict[str, str] = {}
 
     def mount(self, volume: str, path: str, source: dict[str, Any]) -> None:
         mounts = self.pulumi.setdefault("volumeMounts", [])
@@ -127,6 +128,7 @@ class _Builder:
             return
         self.mount(outputrefs.VOLUME, outputrefs.MOUNT, {"secret": {"secretName": carried.secret_name}})
         self.config.extend(carried.config)
+        self.pod_annotations[names.ANNOTATION_OUTPUT_REFS_REVISION] = carried.revision  # new values: a new pod
 
 
 def desired(stack: stack_api.Stack, source: Source, outputs: outputrefs.Carried | None = None) -> dict[str, Any]:
@@ -163,6 +165,8 @@ def desired(stack: stack_api.Stack, source: Source, outputs: outputrefs.Carried 
     if builder.volumes:
         pod_spec["volumes"] = builder.volumes
     ws_spec["podTemplate"] = {"spec": pod_spec}
+    if builder.pod_annotations:
+        ws_spec["podTemplate"]["metadata"] = {"annotations": builder.pod_annotations}
 
     workspace = resources.WORKSPACE.new(name, stack.metadata.namespace, spec=ws_spec)
     # pko: the Stack's shard label goes with it, so the Stack's shard reconciles its Workspace (docs/scale.md)

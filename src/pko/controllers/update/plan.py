@@ -14,7 +14,6 @@ import dataclasses
 import datetime
 import enum
 import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -249,14 +248,13 @@ def event_message(outcome: Outcome, kind: str) -> str:
     return f"Successfully updated the stack: {summary}" if summary else "Successfully updated the stack"
 
 
-_KEY_SANITIZER = re.compile(r"[^-._a-zA-Z0-9]")
 
 
 def outputs_secret(update: up_api.Update, outputs: Mapping[str, tuple[bytes, bool]]) -> dict[str, Any]:
     """The immutable `<update>-stack-outputs` Secret: JSON values by sanitised key, secret keys annotated."""
     name = update.metadata.name or ""
-    data = {_KEY_SANITIZER.sub("_", key): base64.b64encode(value).decode() for key, (value, _) in outputs.items()}
-    secret_keys = sorted(_KEY_SANITIZER.sub("_", key) for key, (_, secret) in outputs.items() if secret)
+    data = {names.outputs_secret_key(key): base64.b64encode(value).decode() for key, (value, _) in outputs.items()}
+    secret_keys = sorted(names.outputs_secret_key(key) for key, (_, secret) in outputs.items() if secret)
     return builtins.secret(
         name=names.outputs_secret_name(name), namespace=update.metadata.namespace,
         labels=names.update_component_labels(name),

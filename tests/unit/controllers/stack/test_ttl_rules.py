@@ -115,3 +115,17 @@ def test_the_ttls_destroy_never_stalls() -> None:
     synced, message = sync.is_synced(expired, "", datetime.datetime(2026, 11, 29, tzinfo=datetime.UTC))
     assert not synced
     assert message.startswith("Backoff time elapsed")
+
+
+def test_only_a_mark_made_for_this_object_counts() -> None:
+    restored = _stack("30m", expired=True, deleting=True)
+    restored.metadata.creation_timestamp = "2026-11-29T08:00:00Z"  # created again after the mark was made
+    assert not ttl.marked(restored)
+    assert not ttl.destroys_on_finalize(restored)
+    assert ttl.marked(_stack("30m", expired=True))
+
+
+def test_an_update_template_cannot_take_the_mark_off_the_destroy() -> None:
+    template = {"metadata": {"annotations": {names.ANNOTATION_EXPECT_EMPTY: "false", "team": "a"}}}
+    made = updates.build(_stack("30m", expired=True, deleting=True, updateTemplate=template), _workspace(), "m", 1)
+    assert made["metadata"]["annotations"] == {names.ANNOTATION_EXPECT_EMPTY: "true", "team": "a"}
