@@ -37,6 +37,9 @@ MANAGER_RULES = [
     # pko: approvals (docs/approvals.md)
     ("pulumi.com", "stackapprovals", "get list watch"),
     ("pulumi.com", "stackapprovals/status", "get patch update"),
+    # pko: rollouts (docs/rollouts.md)
+    ("pulumi.com", "stackrollouts", "get list watch"),
+    ("pulumi.com", "stackrollouts/status", "get patch update"),
     ("source.toolkit.fluxcd.io", "buckets", "get list watch"),
     ("source.toolkit.fluxcd.io", "gitrepositories", "get list watch"),
     ("source.toolkit.fluxcd.io", "ocirepositories", "get list watch"),

@@ -19,7 +19,7 @@ from typing import Any
 import pydantic
 import yaml
 
-from pko.api import approval, program, schema, stack, update, workspace
+from pko.api import approval, program, rollout, schema, stack, update, workspace
 
 Manifest = dict[str, Any]
 
@@ -189,8 +189,27 @@ def stack_approvals() -> Manifest:
                 [_version(approval.VERSION, root, APPROVAL_COLUMNS)])
 
 
+ROLLOUT_COLUMNS = (
+    PrinterColumn("Phase", ".status.phase"),
+    PrinterColumn("Wave", ".status.currentWave", type="integer"),
+    PrinterColumn("Ready", _condition("Ready")),
+    PrinterColumn("Reason", _condition("Ready", "reason")),
+    PrinterColumn("Message", ".status.message", priority=10),
+    PrinterColumn("Age", ".metadata.creationTimestamp", type="date"),
+)
+
+
+def stack_rollouts() -> Manifest:
+    root = _root_schema(
+        "StackRollout takes one change through a fleet of Stacks in waves with health gates (pko; docs/rollouts.md).",
+        {"spec": rollout.StackRolloutSpec, "status": rollout.StackRolloutStatus},
+        [{"message": "spec is required", "rule": "has(self.spec)"}],
+    )
+    return _crd(rollout.GROUP, rollout.KIND, rollout.PLURAL, [_version(rollout.VERSION, root, ROLLOUT_COLUMNS)])
+
+
 # pko's own kinds: no Go operator counterpart (the parity test leaves them out).
-PKO_ONLY = ("pulumi.com_stackapprovals.yaml",)
+PKO_ONLY = ("pulumi.com_stackapprovals.yaml", "pulumi.com_stackrollouts.yaml")
 
 
 def all_crds() -> dict[str, Manifest]:
@@ -201,6 +220,7 @@ def all_crds() -> dict[str, Manifest]:
         "auto.pulumi.com_workspaces.yaml": workspaces(),
         "auto.pulumi.com_updates.yaml": updates(),
         "pulumi.com_stackapprovals.yaml": stack_approvals(),
+        "pulumi.com_stackrollouts.yaml": stack_rollouts(),
     }
 
 

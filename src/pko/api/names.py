@@ -16,6 +16,7 @@ STACK_CONTROLLER = "stack-controller"
 WORKSPACE_CONTROLLER = "workspace-controller"
 UPDATE_CONTROLLER = "update-controller"
 PROGRAM_CONTROLLER = "program-controller"
+ROLLOUT_CONTROLLER = "stackrollout-controller"  # pko (docs/rollouts.md)
 
 # Labels.
 LABEL_COMPONENT = "pulumi.com/component"
@@ -54,6 +55,10 @@ ANNOTATION_EXPECT_EMPTY = "pko.pulumi.com/expect-empty"
 # file holds which config key's value, whether it is secret and where it was read.
 ANNOTATION_OUTPUT_REF_KEYS = "pko.pulumi.com/output-ref-keys"
 ANNOTATION_OUTPUT_REFS_REVISION = "pko.pulumi.com/output-refs"  # on the Workspace's pod template: the values' digest
+# pko rollouts (docs/rollouts.md): on a Stack, the StackRollout that changes it now (a Stack is in at most one active
+# rollout); on a StackRollout, a request (any new value) to go on past a bake or a failure-rate pause.
+ANNOTATION_ROLLOUT = "pko.pulumi.com/rollout"
+ANNOTATION_ROLLOUT_PROMOTE = "pko.pulumi.com/promote"
 
 # Finalizer on Stacks (and, through server-side apply, on Updates).
 FINALIZER = "finalizer.stack.pulumi.com"
@@ -69,6 +74,7 @@ FIELD_MANAGER_UPDATE_PLAN = f"{FIELD_MANAGER}/update-plan"
 FIELD_MANAGER_APPROVAL_STATUS = f"{FIELD_MANAGER}/approval-status"
 FIELD_MANAGER_PROGRAM_STATUS = f"{FIELD_MANAGER}/program-status"
 FIELD_MANAGER_STACK_TTL = f"{FIELD_MANAGER}/stack-ttl"  # pko: the expired annotation (docs/ttl.md)
+FIELD_MANAGER_ROLLOUT = f"{FIELD_MANAGER}/stack-rollout"  # pko: what a StackRollout changes (docs/rollouts.md)
 
 WORKSPACE_SUFFIX = "-workspace"
 OUTPUTS_SECRET_SUFFIX = "-stack-outputs"

@@ -67,6 +67,11 @@ class Minimum:
 
 
 @dataclass(frozen=True)
+class Maximum:
+    value: int
+
+
+@dataclass(frozen=True)
 class MaxItems:
     value: int
 
@@ -106,6 +111,12 @@ class Schemaless:
 
 
 @dataclass(frozen=True)
+class OpenObject:
+    """A JSON object with any keys and values, kept as is (``type: object`` and preserve-unknown-fields): unlike
+    :class:`Schemaless`, CEL rules can test for its presence."""
+
+
+@dataclass(frozen=True)
 class CoreType:
     """The field holds a Kubernetes core type (e.g. ``io.k8s.api.core.v1.PodSpec``); its full schema is inlined
     from the OpenAPI snapshot of the API server we build against. The Python side keeps it as plain JSON."""
@@ -123,8 +134,8 @@ class ApplyConfigurationOf:
     metadata: type[pydantic.BaseModel]
 
 
-_Marker = Format | Pattern | MinLength | MaxLength | Minimum | MaxItems | MaxProperties | Rule | ListType | MapType | \
-    Schemaless | CoreType | ApplyConfigurationOf
+_Marker = Format | Pattern | MinLength | MaxLength | Minimum | Maximum | MaxItems | MaxProperties | Rule | ListType | \
+    MapType | Schemaless | OpenObject | CoreType | ApplyConfigurationOf
 
 
 def model_schema(model: type[pydantic.BaseModel], mode: Mode = "crd") -> Schema:
@@ -186,6 +197,8 @@ def _type_schema(annotation: Any, markers: tuple[_Marker, ...], mode: Mode) -> S
             return coretypes.schema(marker.name)
         if isinstance(marker, Schemaless):
             return {"x-kubernetes-preserve-unknown-fields": True}
+        if isinstance(marker, OpenObject):
+            return {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
         if isinstance(marker, ApplyConfigurationOf):
             return _apply_configuration(marker)
     return _apply_markers(_plain_schema(annotation, origin, mode), markers, mode)
@@ -224,6 +237,7 @@ _MARKER_RULES: dict[type, Callable[[Any], Schema]] = {
     MinLength: lambda m: {"minLength": m.value},
     MaxLength: lambda m: {"maxLength": m.value},
     Minimum: lambda m: {"minimum": m.value},
+    Maximum: lambda m: {"maximum": m.value},
     MaxItems: lambda m: {"maxItems": m.value},
     MaxProperties: lambda m: {"maxProperties": m.value},
     MapType: lambda m: {"x-kubernetes-map-type": m.value},

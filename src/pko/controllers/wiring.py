@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry
 from pko.controllers import connect
 from pko.controllers.program import controller as program_controller
 from pko.controllers.program import fileserver
+from pko.controllers.rollout import setup as rollout_setup
 from pko.controllers.settings import Settings
 from pko.controllers.stack import setup as stack_setup
 from pko.controllers.update import setup as update_setup
@@ -37,6 +38,7 @@ class Controllers:
     workspaces: workspace_setup.WorkspaceController
     updates: update_setup.UpdateController
     programs: program_controller.Programs
+    rollouts: rollout_setup.RolloutController | None = None
 
     @property
     def local_runtime(self) -> local.LocalRuntime | None:
@@ -54,6 +56,8 @@ class Controllers:
             await self.close()
 
     async def close(self) -> None:
+        if self.rollouts is not None:
+            await self.rollouts.close()
         await self.stacks.close()
         await self.updates.close()
         await self.workspaces.close()
@@ -81,13 +85,14 @@ def dependency_cache(settings: Settings, server: fileserver.FileServer, registry
 
 #: The kinds a shard owns, whose watches the API server filters by the shard's selector (pko.runtime.sharding);
 #: Programs are read by every shard and filtered in their controller.
-SHARDED_KINDS = (resources.STACK, resources.WORKSPACE, resources.UPDATE)
+SHARDED_KINDS = (resources.STACK, resources.WORKSPACE, resources.UPDATE, resources.STACK_ROLLOUT)
 
 
 def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings) -> Controllers:
     shard = settings.shard
     for kind in SHARDED_KINDS:
         mgr.select(kind, shard.text)
+    live = client  # pko rollouts list Stacks of every shard
     # the controllers read through the manager's informer caches, never older than what they wrote themselves
     client = cachedclient.CachedClient(client, mgr.informers.get)
     connector = connect.Connector(client, namespace=settings.operator_namespace,
@@ -100,4 +105,5 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings) -> C
     workspaces = workspace_setup.setup(mgr, client, settings, connector, default_env)
     updates = update_setup.setup(mgr, client, settings, connector)
     stacks = stack_setup.setup(mgr, client, settings)
-    return Controllers(mgr, stacks, workspaces, updates, programs)
+    rollouts = rollout_setup.setup(mgr, client, live, settings)
+    return Controllers(mgr, stacks, workspaces, updates, programs, rollouts)

@@ -81,6 +81,7 @@ PROGRAM = Kind("pulumi.com/v1", "Program", "programs")
 WORKSPACE = Kind("auto.pulumi.com/v1alpha1", "Workspace", "workspaces")
 UPDATE = Kind("auto.pulumi.com/v1alpha1", "Update", "updates")
 STACK_APPROVAL = Kind("pulumi.com/v1alpha1", "StackApproval", "stackapprovals")  # pko (docs/approvals.md)
+STACK_ROLLOUT = Kind("pulumi.com/v1alpha1", "StackRollout", "stackrollouts")  # pko (docs/rollouts.md)
 
 CONFIG_MAP = Kind("v1", "ConfigMap", "configmaps")
 SECRET = Kind("v1", "Secret", "secrets")
@@ -112,7 +113,8 @@ def register(kind: Kind) -> Kind:
 
 
 for _kind in (
-    STACK, PROGRAM, WORKSPACE, UPDATE, STACK_APPROVAL, CONFIG_MAP, SECRET, SERVICE, SERVICE_ACCOUNT, POD, EVENT,
+    STACK, PROGRAM, WORKSPACE, UPDATE, STACK_APPROVAL, STACK_ROLLOUT, CONFIG_MAP, SECRET, SERVICE, SERVICE_ACCOUNT, POD,
+    EVENT,
     NAMESPACE, STATEFUL_SET, LEASE, CUSTOM_RESOURCE_DEFINITION, GIT_REPOSITORY, OCI_REPOSITORY, BUCKET,
 ):
     register(_kind)

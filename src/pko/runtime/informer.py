@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[store.Event], None]
 Transform = Callable[[kube.Object], kube.Object]
+ABSENT_RETRY = 300.0  # an optional kind the API server does not serve is looked for again this often
 
 
 def strip_managed_fields(obj: kube.Object) -> kube.Object:
@@ -50,12 +51,15 @@ class Informer:
         transform: Transform | None = strip_managed_fields,
         min_watch_timeout: int = 300,
         max_backoff: float = 30.0,
+        optional: bool = False,
     ) -> None:
         """Watch ``kind`` in ``namespace`` (``None``: all namespaces). With ``resource_version`` the informer
         starts by resuming a watch from that version instead of listing (a version the server no longer keeps
         makes it list, as after any ``410 Gone``). ``selector`` is a label selector the API server filters by (an
         object relabelled out of it is delivered as deleted). ``transform`` is applied to every object before it is
-        cached (by default it drops ``managedFields``; ``None`` caches objects as served)."""
+        cached (by default it drops ``managedFields``; ``None`` caches objects as served). An ``optional`` kind may be
+        missing from the API server (a pko-only CRD not installed): the informer then says so once and looks again
+        every :data:`ABSENT_RETRY` seconds, quietly."""
         self.client = client
         self.kind = kind
         self.namespace = namespace
@@ -67,6 +71,8 @@ class Informer:
         self._transform = transform or (lambda obj: obj)
         self._min_watch_timeout = min_watch_timeout
         self._max_backoff = max_backoff
+        self.optional = optional
+        self.absent = False
         self._handlers: list[Handler] = []
         self._synced = asyncio.Event()
 
@@ -75,8 +81,9 @@ class Informer:
 
     @property
     def synced(self) -> bool:
-        """True once the store holds a complete list (it stays true across relists)."""
-        return self._synced.is_set()
+        """True once the store holds a complete list (it stays true across relists), or an optional kind is not
+        served (nothing to wait for: readiness does not hang on a CRD that is not installed)."""
+        return self._synced.is_set() or self.absent
 
     async def wait_synced(self) -> None:
         await self._synced.wait()
@@ -117,15 +124,29 @@ class Informer:
                 log.info("%r: resourceVersion %s is gone; relisting", self, self.resource_version)
                 self.resource_version = None
                 failures = 0
+            except kube.NotFound as err:
+                if not self.optional:
+                    failures += 1
+                    await self._back_off(err, failures)
+                    continue
+                if not self.absent:
+                    log.info("%r: the API server does not serve this kind; looking again every %.0fs", self,
+                             ABSENT_RETRY)
+                self.absent = True
+                await asyncio.sleep(ABSENT_RETRY)
             except Exception as err:  # API errors, transport errors (httpx2), decoding errors: back off, resume
                 failures += 1
-                delay = min(self._max_backoff, 0.8 * 2 ** min(failures - 1, 10)) * random.uniform(1.0, 1.2)
-                log.warning("%r: %s: %s; retrying in %.1fs", self, type(err).__name__, err, delay)
-                await asyncio.sleep(delay)
+                await self._back_off(err, failures)
+
+    async def _back_off(self, err: Exception, failures: int) -> None:
+        delay = min(self._max_backoff, 0.8 * 2 ** min(failures - 1, 10)) * random.uniform(1.0, 1.2)
+        log.warning("%r: %s: %s; retrying in %.1fs", self, type(err).__name__, err, delay)
+        await asyncio.sleep(delay)
 
     async def _list(self) -> None:
         listing = await self.client.list(self.kind, self.namespace, labels=self.labels, selector=self.selector)
         self.relists += 1
+        self.absent = False
         changes = self.store.replace([self._transform(obj) for obj in listing.items])
         self.resource_version = listing.resource_version
         self._synced.set()

@@ -26,6 +26,8 @@ RESOURCES: dict[tuple[str, str], type[GenericNamespacedResource]] = {
         create_namespaced_resource("auto.pulumi.com", "v1alpha1", "Workspace", "workspaces"),
     ("auto.pulumi.com/v1alpha1", "Update"):
         create_namespaced_resource("auto.pulumi.com", "v1alpha1", "Update", "updates"),
+    ("pulumi.com/v1alpha1", "StackRollout"):
+        create_namespaced_resource("pulumi.com", "v1alpha1", "StackRollout", "stackrollouts"),
 }
 
 

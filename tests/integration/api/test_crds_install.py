@@ -18,6 +18,7 @@ EXPECTED = {
     "workspaces.auto.pulumi.com": ({"v1alpha1": True}, "Workspace"),
     "updates.auto.pulumi.com": ({"v1alpha1": True}, "Update"),
     "stackapprovals.pulumi.com": ({"v1alpha1": True}, "StackApproval"),  # pko (docs/approvals.md)
+    "stackrollouts.pulumi.com": ({"v1alpha1": True}, "StackRollout"),  # pko (docs/rollouts.md)
 }
 
 

@@ -29,14 +29,14 @@ def test_rendering_is_stable_and_parses_back() -> None:
         assert yaml.safe_load(text) == manifest
 
 
-def test_pko_crds_prints_all_five(capsys: pytest.CaptureFixture[str]) -> None:
+def test_pko_crds_prints_all_six(capsys: pytest.CaptureFixture[str]) -> None:
     assert crds_cli.main([]) == 0
     out = capsys.readouterr().out
     assert out == crds.render_all()
     documents = list(yaml.safe_load_all(out))
     assert [d["metadata"]["name"] for d in documents] == [
         "stacks.pulumi.com", "programs.pulumi.com", "workspaces.auto.pulumi.com", "updates.auto.pulumi.com",
-        "stackapprovals.pulumi.com",
+        "stackapprovals.pulumi.com", "stackrollouts.pulumi.com",
     ]
     assert all(d["apiVersion"] == "apiextensions.k8s.io/v1" for d in documents)
 

@@ -118,7 +118,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{/* The manager's permissions (ClusterRole, or Role with rbac.createRole): the reference's, plus rbac.extraRules,
 plus create/update of ConfigMaps and update of Secrets: a Stack's spec.outputs (docs/outputs.md) writes the
 Secret/ConfigMap it owns (a create, or a PUT at the resourceVersion it checked).
-plus reading StackApprovals and writing their status (pko, docs/approvals.md). */}}
+plus reading StackApprovals and writing their status (pko, docs/approvals.md),
+plus reading StackRollouts and writing their status (pko, docs/rollouts.md). */}}
 {{- define "pko.managerRules" -}}
 {{- with .Values.rbac.extraRules }}
 {{ toYaml . }}
@@ -160,10 +161,10 @@ plus reading StackApprovals and writing their status (pko, docs/approvals.md). *
   resources: [programs/status, stacks/status]
   verbs: [get, patch, update]
 - apiGroups: [pulumi.com]
-  resources: [stackapprovals]
+  resources: [stackapprovals, stackrollouts]
   verbs: [get, list, watch]
 - apiGroups: [pulumi.com]
-  resources: [stackapprovals/status]
+  resources: [stackapprovals/status, stackrollouts/status]
   verbs: [get, patch, update]
 - apiGroups: [source.toolkit.fluxcd.io]
   resources: [buckets, gitrepositories, ocirepositories]

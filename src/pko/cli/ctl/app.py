@@ -20,7 +20,7 @@ from typing import Any, TextIO
 from pko import kube
 from pko.api import names
 from pko.api import stack as stack_api
-from pko.cli.ctl import view
+from pko.cli.ctl import rolloutview, view
 from pko.kube import errors, kubeconfig, objects, resources
 
 LOGS_HELP = """\
@@ -76,6 +76,16 @@ def parser() -> argparse.ArgumentParser:
                           description=LOGS_HELP)
     logs.add_argument("name", metavar="STACK")
     logs.add_argument("-f", "--follow", action="store_true", help="stream while the Update runs")
+
+    rollout = sub.add_parser("rollout", help="steer a StackRollout (pko): status, pause, resume, promote, abort")
+    verbs = rollout.add_subparsers(dest="verb", required=True, metavar="VERB")
+    for verb, what in rolloutview.VERBS.items():
+        cmd = verbs.add_parser(verb, parents=[common], help=what)
+        cmd.add_argument("name", metavar="ROLLOUT")
+        if verb == "status":
+            cmd.add_argument("-w", "--wait", action="store_true", help="print again until the rollout ends")
+            cmd.add_argument("--timeout", type=float, default=0, help="with --wait: give up after this many "
+                             "seconds (exit 1; default: no limit)")
     return top
 
 
@@ -263,6 +273,34 @@ async def _recorded(kc: kube.Client, args: argparse.Namespace, namespace: str, u
     return 0
 
 
+async def cmd_rollout(kc: kube.Client, args: argparse.Namespace, namespace: str, out: TextIO) -> int:
+    """`kubectl pko rollout VERB NAME`: a verb patches the StackRollout; status prints it (and waits)."""
+    if args.verb != "status":
+        try:
+            await kc.patch(resources.STACK_ROLLOUT, args.name, rolloutview.patch_for(args.verb, _now()), namespace)
+        except errors.NotFound as err:
+            raise Failure(f"stackrollout {namespace}/{args.name} not found") from err
+        out.write(f"stackrollout {namespace}/{args.name}: {args.verb} requested\n")
+        return 0
+    deadline = asyncio.get_running_loop().time() + args.timeout if args.timeout else None
+    while True:
+        found = await kc.get_or_none(resources.STACK_ROLLOUT, args.name, namespace)
+        if found is None:
+            raise Failure(f"stackrollout {namespace}/{args.name} not found")
+        events = [e for e in (await kc.list(resources.EVENT, namespace)).items
+                  if (e.get("involvedObject") or {}).get("kind") == "StackRollout"
+                  and (e.get("involvedObject") or {}).get("name") == args.name]
+        out.write(rolloutview.status_text(found, events))
+        if rolloutview.ended(found) or not args.wait:
+            phase = (found.get("status") or {}).get("phase")
+            return 1 if args.wait and phase != "Completed" else 0
+        if deadline is not None and asyncio.get_running_loop().time() > deadline:
+            raise Failure(f"stackrollout {namespace}/{args.name} did not end within {args.timeout:g}s")
+        out.write("\n")
+        out.flush()
+        await asyncio.sleep(5)
+
+
 async def run(args: argparse.Namespace, out: TextIO) -> int:
     try:
         kc, default_namespace = kubeconfig.load(args.kubeconfig, args.context)
@@ -278,6 +316,8 @@ async def run(args: argparse.Namespace, out: TextIO) -> int:
             return await cmd_suspend(kc, args, namespace, out)
         if args.command == "describe":
             return await cmd_describe(kc, args, namespace or default_namespace, out)
+        if args.command == "rollout":
+            return await cmd_rollout(kc, args, namespace or default_namespace, out)
         return await cmd_logs(kc, args, namespace or default_namespace, out)
 
 

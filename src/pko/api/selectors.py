@@ -1,0 +1,59 @@
+"""Kubernetes label selectors (``matchLabels`` and ``matchExpressions``): matching labels, and the query-string form
+the API server takes.
+
+Why here: a StackRollout picks its Stacks with one selector and splits them into waves with others; the rollout's
+plan matches labels without asking the API server, and the executor lists with the same selector, so both must
+read a selector exactly as the API server does (all terms must hold; an empty selector matches everything).
+
+Pure. Must never accept an operator the API server refuses (it answers ValueError instead).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+def _expressions(selector: Mapping[str, Any]) -> list[tuple[str, str, list[str]]]:
+    found = []
+    for term in selector.get("matchExpressions") or []:
+        operator = str(term.get("operator", ""))
+        if operator not in _OPERATORS:
+            raise ValueError(f"{operator!r} is not a valid label selector operator")
+        found.append((str(term.get("key", "")), operator, [str(v) for v in term.get("values") or []]))
+    return found
+
+
+def matches(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    """Whether `labels` satisfy every term of `selector`."""
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for key, operator, values in _expressions(selector):
+        present = key in labels
+        if operator == "In" and not (present and labels[key] in values):
+            return False
+        if operator == "NotIn" and present and labels[key] in values:
+            return False
+        if operator == "Exists" and not present:
+            return False
+        if operator == "DoesNotExist" and present:
+            return False
+    return True
+
+
+def to_query(selector: Mapping[str, Any]) -> str:
+    """The ``labelSelector`` query string of `selector` (``a=b,c in (d,e),!f``)."""
+    parts = [f"{key}={value}" for key, value in sorted((selector.get("matchLabels") or {}).items())]
+    for key, operator, values in _expressions(selector):
+        if operator == "In":
+            parts.append(f"{key} in ({','.join(values)})")
+        elif operator == "NotIn":
+            parts.append(f"{key} notin ({','.join(values)})")
+        elif operator == "Exists":
+            parts.append(key)
+        else:
+            parts.append(f"!{key}")
+    return ",".join(parts)

@@ -1,0 +1,116 @@
+"""The StackRollout executor: read the rollout and its namespace's Stacks, run the gates the plan asks for, write
+the status, then patch the Stacks and post the events.
+
+Why this order: the status (with each Stack's undo patch) is written before a Stack is patched, so an operator that
+dies between the two never loses how to roll a Stack back; the plan sends a lost patch again (plan.py). Stacks are
+listed from the API server, not from this shard's cache: a rollout may span Stacks of every shard
+(pko.runtime.sharding), and a wave in progress is looked at every few seconds anyway.
+
+Must never: patch a Stack before the status that records the change is stored; put a gate's response body in a
+message; stop on a Stack that went away (the plan skips it).
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import httpx
+
+from pko.api import names
+from pko.api import rollout as api
+from pko.controllers.rollout import gates, plan
+from pko.kube import client as kclient
+from pko.kube import errors, events, objects, resources
+from pko.runtime import sharding
+from pko.runtime.controller import Result
+
+log = logging.getLogger(__name__)
+
+Observer = Callable[[objects.ObjectKey, api.StackRollout | None, Iterable[tuple[str, str]]], None]
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+@dataclass
+class RolloutReconciler:
+    client: kclient.Client  # reads and writes through the manager's caches
+    live: kclient.Client  # lists Stacks of every shard
+    recorder: events.Recorder
+    http: httpx.AsyncClient
+    rollouts: Callable[[], list[objects.Object]]  # this shard's StackRollouts (the informer's store)
+    shard: sharding.Shard = sharding.EVERYTHING
+    observe: Observer | None = None  # metrics: (key, rollout or None when gone, gate checks as (gate, result))
+    clock: Callable[[], datetime.datetime] = _now
+
+    async def __call__(self, key: objects.ObjectKey) -> Result | None:
+        found = await self.client.get_or_none(resources.STACK_ROLLOUT, key.name, key.namespace)
+        if found is None or not self.shard.owns_labels((found.get("metadata") or {}).get("labels")):
+            if self.observe is not None:
+                self.observe(key, None, ())
+            return None
+        rollout = api.StackRollout.model_validate(found)
+        if rollout.metadata.deletion_timestamp or rollout.spec is None:
+            return None
+        stacks = [plan.view(obj) for obj in (await self.live.list(resources.STACK, key.namespace)).items]
+        now = self.clock()
+        checks = await self._check(rollout, stacks, now)
+        active = await self._active(key, stacks)
+        result = plan.plan(rollout, stacks, active_rollouts=active, checks=checks, now=now)
+        if result.status != rollout.status:
+            await self.client.apply_status({
+                "apiVersion": api.API_VERSION, "kind": api.KIND,
+                "metadata": {"name": key.name, "namespace": key.namespace},
+                "status": result.status.to_wire(),
+            }, field_manager=names.FIELD_MANAGER_ROLLOUT)
+        for patch in result.patches:
+            await self._patch(found, patch)
+        for event in result.events:
+            await self.recorder.emit(found, event.type, event.reason, event.message)
+        if self.observe is not None:
+            rollout.status = result.status
+            self.observe(key, rollout, [(name, "passed" if c.healthy else "failed") for name, c in checks.items()])
+        return Result(requeue_after=result.requeue_after) if result.requeue_after is not None else None
+
+    async def _check(self, rollout: api.StackRollout, stacks: list[plan.StackView],
+                     now: datetime.datetime) -> dict[str, plan.GateCheck]:
+        due = plan.due_gates(rollout, now)
+        if not due:
+            return {}
+        moved = {s.name for s in (rollout.status.stacks if rollout.status else None) or []
+                 if s.state == api.STACK_SUCCEEDED}
+        at_revision = [s for s in stacks if s.name in moved]
+        return {gate.name: await gates.check(gate, at_revision, self.http) for gate in due}
+
+    async def _active(self, key: objects.ObjectKey, stacks: list[plan.StackView]) -> set[str]:
+        """The other StackRollouts of the namespace that have not ended (a claim by one that ended, or is gone,
+        binds nothing)."""
+        active, cached = set(), set()
+        for obj in self.rollouts():
+            if objects.namespace_of(obj) != key.namespace or objects.name_of(obj) == key.name:
+                continue
+            cached.add(objects.name_of(obj))
+            phase = (obj.get("status") or {}).get("phase")
+            if phase not in api.TERMINAL and not (obj.get("metadata") or {}).get("deletionTimestamp"):
+                active.add(objects.name_of(obj))
+        # another shard's rollouts are not in this shard's cache: ask for the ones that claim Stacks here
+        for owner in {s.rollout for s in stacks if s.rollout} - cached - {key.name}:
+            other = await self.live.get_or_none(resources.STACK_ROLLOUT, owner, key.namespace)
+            if other is not None and (other.get("status") or {}).get("phase") not in api.TERMINAL:
+                active.add(owner)
+        return active
+
+    async def _patch(self, rollout: objects.Object, patch: plan.StackPatch) -> None:
+        namespace = objects.namespace_of(rollout)
+        try:
+            await self.live.patch(resources.STACK, patch.name, patch.patch, namespace)
+        except errors.NotFound:
+            log.info("Stack %s/%s is gone; the rollout skips it", namespace, patch.name)
+        except errors.ApiError as err:
+            # the next pass sees the Stack unchanged and sends the patch again
+            log.warning("could not patch Stack %s/%s: %s", namespace, patch.name, err)
+            await self.recorder.warning(rollout, "RolloutPatchFailed", f"could not change Stack {patch.name}: {err}")

@@ -1,0 +1,96 @@
+"""Reading a health gate's answer (pko.controllers.rollout.gates) and label selectors (pko.api.selectors): what is
+healthy, and that no message carries a response body, a URL's credentials or an output's value."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pko.api import rollout as api
+from pko.api import selectors
+from pko.controllers.rollout import gates, plan
+
+
+def _vector(*values: str) -> dict[str, Any]:
+    return {"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": {"__name__": "app_healthy", "stack": f"s{i}"}, "value": [1.0, v]} for i, v in enumerate(values)]}}
+
+
+@pytest.mark.parametrize(("bounds", "values", "healthy"), [
+    ({}, ("1", "1"), True),
+    ({}, ("1", "0"), False),
+    ({}, (), False),
+    ({}, ("NaN",), False),
+    ({"max": 0.5}, ("0.1", "0.5"), True),
+    ({"max": 0.5}, ("0.6",), False),
+    ({"min": 1, "max": 3}, ("2",), True),
+    ({"min": 1}, ("0.5",), False),
+])
+def test_a_promql_gate_needs_samples_within_its_bounds(bounds: dict[str, float], values: tuple[str, ...],
+                                                       healthy: bool) -> None:
+    gate = api.PrometheusGate.model_validate({"address": "http://p:9090", "query": "app_healthy", **bounds})
+    assert gates.prometheus_result(gate, _vector(*values)).healthy is healthy
+
+
+def test_a_promql_gate_names_the_samples_out_of_bounds_and_refuses_errors_and_matrices() -> None:
+    gate = api.PrometheusGate.model_validate({"address": "http://p:9090", "query": "app_healthy"})
+    check = gates.prometheus_result(gate, _vector("1", "0"))
+    assert check.message == "1 of 2 samples are not non-zero: {stack=s1} 0"
+    assert not gates.prometheus_result(gate, {"status": "error", "errorType": "bad_data", "error": "parse"}).healthy
+    matrix = {"status": "success", "data": {"resultType": "matrix", "result": []}}
+    assert "needs an instant vector" in gates.prometheus_result(gate, matrix).message
+    assert gates.prometheus_result(gate, {"status": "success", "data": {"resultType": "scalar",
+                                                                         "result": [1, "2"]}}).healthy
+
+
+def test_an_http_gate_checks_status_and_text_and_never_shows_the_body_or_credentials() -> None:
+    gate = api.HTTPGate.model_validate({"url": "https://user:secret@app.example:8443/healthz?token=t",
+                                        "bodyContains": "ok"})
+    check = gates.http_result(gate, 200, "status: ok")
+    assert check.healthy
+    assert check.message == "GET https://app.example:8443/healthz answered 200"
+    assert not gates.http_result(gate, 200, "private-data").healthy
+    assert "private-data" not in gates.http_result(gate, 200, "private-data").message
+    assert not gates.http_result(gate, 503, "ok").healthy
+    listed = api.HTTPGate.model_validate({"url": "http://a/", "expectStatus": [418]})
+    assert gates.http_result(listed, 418, "").healthy
+    assert not gates.http_result(listed, 200, "").healthy
+
+
+def _view(name: str, outputs: dict[str, Any]) -> plan.StackView:
+    return plan.view({"metadata": {"name": name}, "status": {"outputs": outputs}})
+
+
+def test_an_outputs_gate_needs_the_value_on_every_stack_and_does_not_show_it() -> None:
+    gate = api.OutputsGate.model_validate({"output": "version", "equals": "v2"})
+    assert gates.outputs_result(gate, [_view("a", {"version": "v2"}), _view("b", {"version": "v2"})]).healthy
+    check = gates.outputs_result(gate, [_view("a", {"version": "v2"}), _view("b", {"version": "sekrit"}),
+                                        _view("c", {})])
+    assert not check.healthy
+    assert check.message == "no output version on c; output version has another value on b"
+    present = api.OutputsGate.model_validate({"output": "url"})
+    assert gates.outputs_result(present, [_view("a", {"url": "x"})]).healthy
+
+
+@pytest.mark.parametrize(("selector", "labels", "matched"), [
+    ({}, {"a": "1"}, True),
+    ({"matchLabels": {"env": "dev"}}, {"env": "dev", "x": "y"}, True),
+    ({"matchLabels": {"env": "dev"}}, {"env": "prod"}, False),
+    ({"matchExpressions": [{"key": "env", "operator": "In", "values": ["dev", "qa"]}]}, {"env": "qa"}, True),
+    ({"matchExpressions": [{"key": "env", "operator": "NotIn", "values": ["prod"]}]}, {}, True),
+    ({"matchExpressions": [{"key": "env", "operator": "NotIn", "values": ["prod"]}]}, {"env": "prod"}, False),
+    ({"matchExpressions": [{"key": "canary", "operator": "Exists"}]}, {"canary": ""}, True),
+    ({"matchExpressions": [{"key": "canary", "operator": "DoesNotExist"}]}, {"canary": ""}, False),
+])
+def test_label_selectors_match_as_the_api_server_does(selector: dict[str, Any], labels: dict[str, str],
+                                                      matched: bool) -> None:
+    assert selectors.matches(selector, labels) is matched
+
+
+def test_a_selector_reads_as_the_api_server_query() -> None:
+    assert selectors.to_query({"matchLabels": {"b": "2", "a": "1"}, "matchExpressions": [
+        {"key": "env", "operator": "In", "values": ["dev", "qa"]}, {"key": "x", "operator": "DoesNotExist"}]}) == \
+        "a=1,b=2,env in (dev,qa),!x"
+    with pytest.raises(ValueError, match="not a valid label selector operator"):
+        selectors.matches({"matchExpressions": [{"key": "a", "operator": "Gt"}]}, {})
