@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 import yaml
 
-from pko.api import approval, program, stack, update, workspace
+from pko.api import approval, program, rollout, stack, update, workspace
 from pko.testing import binaries, controlplane
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").rglob("*.yaml"))
 MODELS: dict[str, Any] = {
     "Stack": stack.Stack, "Program": program.Program, "Workspace": workspace.Workspace, "Update": update.Update,
-    "StackApproval": approval.StackApproval,
+    "StackApproval": approval.StackApproval, "StackRollout": rollout.StackRollout,
 }
 
 
