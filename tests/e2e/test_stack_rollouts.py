@@ -206,7 +206,7 @@ async def test_a_rollout_steered_with_kubectl_pko_goes_through_every_wave_to_com
     done = await kc.get(resources.STACK_ROLLOUT, "to-v2", namespace)
     assert e2e.condition(done, "Ready")["status"] == "True"
     assert [w["phase"] for w in done["status"]["waves"]] == [api.WAVE_SUCCEEDED] * 3
-    assert done["status"]["waves"][0]["promoted"] is True
+    assert done["status"]["waves"][0]["bakePromoted"] is True
     assert set(_stacks(done).values()) == {api.STACK_SUCCEEDED}
     assert done["status"]["message"] == "6 of 6 Stacks at program shop-v2"
     reasons = await _reasons(kc, "to-v2", namespace)

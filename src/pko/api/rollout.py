@@ -197,7 +197,9 @@ class Gate(Wire):
     prometheus: PrometheusGate | None = None
     http: HTTPGate | None = None
     outputs: OutputsGate | None = None
-    interval: Annotated[str, MaxLength(64), _duration("interval", "30s or 1m")] | None = pydantic.Field(
+    interval: Annotated[str, MaxLength(64), _duration("interval", "30s or 1m"), Rule(
+        f"!self.matches('{_DURATION}') || duration(self) >= duration('1s')", "interval must be at least 1s")] | None = \
+        pydantic.Field(
         None, description="Time between checks while a wave bakes (default 30s).")
     failure_limit: Annotated[int, Minimum(1), Maximum(100)] | None = pydantic.Field(
         None, description="Failed checks in a row that fail the gate (default 3; an unreachable endpoint counts).")
@@ -240,7 +242,8 @@ class WaveStatus(Wire):
     stacks: int | None = None
     succeeded: int | None = None
     failed: int | None = None
-    promoted: bool | None = pydantic.Field(None, description="A promote request let the wave go on.")
+    promoted: bool | None = pydantic.Field(None, description="A promote let the wave go on past its failure rate.")
+    bake_promoted: bool | None = pydantic.Field(None, description="A promote ended the wave's bake early.")
     started_at: Time | None = None
     bake_started_at: Time | None = None
     completed_at: Time | None = None
@@ -256,12 +259,14 @@ class GateStatus(Wire):
 
 class StackRolloutStatus(Wire):
     observed_generation: int | None = None
+    revision: RolloutRevision | None = pydantic.Field(
+        None, description="The revision as it was when the rollout started: what it rolls out.")
     conditions: Conditions | None = None
     phase: str | None = None
     message: str | None = None
     current_wave: int | None = pydantic.Field(None, description="Index in spec.waves of the wave in progress.")
     waves: list[WaveStatus] | None = None
-    stacks: Annotated[list[RolloutStack], MaxItems(10000)] | None = None
+    stacks: Annotated[list[RolloutStack], MaxItems(2000)] | None = None
     unassigned: int | None = pydantic.Field(None, description="Selected Stacks no wave takes (left alone).")
     gates: list[GateStatus] | None = None
     promoted: str | None = pydantic.Field(None, description="The last promote request handled.")

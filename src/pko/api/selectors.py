@@ -1,9 +1,8 @@
-"""Kubernetes label selectors (``matchLabels`` and ``matchExpressions``): matching labels, and the query-string form
-the API server takes.
+"""Kubernetes label selectors (``matchLabels`` and ``matchExpressions``) matched against labels.
 
 Why here: a StackRollout picks its Stacks with one selector and splits them into waves with others; the rollout's
-plan matches labels without asking the API server, and the executor lists with the same selector, so both must
-read a selector exactly as the API server does (all terms must hold; an empty selector matches everything).
+plan matches labels itself (on the Stacks it read), so it must read a selector exactly as the API server does (all
+terms must hold; an empty selector matches everything).
 
 Pure. Must never accept an operator the API server refuses (it answers ValueError instead).
 """
@@ -43,17 +42,3 @@ def matches(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
             return False
     return True
 
-
-def to_query(selector: Mapping[str, Any]) -> str:
-    """The ``labelSelector`` query string of `selector` (``a=b,c in (d,e),!f``)."""
-    parts = [f"{key}={value}" for key, value in sorted((selector.get("matchLabels") or {}).items())]
-    for key, operator, values in _expressions(selector):
-        if operator == "In":
-            parts.append(f"{key} in ({','.join(values)})")
-        elif operator == "NotIn":
-            parts.append(f"{key} notin ({','.join(values)})")
-        elif operator == "Exists":
-            parts.append(key)
-        else:
-            parts.append(f"!{key}")
-    return ",".join(parts)

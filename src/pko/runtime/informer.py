@@ -132,6 +132,9 @@ class Informer:
                 if not self.absent:
                     log.info("%r: the API server does not serve this kind; looking again every %.0fs", self,
                              ABSENT_RETRY)
+                    for event in self.store.replace([]):  # a CRD removed while served: its objects went with it
+                        self._emit(event)
+                    self.resource_version = None
                 self.absent = True
                 await asyncio.sleep(ABSENT_RETRY)
             except Exception as err:  # API errors, transport errors (httpx2), decoding errors: back off, resume

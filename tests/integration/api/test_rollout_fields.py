@@ -68,6 +68,7 @@ REFUSALS = [
     ({"gates": [{"name": "Bad_Name", "http": {"url": "http://a"}}]}, "spec.gates[0].name in body should match"),
     ({"gates": [{"name": "p", "prometheus": {"address": "prometheus:9090", "query": "up"}}]},
      "spec.gates[0].prometheus.address in body should match"),
+    ({"gates": [{"name": "fast", "http": {"url": "http://a"}, "interval": "500ms"}]}, "interval must be at least 1s"),
     ({"maxFailureRate": 150}, "should be less than or equal to 100"),
     ({"selector": None}, "spec.selector: Required value"),
 ]

@@ -287,9 +287,8 @@ async def cmd_rollout(kc: kube.Client, args: argparse.Namespace, namespace: str,
         found = await kc.get_or_none(resources.STACK_ROLLOUT, args.name, namespace)
         if found is None:
             raise Failure(f"stackrollout {namespace}/{args.name} not found")
-        events = [e for e in (await kc.list(resources.EVENT, namespace)).items
-                  if (e.get("involvedObject") or {}).get("kind") == "StackRollout"
-                  and (e.get("involvedObject") or {}).get("name") == args.name]
+        events = (await kc.list(resources.EVENT, namespace, fields={
+            "involvedObject.kind": "StackRollout", "involvedObject.name": args.name})).items
         out.write(rolloutview.status_text(found, events))
         if rolloutview.ended(found) or not args.wait:
             phase = (found.get("status") or {}).get("phase")

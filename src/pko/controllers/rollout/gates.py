@@ -12,7 +12,6 @@ secret); follow a redirect to another host.
 
 from __future__ import annotations
 
-import json
 import math
 import urllib.parse
 from collections.abc import Mapping, Sequence
@@ -29,9 +28,12 @@ MAX_SHOWN = 5
 
 def _where(url: str) -> str:
     """`url` without credentials, query or fragment: safe to show."""
-    parts = urllib.parse.urlsplit(url)
-    return urllib.parse.urlunsplit((parts.scheme, parts.hostname or "", parts.path, "", "")) if not parts.port \
-        else urllib.parse.urlunsplit((parts.scheme, f"{parts.hostname}:{parts.port}", parts.path, "", ""))
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host = f"{parts.hostname}:{parts.port}" if parts.port else parts.hostname or ""
+    except ValueError:
+        return "the gate's URL"
+    return urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
 def prometheus_result(gate: api.PrometheusGate, answer: Mapping[str, Any]) -> GateCheck:
@@ -107,15 +109,18 @@ async def check(gate: api.Gate, stacks: Sequence[StackView], client: httpx.Async
             answer = await client.get(url, params={"query": gate.prometheus.query}, timeout=DEFAULT_HTTP_TIMEOUT)
             try:
                 body = answer.json()
-            except json.JSONDecodeError:
-                return GateCheck(False, f"Prometheus at {_where(url)} answered {answer.status_code} without JSON")
+            except ValueError:
+                body = None
+            if not isinstance(body, dict):
+                return GateCheck(False, f"Prometheus at {_where(url)} answered {answer.status_code} without a "
+                                        "query result")
             return prometheus_result(gate.prometheus, body)
         if gate.http is not None:
             answer = await client.get(gate.http.url, timeout=float(gate.http.timeout_seconds or DEFAULT_HTTP_TIMEOUT))
             return http_result(gate.http, answer.status_code, answer.text)
         if gate.outputs is not None:
             return outputs_result(gate.outputs, stacks)
-    except httpx.HTTPError as err:
+    except Exception as err:  # unreachable, a bad URL, an answer that is not what a gate reads: a failed check
         target = gate.prometheus.address if gate.prometheus else gate.http.url if gate.http else ""
         return GateCheck(False, f"{_where(target)} could not be asked: {type(err).__name__}")
     return GateCheck(False, "the gate names no check")

@@ -27,6 +27,7 @@ rollback began.
 
 from __future__ import annotations
 
+import copy
 import datetime
 import math
 from collections.abc import Mapping, Sequence
@@ -42,6 +43,7 @@ DEFAULT_GATE_INTERVAL = 30.0
 DEFAULT_FAILURE_LIMIT = 3
 POLL_PROGRESS = 5.0  # a wave in progress is looked at this often (Stacks of other shards send no wake-up)
 POLL_WAITING = 30.0  # blocked or paused
+MAX_STACKS = 2000  # what one rollout's status holds (each with its undo patch) well inside an object's size limit
 
 EVENT_STARTED = "RolloutStarted"
 EVENT_WAVE_STARTED = "RolloutWaveStarted"
@@ -75,6 +77,8 @@ class StackView:
     rollout: str | None  # the rollout that claims it (annotation)
     outputs: Mapping[str, Any]
     deleting: bool = False
+    resource_version: str = ""
+    suspended: bool = False
 
 
 def view(obj: Mapping[str, Any]) -> StackView:
@@ -92,12 +96,13 @@ def view(obj: Mapping[str, Any]) -> StackView:
     last = status.get("lastUpdate") or {}
     return StackView(
         name=str(meta.get("name", "")), labels=dict(meta.get("labels") or {}), generation=generation,
-        spec=dict(obj.get("spec") or {}), ready=ready, observed_generation=observed,
+        spec=copy.deepcopy(dict(obj.get("spec") or {})), ready=ready, observed_generation=observed,
         last_update_state=last.get("state"), last_update_generation=int(last.get("generation") or 0),
         stalled=str(stalled.get("reason") or "") if stalled.get("status") == "True" else None,
         awaiting_approval=((status.get("approval") or {}).get("state") == "AwaitingApproval"),
         rollout=annotations.get(names.ANNOTATION_ROLLOUT), outputs=dict(status.get("outputs") or {}),
-        deleting=bool(meta.get("deletionTimestamp")),
+        deleting=bool(meta.get("deletionTimestamp")), resource_version=str(meta.get("resourceVersion") or ""),
+        suspended=bool((obj.get("spec") or {}).get("suspend")),
     )
 
 
@@ -203,9 +208,10 @@ def _failed(stack: StackView, patch: Mapping[str, Any]) -> str | None:
 # --- the plan ------------------------------------------------------------------------------------------------------
 
 def plan(rollout: api.StackRollout, stacks: Sequence[StackView], *, active_rollouts: set[str],
-         checks: Mapping[str, GateCheck], now: datetime.datetime) -> Plan:
+         checks: Mapping[str, GateCheck], now: datetime.datetime, refused: Mapping[str, str] | None = None) -> Plan:
     """Everything the rollout does in this pass. `active_rollouts` are the names of the other StackRollouts of the
-    namespace that have not ended; `checks` the gate checks the executor ran for this pass (see :func:`due_gates`)."""
+    namespace that have not ended; `checks` the gate checks the executor ran for this pass (see :func:`due_gates`);
+    `refused` the Stacks whose last patch the API server refused for good, with its message."""
     spec = rollout.spec
     assert spec is not None  # the API server requires it
     status = (rollout.status or api.StackRolloutStatus()).model_copy(deep=True)
@@ -213,7 +219,10 @@ def plan(rollout: api.StackRollout, stacks: Sequence[StackView], *, active_rollo
     out = Plan(status)
     if status.phase in api.TERMINAL:
         return out
-    by_name = {s.name: s for s in stacks}
+    if status.revision is not None:  # what the rollout started with is what it rolls out, whatever spec says now
+        spec = spec.model_copy(update={"revision": status.revision})
+    by_name = {s.name: s for s in stacks if not s.deleting}  # a Stack being deleted is as good as gone
+    _refused(out, refused or {})
     name = rollout.metadata.name or ""
     if status.phase in (None, api.PENDING, api.BLOCKED) and spec.abort:
         status.phase, status.rollback_reason = api.ROLLED_BACK, api.REASON_ABORTED
@@ -228,6 +237,7 @@ def plan(rollout: api.StackRollout, stacks: Sequence[StackView], *, active_rollo
     if status.phase == api.ROLLING_BACK:
         _rolling_back(out, spec, name, by_name, now)
         return _conditions(out, now)
+    _claims(out, name, by_name, active_rollouts)
     _observe(out, spec, name, by_name)
     _gates(out, spec, checks, by_name, now)
     if status.phase == api.ROLLING_BACK:
@@ -252,7 +262,15 @@ def _start(out: Plan, spec: api.StackRolloutSpec, name: str, stacks: Sequence[St
         out.look_in(POLL_WAITING)
         return False
     assigned, unassigned = assign(spec, stacks)
+    if len(assigned) > MAX_STACKS:
+        message = (f"the selector and waves take {len(assigned)} Stacks; a rollout takes at most {MAX_STACKS}: "
+                   "split it into several rollouts by label")
+        if status.message != message:
+            out.warning(EVENT_BLOCKED, message)
+        status.phase, status.message = api.BLOCKED, message
+        return False
     status.stacks, status.unassigned = assigned, unassigned
+    status.revision = spec.revision
     status.waves = [api.WaveStatus(name=wave_name(spec, i), phase=api.WAVE_PENDING,
                                    stacks=sum(1 for s in assigned if s.wave == i)) for i in range(len(spec.waves))]
     status.started_at = conditions.format_time(now)
@@ -261,9 +279,48 @@ def _start(out: Plan, spec: api.StackRolloutSpec, name: str, stacks: Sequence[St
     summary = revision_mod.summary(spec.revision)
     left = f"; {unassigned} selected Stacks are in no wave and stay as they are" if unassigned else ""
     out.normal(EVENT_STARTED, f"rolling out {summary} to {len(assigned)} Stacks in {len(spec.waves)} waves{left}")
+    by_name = {s.name: s for s in stacks}
     for stack in assigned:
-        out.patches.append(StackPatch(stack.name, {"metadata": {"annotations": {names.ANNOTATION_ROLLOUT: name}}}))
+        out.patches.append(_claim(by_name[stack.name], name))
     return True
+
+
+def _claim(stack: StackView, rollout: str) -> StackPatch:
+    """Claim `stack` for `rollout` only if nobody changed it since it was read (the resourceVersion precondition):
+    of two rollouts that claim one Stack at once, one wins."""
+    return StackPatch(stack.name, {"metadata": {"resourceVersion": stack.resource_version,
+                                                "annotations": {names.ANNOTATION_ROLLOUT: rollout}}})
+
+
+def _claims(out: Plan, name: str, by_name: Mapping[str, StackView], active: set[str]) -> None:
+    """Keep the claims of the Stacks still to change: send a claim that was lost again; a Stack another active
+    rollout holds is left to it."""
+    planned = {p.name for p in out.patches}
+    for entry in out.status.stacks or []:
+        if entry.state not in (api.STACK_PENDING, api.STACK_UPDATING, api.STACK_FAILED):
+            continue
+        stack = by_name.get(entry.name)
+        if stack is None or stack.name in planned:
+            continue
+        if stack.rollout is None or (stack.rollout != name and stack.rollout not in active):
+            out.patches.append(_claim(stack, name))
+        elif stack.rollout != name and (entry.state == api.STACK_PENDING or not revision_mod.at(
+                revision_mod.change(out.status.revision or api.RolloutRevision(), stack.spec).forward, stack.spec)):
+            # another rollout won it before this one changed it
+            entry.state, entry.message = api.STACK_SKIPPED, f"claimed by StackRollout {stack.rollout}"
+
+
+def _refused(out: Plan, refused: Mapping[str, str]) -> None:
+    """A change the API server refused for good (invalid, forbidden) fails the Stack instead of being sent again
+    for ever."""
+    for entry in out.status.stacks or []:
+        message = refused.get(entry.name)
+        if message is None:
+            continue
+        if entry.state == api.STACK_UPDATING:
+            entry.state, entry.message = api.STACK_FAILED, f"the API server refused the change: {message}"
+        elif entry.state == api.STACK_ROLLING_BACK:
+            entry.state, entry.message = api.STACK_ROLLBACK_FAILED, f"the API server refused the undo: {message}"
 
 
 def _observe(out: Plan, spec: api.StackRolloutSpec, name: str, by_name: Mapping[str, StackView]) -> None:
@@ -279,7 +336,10 @@ def _observe(out: Plan, spec: api.StackRolloutSpec, name: str, by_name: Mapping[
             continue
         forward = revision_mod.change(spec.revision, stack.spec).forward
         if not revision_mod.at(forward, stack.spec):
-            out.patches.append(_forward_patch(entry.name, name, forward))
+            if entry.state == api.STACK_FAILED:  # refused, or changed back by hand after it failed: left so
+                continue
+            if stack.rollout in (None, name):  # a patch lost to a crash (or undone by hand): sent again
+                _put_forward(out, stack, name, forward)
             entry.state, entry.message = api.STACK_UPDATING, None
             continue
         entry.generation = stack.generation
@@ -295,6 +355,16 @@ def _observe(out: Plan, spec: api.StackRolloutSpec, name: str, by_name: Mapping[
 
 def _forward_patch(stack: str, rollout: str, forward: dict[str, Any]) -> StackPatch:
     return StackPatch(stack, {"metadata": {"annotations": {names.ANNOTATION_ROLLOUT: rollout}}, "spec": forward})
+
+
+def _put_forward(out: Plan, stack: StackView, rollout: str, forward: dict[str, Any]) -> None:
+    """Change a Stack this rollout holds; one it has not got yet is claimed and changed in one patch, only if nobody
+    changed it since it was read (a claim planned in this pass gives way to it)."""
+    patch = _forward_patch(stack.name, rollout, forward)
+    if stack.rollout != rollout:
+        out.patches = [p for p in out.patches if p.name != stack.name]
+        patch.patch["metadata"]["resourceVersion"] = stack.resource_version
+    out.patches.append(patch)
 
 
 def _wave_entries(status: api.StackRolloutStatus, wave: int) -> list[api.RolloutStack]:
@@ -320,10 +390,22 @@ def _advance(out: Plan, spec: api.StackRolloutSpec, rollout: api.StackRollout, n
         if wave.phase == api.WAVE_PENDING:
             wave.phase, wave.started_at = api.WAVE_PROGRESSING, conditions.format_time(now)
             out.normal(EVENT_WAVE_STARTED, f"wave {label}: {len(entries)} Stacks")
-        if promoted:
-            wave.promoted, promoted = True, False
-            out.normal(EVENT_PROMOTED, f"wave {label} promoted: "
-                       + ("its bake ends now" if wave.phase == api.WAVE_BAKING else "failures no longer pause it"))
+        if promoted:  # a promote acts on the state it was sent in, once
+            promoted = False
+            if wave.phase == api.WAVE_BAKING:
+                wave.bake_promoted = True
+                out.normal(EVENT_PROMOTED, f"wave {label} promoted: its bake ends once its gates pass")
+            elif status.phase == api.PAUSED and (status.message or "").startswith("failure rate"):
+                wave.promoted = True
+                out.normal(EVENT_PROMOTED, f"wave {label} promoted: its failures no longer pause it")
+            else:
+                out.normal(EVENT_PROMOTED, f"nothing to promote: wave {label} is neither baking nor paused by its "
+                                           "failure rate")
+        if not entries and wave.phase == api.WAVE_PROGRESSING:  # an empty wave has nothing to bake or check
+            wave.phase, wave.completed_at = api.WAVE_SUCCEEDED, conditions.format_time(now)
+            out.normal(EVENT_WAVE_COMPLETED, f"wave {label}: no Stack")
+            status.current_wave = index + 1
+            continue
         wave.succeeded = _count(entries, api.STACK_SUCCEEDED)
         wave.failed = _count(entries, api.STACK_FAILED)
         if wave.phase == api.WAVE_PROGRESSING and not _progress(out, spec, index, entries, name, by_name, now):
@@ -387,14 +469,14 @@ def _progress(out: Plan, spec: api.StackRolloutSpec, index: int, entries: list[a
         if entry.wave != index or entry.state != api.STACK_PENDING:
             continue
         stack = by_name.get(entry.name)
-        if stack is None or stack.deleting:
+        if stack is None:
             entry.state, entry.message = api.STACK_SKIPPED, "the Stack is gone"
             continue
         change = revision_mod.change(spec.revision, stack.spec)
         entry.previous = change.undo
         entry.state, entry.message = api.STACK_UPDATING, None
         entry.generation = stack.generation
-        out.patches.append(_forward_patch(entry.name, name, change.forward))
+        _put_forward(out, stack, name, change.forward)
         room -= 1
     waiting = [s.name for s in entries if s.state == api.STACK_UPDATING and (s.message or "").startswith("waiting")]
     updating = _count(entries, api.STACK_UPDATING)
@@ -426,7 +508,7 @@ def _baked(out: Plan, spec: api.StackRolloutSpec, wave: api.WaveStatus, label: s
         status.phase, status.message = api.PAUSED, f"paused (spec.paused) while wave {label} bakes"
     else:
         status.phase = api.BAKING
-    if (now >= bake_end or wave.promoted) and not unchecked and not spec.paused:
+    if (now >= bake_end or wave.bake_promoted) and not unchecked and not spec.paused:
         return True
     if unchecked:
         status.message = f"wave {label} bakes; waiting for the gates {', '.join(unchecked)} to pass"
@@ -491,6 +573,7 @@ def _begin_rollback(out: Plan, spec: api.StackRolloutSpec, by_name: Mapping[str,
     status = out.status
     status.phase = api.ROLLING_BACK
     status.message = f"rolling back: {why}"
+    out.patches = [p for p in out.patches if "spec" not in p.patch]  # no forward change goes out any more
     back = []
     for entry in status.stacks or []:
         if entry.state == api.STACK_PENDING or entry.previous is None:
@@ -529,10 +612,14 @@ def _rolling_back(out: Plan, spec: api.StackRolloutSpec, name: str, by_name: Map
         if stack is None:
             entry.state, entry.message = api.STACK_SKIPPED, "the Stack is gone"
         elif not revision_mod.at(entry.previous, stack.spec):
-            out.patches.append(StackPatch(entry.name, {"spec": entry.previous}))  # a patch lost to a crash
+            if entry.name not in {p.name for p in out.patches}:  # not sent in this pass: lost to a crash
+                out.patches.append(StackPatch(entry.name, {"spec": entry.previous}))
             rolling += 1
         elif _done(stack, entry.previous):
             entry.state, entry.message, entry.generation = api.STACK_ROLLED_BACK, None, stack.generation
+        elif stack.suspended:
+            entry.state, entry.generation = api.STACK_ROLLED_BACK, stack.generation
+            entry.message = "spec restored; the Stack is suspended, so its update waits until it is resumed"
         elif (why := _failed(stack, entry.previous)) is not None:
             entry.state, entry.message = api.STACK_ROLLBACK_FAILED, why
         else:
@@ -565,6 +652,7 @@ def _complete(out: Plan, spec: api.StackRolloutSpec, now: datetime.datetime) -> 
                       + (f", {status.unassigned} left alone" if status.unassigned else ""))
     if not entries:
         status.message = "no Stack matches the selector: nothing to roll out"
+        status.current_wave = None
     out.normal(EVENT_COMPLETED, status.message)
 
 
@@ -580,8 +668,9 @@ def _conditions(out: Plan, now: datetime.datetime) -> Plan:
     found: list[Condition] = list(status.conditions or [])
     message = status.message or ""
     if status.phase == api.COMPLETED:
+        reason = api.REASON_NO_STACKS if not status.stacks else api.REASON_COMPLETED
         found = conditions.mark_ready(found, now=now)
-        found = conditions.set_condition(found, conditions.READY, "True", api.REASON_COMPLETED, message, now=now)
+        found = conditions.set_condition(found, conditions.READY, "True", reason, message, now=now)
     elif status.phase == api.ROLLED_BACK:
         failed = any(s.state == api.STACK_ROLLBACK_FAILED for s in status.stacks or [])
         reason = api.REASON_ROLLBACK_FAILED if failed else api.REASON_ROLLED_BACK

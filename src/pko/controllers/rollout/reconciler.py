@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import httpx
 
@@ -43,9 +43,13 @@ class RolloutReconciler:
     recorder: events.Recorder
     http: httpx.AsyncClient
     rollouts: Callable[[], list[objects.Object]]  # this shard's StackRollouts (the informer's store)
+    #: the Stacks of a namespace from this operator's cache, when it sees every Stack (no sharding); None: listed
+    cached_stacks: Callable[[str], list[objects.Object]] | None = None
     shard: sharding.Shard = sharding.EVERYTHING
     observe: Observer | None = None  # metrics: (key, rollout or None when gone, gate checks as (gate, result))
     clock: Callable[[], datetime.datetime] = _now
+    #: Stacks whose last patch the API server refused for good, by rollout: told to the next pass
+    refused: dict[objects.ObjectKey, dict[str, str]] = field(default_factory=dict)
 
     async def __call__(self, key: objects.ObjectKey) -> Result | None:
         found = await self.client.get_or_none(resources.STACK_ROLLOUT, key.name, key.namespace)
@@ -56,11 +60,12 @@ class RolloutReconciler:
         rollout = api.StackRollout.model_validate(found)
         if rollout.metadata.deletion_timestamp or rollout.spec is None:
             return None
-        stacks = [plan.view(obj) for obj in (await self.live.list(resources.STACK, key.namespace)).items]
+        stacks = [plan.view(obj) for obj in await self._stacks(key.namespace)]
         now = self.clock()
         checks = await self._check(rollout, stacks, now)
         active = await self._active(key, stacks)
-        result = plan.plan(rollout, stacks, active_rollouts=active, checks=checks, now=now)
+        result = plan.plan(rollout, stacks, active_rollouts=active, checks=checks, now=now,
+                           refused=self.refused.pop(key, None))
         if result.status != rollout.status:
             await self.client.apply_status({
                 "apiVersion": api.API_VERSION, "kind": api.KIND,
@@ -68,13 +73,19 @@ class RolloutReconciler:
                 "status": result.status.to_wire(),
             }, field_manager=names.FIELD_MANAGER_ROLLOUT)
         for patch in result.patches:
-            await self._patch(found, patch)
+            if (why := await self._patch(found, patch)) is not None:
+                self.refused.setdefault(key, {})[patch.name] = why
         for event in result.events:
             await self.recorder.emit(found, event.type, event.reason, event.message)
         if self.observe is not None:
             rollout.status = result.status
             self.observe(key, rollout, [(name, "passed" if c.healthy else "failed") for name, c in checks.items()])
         return Result(requeue_after=result.requeue_after) if result.requeue_after is not None else None
+
+    async def _stacks(self, namespace: str) -> list[objects.Object]:
+        if self.cached_stacks is not None:
+            return self.cached_stacks(namespace)
+        return (await self.live.list(resources.STACK, namespace)).items
 
     async def _check(self, rollout: api.StackRollout, stacks: list[plan.StackView],
                      now: datetime.datetime) -> dict[str, plan.GateCheck]:
@@ -104,13 +115,23 @@ class RolloutReconciler:
                 active.add(owner)
         return active
 
-    async def _patch(self, rollout: objects.Object, patch: plan.StackPatch) -> None:
+    async def _patch(self, rollout: objects.Object, patch: plan.StackPatch) -> str | None:
+        """Send one patch; the API server's message when it refused it for good (the plan then fails the Stack)."""
         namespace = objects.namespace_of(rollout)
         try:
             await self.live.patch(resources.STACK, patch.name, patch.patch, namespace)
         except errors.NotFound:
             log.info("Stack %s/%s is gone; the rollout skips it", namespace, patch.name)
-        except errors.ApiError as err:
-            # the next pass sees the Stack unchanged and sends the patch again
+        except errors.Conflict:
+            # the Stack changed since it was read (or another rollout claimed it): the next pass reads it again
+            log.info("Stack %s/%s changed meanwhile; the rollout looks again", namespace, patch.name)
+        except (errors.Invalid, errors.BadRequest, errors.Forbidden) as err:
+            message = err.message or str(err)
+            log.warning("the API server refused the rollout's change of Stack %s/%s: %s", namespace, patch.name,
+                        message)
+            await self.recorder.warning(rollout, "RolloutPatchFailed", f"could not change Stack {patch.name}: "
+                                                                       f"{message}")
+            return message
+        except errors.ApiError as err:  # passing (a timeout, the API server busy): the next pass sends it again
             log.warning("could not patch Stack %s/%s: %s", namespace, patch.name, err)
-            await self.recorder.warning(rollout, "RolloutPatchFailed", f"could not change Stack {patch.name}: {err}")
+        return None

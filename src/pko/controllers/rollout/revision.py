@@ -10,6 +10,7 @@ Must never: touch a field the revision does not name, or do I/O.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,9 +25,28 @@ class Change:
     forward: dict[str, Any]
     undo: dict[str, Any]
 
-    @property
-    def empty(self) -> bool:
-        return self.forward == self.undo
+
+def merged(target: Any, patch: Any) -> Any:
+    """`target` with the JSON merge patch `patch` applied (RFC 7386), as the API server applies it; a new value."""
+    if not isinstance(patch, Mapping):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merged(result.get(key), value)
+    return result
+
+
+def replacing(old: Any, new: Any) -> Any:
+    """The merge patch that turns the value `old` into exactly `new` (a plain merge would keep keys of `old` that
+    `new` lacks: they are nulled)."""
+    if isinstance(old, Mapping) and isinstance(new, Mapping):
+        patch = {key: replacing(old.get(key), value) for key, value in new.items()}
+        patch.update({key: None for key in old if key not in new})
+        return patch
+    return copy.deepcopy(new)
 
 
 def change(revision: rollout.RolloutRevision, spec: Mapping[str, Any]) -> Change:
@@ -35,8 +55,9 @@ def change(revision: rollout.RolloutRevision, spec: Mapping[str, Any]) -> Change
     undo: dict[str, Any] = {}
 
     def put(field: str, value: Any) -> None:
-        forward[field] = value
-        undo[field] = spec.get(field)
+        old = spec.get(field)
+        forward[field] = None if value is None else replacing(old, value)
+        undo[field] = None if old is None else replacing(value, old)
 
     if revision.commit is not None:
         put("commit", revision.commit)
@@ -49,22 +70,17 @@ def change(revision: rollout.RolloutRevision, spec: Mapping[str, Any]) -> Change
     if revision.config:
         current = spec.get("config")
         current = current if isinstance(current, Mapping) else {}
-        forward["config"] = dict(revision.config)
-        undo["config"] = {key: current.get(key) for key in revision.config}
+        forward["config"], undo["config"] = {}, {}
+        for key, value in revision.config.items():
+            old = current.get(key)
+            forward["config"][key] = None if value is None else replacing(old, value)
+            undo["config"][key] = None if old is None else replacing(value, old)
     return Change(forward, undo)
 
 
 def at(patch: Mapping[str, Any], spec: Mapping[str, Any]) -> bool:
-    """Whether `spec` already holds what the merge patch `patch` sets."""
-    for field, value in patch.items():
-        if field == "config" and isinstance(value, Mapping):
-            current = spec.get("config")
-            current = current if isinstance(current, Mapping) else {}
-            if any(current.get(key) != item for key, item in value.items()):
-                return False
-        elif spec.get(field) != value:
-            return False
-    return True
+    """Whether `spec` already holds what the merge patch `patch` sets (applying it would change nothing)."""
+    return bool(merged(spec, patch) == spec)
 
 
 def summary(revision: rollout.RolloutRevision) -> str:

@@ -109,6 +109,11 @@ def setup(mgr: manager.Manager, client: kclient.Client, live: kclient.Client, se
         client=client, live=live, recorder=events.Recorder(client, names.ROLLOUT_CONTROLLER),
         http=httpx.AsyncClient(follow_redirects=False, headers={"User-Agent": f"pko/{settings.version}"}),
         rollouts=rollouts.store.list, shard=settings.shard, observe=metrics.observe)
+    if settings.shard.everything:  # this operator's cache holds every Stack: no list per pass
+
+        def cached(namespace: str) -> list[objects.Object]:
+            return [s for s in stacks.store.list() if objects.namespace_of(s) == namespace]
+        reconciler.cached_stacks = cached
     controller = mgr.controller(names.ROLLOUT_CONTROLLER, reconciler, workers=max(1, min(settings.workers, 4)))
     controller.watch(rollouts, predicate=rollout_predicate)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import pytest
 
 from pko.api import rollout as api
@@ -88,9 +89,25 @@ def test_label_selectors_match_as_the_api_server_does(selector: dict[str, Any], 
     assert selectors.matches(selector, labels) is matched
 
 
-def test_a_selector_reads_as_the_api_server_query() -> None:
-    assert selectors.to_query({"matchLabels": {"b": "2", "a": "1"}, "matchExpressions": [
-        {"key": "env", "operator": "In", "values": ["dev", "qa"]}, {"key": "x", "operator": "DoesNotExist"}]}) == \
-        "a=1,b=2,env in (dev,qa),!x"
+def test_an_unknown_operator_is_refused() -> None:
     with pytest.raises(ValueError, match="not a valid label selector operator"):
         selectors.matches({"matchExpressions": [{"key": "a", "operator": "Gt"}]}, {})
+
+
+async def test_a_gate_that_cannot_be_read_is_a_failed_check_not_an_error() -> None:
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/api/v1/query":
+            return httpx.Response(200, json=["not", "a", "result"])
+        return httpx.Response(200, content=b"\xff\xfe not utf-8")
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as client:
+        prom = api.Gate.model_validate({"name": "p", "prometheus": {"address": "http://p:9090", "query": "up"}})
+        check = await gates.check(prom, [], client)
+        assert not check.healthy
+        assert "without a query result" in check.message
+        web = api.Gate.model_validate({"name": "h", "http": {"url": "http://app/x", "bodyContains": "ok"}})
+        assert not (await gates.check(web, [], client)).healthy
+        bad = api.Gate.model_validate({"name": "b", "http": {"url": "http://[::bad"}})
+        check = await gates.check(bad, [], client)
+        assert not check.healthy
+        assert "could not be asked" in check.message

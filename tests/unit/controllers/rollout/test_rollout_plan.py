@@ -16,7 +16,7 @@ T0 = datetime.datetime(2026, 11, 28, 12, 0, tzinfo=datetime.UTC)
 
 
 def _stack(name: str, labels: dict[str, str], spec: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"metadata": {"name": name, "labels": labels, "generation": 1, "annotations": {}},
+    return {"metadata": {"name": name, "labels": labels, "generation": 1, "annotations": {}, "resourceVersion": "1"},
             "spec": spec or {"stack": f"dev/{name}", "projectRepo": "https://git/x", "branch": "main",
                              "config": {"version": "v1", "keep": "yes"}},
             "status": {"observedGeneration": 1, "conditions": [{"type": "Ready", "status": "True"}],
@@ -33,9 +33,17 @@ class Fleet:
     def views(self) -> list[plan.StackView]:
         return [plan.view(s) for s in self.stacks.values()]
 
-    def apply(self, patches: list[plan.StackPatch]) -> None:
+    def apply(self, patches: list[plan.StackPatch]) -> list[str]:
+        """Apply as the API server does: a patch whose resourceVersion is stale is refused (409); the names of the
+        refused ones."""
+        conflicts = []
         for patch in patches:
             obj = self.stacks[patch.name]
+            wanted = patch.patch.get("metadata", {}).get("resourceVersion")
+            if wanted is not None and wanted != obj["metadata"]["resourceVersion"]:
+                conflicts.append(patch.name)
+                continue
+            obj["metadata"]["resourceVersion"] = str(int(obj["metadata"]["resourceVersion"]) + 1)
             annotations = patch.patch.get("metadata", {}).get("annotations", {})
             for key, value in annotations.items():
                 if value is None:
@@ -48,9 +56,11 @@ class Fleet:
                 _merge(obj["spec"], spec)
                 if obj["spec"] != before:
                     obj["metadata"]["generation"] += 1
+        return conflicts
 
     def settle(self, name: str, *, fail: bool = False) -> None:
         obj = self.stacks[name]
+        obj["metadata"]["resourceVersion"] = str(int(obj["metadata"]["resourceVersion"]) + 1)
         gen = obj["metadata"]["generation"]
         obj["status"]["observedGeneration"] = gen
         obj["status"]["conditions"] = [{"type": "Ready", "status": "False" if fail else "True"}]
@@ -67,6 +77,9 @@ def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
         if value is None:
             target.pop(key, None)
         elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            _merge(target[key], value)
+        elif isinstance(value, dict):
+            target[key] = {}
             _merge(target[key], value)
         else:
             target[key] = copy.deepcopy(value)
@@ -98,10 +111,10 @@ class Driver:
         self.events: list[plan.Event] = []
 
     def step(self, checks: dict[str, plan.GateCheck] | None = None, active: set[str] | None = None,
-             seconds: float = 1) -> plan.Plan:
+             seconds: float = 1, refused: dict[str, str] | None = None) -> plan.Plan:
         self.now += datetime.timedelta(seconds=seconds)
         result = plan.plan(self.rollout, self.fleet.views(), active_rollouts=active or set(), checks=checks or {},
-                           now=self.now)
+                           now=self.now, refused=refused)
         self.rollout = self.rollout.model_copy(update={"status": result.status})
         self.fleet.apply(result.patches)
         self.events.extend(result.events)
@@ -358,3 +371,137 @@ def test_revision_changes_only_what_it_names_and_undoes_it_exactly() -> None:
     assert revision.at(change.undo, spec)
     assert revision.summary(api.RolloutRevision.model_validate({"commit": "abcdef1234567890", "config": {
         "password": "hunter2"}})) == "commit abcdef123456; config password"
+
+
+def test_a_rollback_patches_each_stack_once_per_pass() -> None:
+    fleet = _fleet()
+    drive = Driver(_rollout(), fleet)
+    drive.step()
+    drive.rollout.spec.abort = True  # type: ignore[union-attr]
+    result = drive.step()
+    assert sorted(p.name for p in result.patches) == ["dev-1", "dev-2"]
+
+
+def _config_of(fleet: Fleet, name: str) -> Any:
+    return fleet.stacks[name]["spec"]["config"]
+
+
+def test_nested_config_values_are_replaced_going_forward_and_restored_exactly_going_back() -> None:
+    fleet = _fleet()
+    for obj in fleet.stacks.values():
+        obj["spec"]["config"]["db"] = {"size": "small", "region": "eu"}
+    drive = Driver(_rollout(revision={"config": {"db": {"size": "large", "tier": "gold"}}}), fleet)
+    drive.step()
+    assert _config_of(fleet, "dev-1")["db"] == {"size": "large", "tier": "gold"}
+    fleet.settle_all()
+    drive.step()
+    assert drive.states()["dev-1"] == api.STACK_SUCCEEDED  # the merged spec is exactly at the revision
+    drive.rollout.spec.abort = True  # type: ignore[union-attr]
+    drive.step()
+    assert _config_of(fleet, "dev-1")["db"] == {"size": "small", "region": "eu"}
+    fleet.settle_all()
+    drive.step()
+    assert drive.status.phase == api.ROLLED_BACK
+
+
+def test_of_two_rollouts_started_at_once_each_stack_is_changed_by_one_only() -> None:
+    fleet = _fleet()
+    first = Driver(_rollout(), fleet)
+    second = Driver(_rollout(revision={"config": {"version": "v3"}}).model_copy(
+        update={"metadata": api.StackRollout.model_validate({"metadata": {"name": "v3", "namespace": "ns"}}).metadata}),
+        fleet)
+    views = fleet.views()  # both read the fleet before either wrote
+    a = plan.plan(first.rollout, views, active_rollouts=set(), checks={}, now=T0)
+    b = plan.plan(second.rollout, views, active_rollouts=set(), checks={}, now=T0)
+    assert fleet.apply(a.patches) == []
+    assert sorted(fleet.apply(b.patches)) == sorted(p.name for p in b.patches)  # every one stale: 409
+    first.rollout = first.rollout.model_copy(update={"status": a.status})
+    second.rollout = second.rollout.model_copy(update={"status": b.status})
+    for _ in range(3):
+        first.step(active={"v3"})
+        second.step(active={"v2"})
+    assert {n: s["spec"]["config"]["version"] for n, s in fleet.stacks.items() if n.startswith("dev")} == \
+        {"dev-1": "v2", "dev-2": "v2"}
+    assert set(second.states().values()) == {api.STACK_SKIPPED}
+    assert all(s.message == "claimed by StackRollout v2" for s in second.status.stacks or [])
+
+
+def test_a_promote_acts_on_the_state_it_was_sent_in() -> None:
+    fleet = _fleet()
+    drive = Driver(_rollout(waves=[{"selector": {"matchLabels": {"env": "dev"}}, "bake": "1h"},
+                                   {"percent": 100}]), fleet)
+    drive.step()
+    drive.rollout.metadata.annotations = {names.ANNOTATION_ROLLOUT_PROMOTE: "early"}
+    drive.step()  # progressing: nothing to promote
+    assert not (drive.status.waves or [])[0].promoted
+    fleet.settle("dev-1", fail=True)
+    fleet.settle("dev-2")
+    drive.step()
+    assert drive.status.phase == api.PAUSED
+    drive.rollout.metadata.annotations = {names.ANNOTATION_ROLLOUT_PROMOTE: "past-failures"}
+    drive.step()
+    drive.step()
+    assert drive.status.phase == api.BAKING  # past the failure rate, but the hour of bake still holds
+    drive.step(seconds=60)
+    assert drive.status.phase == api.BAKING
+    drive.rollout.metadata.annotations = {names.ANNOTATION_ROLLOUT_PROMOTE: "end-bake"}
+    drive.step()
+    drive.step()
+    assert drive.states()["prod-1"] == api.STACK_UPDATING
+
+
+def test_empty_waves_pass_at_once_and_no_stack_at_all_completes() -> None:
+    fleet = _fleet()
+    drive = Driver(_rollout(waves=[{"selector": {"matchLabels": {"env": "qa"}}, "bake": "1h"},
+                                   {"selector": {"matchLabels": {"env": "dev"}}}]), fleet)
+    drive.step()
+    assert drive.status.current_wave == 1
+    assert drive.states()["dev-1"] == api.STACK_UPDATING
+    nothing = Driver(_rollout(selector={"matchLabels": {"app": "none"}}), _fleet())
+    nothing.step()
+    assert nothing.status.phase == api.COMPLETED
+    ready = next(c for c in nothing.status.conditions or [] if c.type == "Ready")
+    assert (ready.status, ready.reason) == ("True", api.REASON_NO_STACKS)
+
+
+def test_a_change_the_api_server_refuses_fails_the_stack_instead_of_being_sent_for_ever() -> None:
+    fleet = _fleet()
+    drive = Driver(_rollout(maxFailureRate=50), fleet)
+    drive.step()
+    _config_of(fleet, "dev-1")["version"] = "v1"  # the API server refused dev-1's change
+    drive.step(refused={"dev-1": "admission webhook denied the request"})
+    assert drive.states()["dev-1"] == api.STACK_FAILED
+    entry = next(s for s in drive.status.stacks or [] if s.name == "dev-1")
+    assert entry.message == "the API server refused the change: admission webhook denied the request"
+    again = drive.step()
+    assert "dev-1" not in [p.name for p in again.patches if "spec" in p.patch]
+    assert drive.states()["dev-1"] == api.STACK_FAILED
+
+
+def test_a_suspended_stack_counts_as_rolled_back_once_its_spec_is_restored() -> None:
+    fleet = _fleet()
+    drive = Driver(_rollout(), fleet)
+    drive.step()
+    fleet.settle_all()
+    fleet.stacks["dev-1"]["spec"]["suspend"] = True
+    drive.rollout.spec.abort = True  # type: ignore[union-attr]
+    drive.step()
+    fleet.settle("dev-2")
+    drive.step()
+    assert drive.status.phase == api.ROLLED_BACK
+    entry = next(s for s in drive.status.stacks or [] if s.name == "dev-1")
+    assert entry.message is not None
+    assert "suspended" in entry.message
+
+
+def test_the_revision_is_the_one_the_rollout_started_with() -> None:
+    fleet = _fleet()
+    drive = Driver(_rollout(maxFailureRate=100), fleet)
+    drive.step()
+    drive.rollout.spec.revision = api.RolloutRevision.model_validate(  # type: ignore[union-attr]
+        {"config": {"image": "v9"}})
+    fleet.settle_all()
+    drive.step()
+    drive.step()
+    assert "image" not in _config_of(fleet, "staging-1")
+    assert _config_of(fleet, "staging-1")["version"] == "v2"
