@@ -6,7 +6,8 @@ real YAML Programs and the real Pulumi CLI.
   waves 1-2 go back to shop-v1 (their outputs say v1 again), wave 3 never starts, and status, conditions and events
   say why. Meanwhile a second rollout over the same Stacks is refused (`StackInAnotherRollout`).
 - **To the end:** a rollout steered with `kubectl pko rollout` (paused at creation, resumed, a one-hour bake ended
-  by promote) goes through every wave to completion; each Stack runs exactly one more Update.
+  by promote) goes through every wave to completion; a Stack that needs approvals holds its wave, the rollout says
+  so, and goes on once its plan is approved.
 """
 
 from __future__ import annotations
@@ -176,6 +177,7 @@ async def test_a_rollout_steered_with_kubectl_pko_goes_through_every_wave_to_com
     cluster: controlplane.ControlPlane,
 ) -> None:
     await _fleet(kc, namespace, tmp_path / "state")
+    await kc.patch(resources.STACK, "prod-2", {"spec": {"approval": {"required": True}}}, namespace)
     gates = [{"name": "site", "http": {"url": health.url, "bodyContains": "ok"}, "interval": "1s"}]
     await kc.create(_rollout("to-v2", namespace, gates=gates, bake="1h", paused=True))
     paused = await e2e.wait_for(kc, resources.STACK_ROLLOUT, "to-v2", namespace, _phase(api.PAUSED))
@@ -200,6 +202,18 @@ async def test_a_rollout_steered_with_kubectl_pko_goes_through_every_wave_to_com
     code, _, err = await ctl(cluster, "rollout", "promote", "to-v2", "-n", namespace)
     assert code == 0, err
 
+    # prod-2 needs an approval of each plan: its wave waits for it, and the rollout says so
+    waiting = await e2e.wait_for(kc, resources.STACK_ROLLOUT, "to-v2", namespace, lambda o: e2e.condition(
+        o, "Reconciling").get("reason") == api.REASON_WAITING_FOR_APPROVAL, timeout=240)
+    assert waiting["status"]["message"] == "wave prod waits for StackApprovals of prod-2"
+    prod2 = await e2e.wait_for(kc, resources.STACK, "prod-2", namespace, lambda o: (
+        (o.get("status") or {}).get("approval") or {}).get("state") == "AwaitingApproval" and o["status"][
+        "approval"].get("generation") == o["metadata"]["generation"])
+    assert prod2["spec"]["programRef"] == {"name": "shop-v2"}
+    await kc.create(resources.STACK_APPROVAL.new("prod-2-v2", namespace, spec={
+        "stackName": "prod-2", "digest": prod2["status"]["approval"]["digest"],
+        "approvedBy": controlplane.ADMIN_USER}))
+
     code, out, err = await ctl(cluster, "rollout", "status", "to-v2", "-n", namespace, "--wait", "--timeout", "300")
     assert code == 0, out + err
     assert f"StackRollout {namespace}/to-v2: Completed" in out
@@ -213,13 +227,15 @@ async def test_a_rollout_steered_with_kubectl_pko_goes_through_every_wave_to_com
     assert reasons.count("RolloutWaveCompleted") == 3
     assert "RolloutPromoted" in reasons
     assert "RolloutResumed" in reasons
+    assert "RolloutWaitingForApproval" in reasons
     assert reasons.count("RolloutCompleted") == 1
     for env in ENVS:
         for i in (1, 2):
             stack = await kc.get(resources.STACK, f"{env}-{i}", namespace)
             assert stack["status"]["outputs"]["version"] == "v2"
             assert names.ANNOTATION_ROLLOUT not in (stack["metadata"].get("annotations") or {})
-            assert len(await e2e.updates_of(kc, f"{env}-{i}", namespace)) == 2
+            if (env, i) != ("prod", 2):  # the approved Stack also ran its previews
+                assert len(await e2e.updates_of(kc, f"{env}-{i}", namespace)) == 2
 
     # a finished rollout does nothing more; a bad verb target is a clear error
     code, _, err = await ctl(cluster, "rollout", "pause", "missing", "-n", namespace)
