@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the real binaries pko's tests run (kube-apiserver, etcd, kube-controller-manager, kubectl; kubelet,
 # kube-proxy, kube-scheduler, crictl and CoreDNS for the single-node cluster; the Pulumi CLI and its language
-# hosts; Flux source-controller; Helm; the dashboard and rule checkers; gofakes3, an S3-compatible object store;
-# an OCI registry; krew; the Kubernetes provider plugin and local-path-provisioner)
+# hosts; Flux source-controller; Helm; the dashboard and rule checkers; a Prometheus server; gofakes3, an
+# S3-compatible object store; an OCI registry; krew; the Kubernetes provider plugin and local-path-provisioner)
 # from the Go module proxy, into a cache outside the repository.
 # Sources the proxy does not serve are built from the shared directory beside the repository (../shared/third_party,
 # or $PKO_SHARED_DIR): the official Python, Node.js and Go language hosts, the random provider plugin (also packed as
@@ -28,7 +28,9 @@ SOURCE_CONTROLLER_VERSION=v1.9.1
 HELM_VERSION=v3.22.0
 CRICTL_VERSION=v1.34.0
 COREDNS_VERSION=v1.13.1
-PROMETHEUS_VERSION=v0.316.0  # the Go module of Prometheus 3 (its promtool checks and unit-tests the alert rules)
+# The Go module of Prometheus 3: its promtool checks and unit-tests the alert rules; its server scrapes the cluster
+# tier's workload pods (pko.testing.prometheus)
+PROMETHEUS_VERSION=v0.316.0
 GRAFANA_SDK_VERSION=v0.0.22  # github.com/grafana/grafana-foundation-sdk/go, pinned in tools/grafana-dashboard/go.mod
 # The Go reference operator in ../shared/third_party/pulumi-kubernetes-operator (see its README): v2.9.0 at
 # upstream commit 475dbc6c. Its binaries report v2.9.0.
@@ -293,6 +295,12 @@ build_promtool() {
     "-s -w -X github.com/prometheus/common/version.Version=$2"
 }
 
+build_prometheus() {
+  # The Prometheus server, from the same module graph as promtool (tools/promtool/go.mod lists both as tools).
+  gobuild "$here/promtool" "$1/prometheus" github.com/prometheus/prometheus/cmd/prometheus \
+    "-s -w -X github.com/prometheus/common/version.Version=$2"
+}
+
 build_krew() {
   # Unstamped (a development build in krew's eyes): it then never runs its upgrade check against GitHub.
   gobuild "$here/krew" "$1/krew" sigs.k8s.io/krew/cmd/krew "-s -w"
@@ -327,6 +335,7 @@ group source-controller "$SOURCE_CONTROLLER_VERSION" build_source_controller
 group helm "$HELM_VERSION" build_helm
 group pko-go "$PKO_GO_VERSION-$PKO_GO_COMMIT" build_pko_go
 group promtool "$PROMETHEUS_VERSION" build_promtool
+group prometheus "$PROMETHEUS_VERSION" build_prometheus
 group krew "$KREW_VERSION" build_krew
 group pulumi-kubernetes "$KUBERNETES_PROVIDER_VERSION" build_pulumi_kubernetes
 group local-path-provisioner "$LOCAL_PATH_PROVISIONER_VERSION" build_local_path_provisioner
@@ -337,7 +346,7 @@ group grafana-dashboard-check "$GRAFANA_SDK_VERSION-$(cat "$here"/grafana-dashbo
 for b in kube-apiserver kube-controller-manager kubectl etcd kubelet kube-proxy kube-scheduler crictl coredns \
   pulumi pulumi-language-python pulumi-language-python-exec pulumi-language-yaml pulumi-language-nodejs \
   pulumi-language-go pulumi-resource-random gofakes3 oci-registry source-controller helm \
-  pko-go-manager pko-go-agent promtool grafana-dashboard-check krew validate-krew-manifest \
+  pko-go-manager pko-go-agent promtool prometheus grafana-dashboard-check krew validate-krew-manifest \
   pulumi-resource-kubernetes local-path-provisioner; do
   [ -x "$BIN_DIR/$b" ] || { log "missing $BIN_DIR/$b after the build"; exit 1; }
 done

@@ -64,13 +64,15 @@ def prometheus_result(gate: api.PrometheusGate, answer: Mapping[str, Any]) -> Ga
             return value == 0
         return (gate.min is not None and value < gate.min) or (gate.max is not None and value > gate.max)
     outside = [(where, value) for where, value in samples if bad(value)]
-    bounds = "non-zero" if gate.min is None and gate.max is None else \
-        f"within [{'-inf' if gate.min is None else gate.min}, {'+inf' if gate.max is None else gate.max}]"
+    low = "-inf" if gate.min is None else f"{gate.min:g}"
+    high = "+inf" if gate.max is None else f"{gate.max:g}"
+    bounds = "non-zero" if gate.min is None and gate.max is None else f"within [{low}, {high}]"
     if outside:
         shown = ", ".join(f"{where} {value:g}" for where, value in outside[:MAX_SHOWN])
         more = f" and {len(outside) - MAX_SHOWN} more" if len(outside) > MAX_SHOWN else ""
-        return GateCheck(False, f"{len(outside)} of {len(samples)} samples are not {bounds}: {shown}{more}")
-    return GateCheck(True, f"{len(samples)} samples, all {bounds}")
+        verb = "sample is" if len(samples) == 1 else "samples are"
+        return GateCheck(False, f"{len(outside)} of {len(samples)} {verb} not {bounds}: {shown}{more}")
+    return GateCheck(True, f"{len(samples)} {'sample' if len(samples) == 1 else 'samples'}, all {bounds}")
 
 
 def http_result(gate: api.HTTPGate, status: int, body: str) -> GateCheck:

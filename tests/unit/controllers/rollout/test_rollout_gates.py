@@ -111,3 +111,9 @@ async def test_a_gate_that_cannot_be_read_is_a_failed_check_not_an_error() -> No
         check = await gates.check(bad, [], client)
         assert not check.healthy
         assert "could not be asked" in check.message
+
+
+def test_bounds_and_counts_read_as_a_person_writes_them() -> None:
+    gate = api.PrometheusGate.model_validate({"address": "http://p:9090", "query": "x", "min": 1})
+    assert gates.prometheus_result(gate, _vector("1")).message == "1 sample, all within [1, +inf]"
+    assert gates.prometheus_result(gate, _vector("0")).message == "1 of 1 sample is not within [1, +inf]: {stack=s0} 0"
