@@ -623,6 +623,7 @@ def _rolling_back(out: Plan, spec: api.StackRolloutSpec, name: str, by_name: Map
         elif (why := _failed(stack, entry.previous)) is not None:
             entry.state, entry.message = api.STACK_ROLLBACK_FAILED, why
         else:
+            entry.message = "waiting for a StackApproval of the rollback's plan" if stack.awaiting_approval else None
             rolling += 1
     if rolling:
         out.look_in(POLL_PROGRESS)

@@ -505,3 +505,21 @@ def test_the_revision_is_the_one_the_rollout_started_with() -> None:
     drive.step()
     assert "image" not in _config_of(fleet, "staging-1")
     assert _config_of(fleet, "staging-1")["version"] == "v2"
+
+
+def test_a_rollback_waiting_for_an_approval_says_so_and_waits() -> None:
+    fleet = _fleet()
+    drive = Driver(_rollout(), fleet)
+    drive.step()
+    fleet.settle_all()
+    drive.rollout.spec.abort = True  # type: ignore[union-attr]
+    drive.step()
+    fleet.settle("dev-1")
+    fleet.stacks["dev-2"]["status"]["approval"] = {"state": "AwaitingApproval"}
+    drive.step()
+    assert drive.status.phase == api.ROLLING_BACK
+    entry = next(s for s in drive.status.stacks or [] if s.name == "dev-2")
+    assert entry.message == "waiting for a StackApproval of the rollback's plan"
+    fleet.settle("dev-2")
+    drive.step()
+    assert drive.status.phase == api.ROLLED_BACK
