@@ -13,6 +13,7 @@ real YAML Programs and the real Pulumi CLI.
 from __future__ import annotations
 
 import http.server
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,18 +36,23 @@ ENVS = ("dev", "staging", "prod")
 
 
 class Health:
-    """A loopback HTTP endpoint whose answer the test sets (the application health the gate checks)."""
+    """A loopback HTTP endpoint whose answer the test sets (the application health the gate checks); with `token`
+    set, a request without `Authorization: Bearer <token>` gets 401."""
 
     def __init__(self) -> None:
         self.status = 200
         self.hits = 0
+        self.token: str | None = None
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 outer.hits += 1
-                body = b"ok" if outer.status == 200 else b"unhealthy"
-                self.send_response(outer.status)
+                status = outer.status
+                if outer.token is not None and self.headers.get("Authorization") != f"Bearer {outer.token}":
+                    status = 401
+                body = b"ok" if status == 200 else b"unhealthy"
+                self.send_response(status)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
@@ -129,7 +135,11 @@ async def test_a_failing_gate_in_wave_two_rolls_waves_one_and_two_back_and_wave_
     kc: kclient.Client, namespace: str, stack_operator: operator.Operator, tmp_path: Path, health: Health,
 ) -> None:
     await _fleet(kc, namespace, tmp_path / "state")
-    gates = [{"name": "site", "http": {"url": health.url}, "interval": "1s", "failureLimit": 2},
+    health.token = "gate-s3cret-token"  # the endpoint needs a bearer token, which a Secret holds
+    await kc.create(resources.SECRET.new("health-auth", namespace, stringData={
+        "Authorization": f"Bearer {health.token}"}))
+    gates = [{"name": "site", "http": {"url": health.url}, "interval": "1s", "failureLimit": 2,
+              "headersSecretRef": {"name": "health-auth"}},
              {"name": "version", "outputs": {"output": "version", "equals": "v2"}, "interval": "1s"}]
     await kc.create(_rollout("to-v2", namespace, gates=gates))
 
@@ -163,6 +173,8 @@ async def test_a_failing_gate_in_wave_two_rolls_waves_one_and_two_back_and_wave_
     assert e2e.condition(done, "Ready")["reason"] == api.REASON_ROLLED_BACK
     site = next(g for g in status["gates"] if g["name"] == "site")
     assert (site["result"], site["failures"]) == (api.GATE_FAILED, 2)
+    assert health.token not in json.dumps(done)
+    assert health.token not in json.dumps(await e2e.events_of(kc, "to-v2", namespace, kind="StackRollout"))
     reasons = await _reasons(kc, "to-v2", namespace)
     for expected in ("RolloutStarted", "RolloutWaveStarted", "RolloutWaveCompleted", "RolloutGateFailed",
                      "RolloutRollingBack", "RolloutRolledBack"):

@@ -187,16 +187,25 @@ class OutputsGate(Wire):
         None, description="The value (any JSON) the output must have; absent: the output must exist.")
 
 
+class SecretReference(Wire):
+    name: Annotated[str, MinLength(1), MaxLength(253)]
+
+
 class Gate(Wire):
     """A health check run when a wave is at the revision and throughout its bake time; enough failures in a row
     roll the rollout back."""
 
-    __schema_markers__ = (Rule(GATE_RULE, GATE_MESSAGE),)
+    __schema_markers__ = (Rule(GATE_RULE, GATE_MESSAGE),
+                          Rule("!has(self.headersSecretRef) || !has(self.outputs)",
+                               "headersSecretRef is for prometheus and http gates"))
 
     name: Annotated[str, MinLength(1), MaxLength(63), Pattern(NAME_PATTERN)]
     prometheus: PrometheusGate | None = None
     http: HTTPGate | None = None
     outputs: OutputsGate | None = None
+    headers_secret_ref: SecretReference | None = pydantic.Field(
+        None, description="A Secret in the rollout's namespace whose keys are HTTP header names and values their "
+                          "values, sent with each check (e.g. Authorization: Bearer ...).")
     interval: Annotated[str, MaxLength(64), _duration("interval", "30s or 1m"), Rule(
         f"!self.matches('{_DURATION}') || duration(self) >= duration('1s')", "interval must be at least 1s")] | None = \
         pydantic.Field(

@@ -69,6 +69,8 @@ REFUSALS = [
     ({"gates": [{"name": "p", "prometheus": {"address": "prometheus:9090", "query": "up"}}]},
      "spec.gates[0].prometheus.address in body should match"),
     ({"gates": [{"name": "fast", "http": {"url": "http://a"}, "interval": "500ms"}]}, "interval must be at least 1s"),
+    ({"gates": [{"name": "o", "outputs": {"output": "x"}, "headersSecretRef": {"name": "s"}}]},
+     "headersSecretRef is for prometheus and http gates"),
     ({"maxFailureRate": 150}, "should be less than or equal to 100"),
     ({"selector": None}, "spec.selector: Required value"),
 ]

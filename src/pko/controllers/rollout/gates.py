@@ -6,12 +6,13 @@ pure (``*_result``), the request is the only I/O (:func:`check`). A gate that ca
 asked (refused connection, timeout, a Prometheus error) is an unhealthy check with the reason: ``failureLimit``
 checks in a row are needed to fail the gate, so a blip does not roll a fleet back.
 
-Must never: put a response body, a URL's credentials or query, or an output value in a message (they may be
-secret); follow a redirect to another host.
+Must never: put a response body, a URL's credentials or query, a header value or an output value in a message
+(they may be secret); follow a redirect.
 """
 
 from __future__ import annotations
 
+import base64
 import math
 import urllib.parse
 from collections.abc import Mapping, Sequence
@@ -103,12 +104,31 @@ def outputs_result(gate: api.OutputsGate, stacks: Sequence[StackView]) -> GateCh
     return GateCheck(True, f"output {gate.output} as expected on {len(stacks)} Stacks")
 
 
-async def check(gate: api.Gate, stacks: Sequence[StackView], client: httpx.AsyncClient) -> GateCheck:
-    """Run one check of `gate`; `stacks` are those the rollout has moved to the revision so far."""
+def headers_of(secret: Mapping[str, Any] | None, name: str) -> dict[str, str] | GateCheck:
+    """The headers a gate's `headersSecretRef` names (the Secret's keys and decoded values), or the failed check
+    that says why there are none (never a value)."""
+    if secret is None:
+        return GateCheck(False, f"Secret {name} (headersSecretRef) not found")
+    headers = {}
+    for key, value in (secret.get("data") or {}).items():
+        try:
+            headers[str(key)] = base64.b64decode(value).decode()
+        except ValueError:
+            return GateCheck(False, f"Secret {name} (headersSecretRef): the value of {key} is not text")
+    for key, value in (secret.get("stringData") or {}).items():
+        headers[str(key)] = str(value)
+    return headers
+
+
+async def check(gate: api.Gate, stacks: Sequence[StackView], client: httpx.AsyncClient,
+                headers: Mapping[str, str] | None = None) -> GateCheck:
+    """Run one check of `gate`; `stacks` are those the rollout has moved to the revision so far; `headers` go with
+    the request."""
     try:
         if gate.prometheus is not None:
             url = gate.prometheus.address.rstrip("/") + "/api/v1/query"
-            answer = await client.get(url, params={"query": gate.prometheus.query}, timeout=DEFAULT_HTTP_TIMEOUT)
+            answer = await client.get(url, params={"query": gate.prometheus.query}, timeout=DEFAULT_HTTP_TIMEOUT,
+                                      headers=headers)
             try:
                 body = answer.json()
             except ValueError:
@@ -118,7 +138,8 @@ async def check(gate: api.Gate, stacks: Sequence[StackView], client: httpx.Async
                                         "query result")
             return prometheus_result(gate.prometheus, body)
         if gate.http is not None:
-            answer = await client.get(gate.http.url, timeout=float(gate.http.timeout_seconds or DEFAULT_HTTP_TIMEOUT))
+            answer = await client.get(gate.http.url, timeout=float(gate.http.timeout_seconds or DEFAULT_HTTP_TIMEOUT),
+                                      headers=headers)
             return http_result(gate.http, answer.status_code, answer.text)
         if gate.outputs is not None:
             return outputs_result(gate.outputs, stacks)

@@ -95,7 +95,19 @@ class RolloutReconciler:
         moved = {s.name for s in (rollout.status.stacks if rollout.status else None) or []
                  if s.state == api.STACK_SUCCEEDED}
         at_revision = [s for s in stacks if s.name in moved]
-        return {gate.name: await gates.check(gate, at_revision, self.http) for gate in due}
+        found: dict[str, plan.GateCheck] = {}
+        for gate in due:
+            headers: dict[str, str] | None = None
+            if gate.headers_secret_ref is not None:
+                secret = await self.live.get_or_none(resources.SECRET, gate.headers_secret_ref.name,
+                                                     rollout.metadata.namespace)
+                read = gates.headers_of(secret, gate.headers_secret_ref.name)
+                if isinstance(read, plan.GateCheck):
+                    found[gate.name] = read
+                    continue
+                headers = read
+            found[gate.name] = await gates.check(gate, at_revision, self.http, headers)
+        return found
 
     async def _active(self, key: objects.ObjectKey, stacks: list[plan.StackView]) -> set[str]:
         """The other StackRollouts of the namespace that have not ended (a claim by one that ended, or is gone,

@@ -117,3 +117,27 @@ def test_bounds_and_counts_read_as_a_person_writes_them() -> None:
     gate = api.PrometheusGate.model_validate({"address": "http://p:9090", "query": "x", "min": 1})
     assert gates.prometheus_result(gate, _vector("1")).message == "1 sample, all within [1, +inf]"
     assert gates.prometheus_result(gate, _vector("0")).message == "1 of 1 sample is not within [1, +inf]: {stack=s0} 0"
+
+
+async def test_headers_from_a_secret_go_with_each_check_and_never_into_a_message() -> None:
+    import base64
+
+    secret = {"data": {"Authorization": base64.b64encode(b"Bearer s3cret").decode()}}
+    headers = gates.headers_of(secret, "token")
+    assert headers == {"Authorization": "Bearer s3cret"}
+    missing = gates.headers_of(None, "token")
+    assert isinstance(missing, plan.GateCheck)
+    assert missing.message == "Secret token (headersSecretRef) not found"
+    assert not missing.healthy
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        ok = request.headers.get("Authorization") == "Bearer s3cret"
+        return httpx.Response(200 if ok else 401, content=b"ok")
+
+    gate = api.Gate.model_validate({"name": "h", "http": {"url": "http://app/healthz"},
+                                    "headersSecretRef": {"name": "token"}})
+    async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as client:
+        assert (await gates.check(gate, [], client, {"Authorization": "Bearer s3cret"})).healthy
+        refused = await gates.check(gate, [], client)
+        assert not refused.healthy
+        assert "s3cret" not in refused.message
