@@ -25,6 +25,7 @@ import os
 import random
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from pko.kube import client as kclient
 from pko.kube import objects, resources
@@ -56,12 +57,20 @@ def _pulumi_installs(pod_uids: set[str]) -> list[int]:
 
 
 async def _kill_operator(ckc: kclient.Client, real_cluster: cluster.Cluster) -> str:
-    """SIGKILL the operator's manager container (no shutdown, no Lease released), then replace its pod."""
-    pods = [p for p in (await ckc.list(resources.POD, OPERATOR_NAMESPACE)).items
-            if not p["metadata"].get("deletionTimestamp") and p["status"].get("containerStatuses")]
-    assert len(pods) == 1, [objects.name_of(p) for p in pods]
-    pod = pods[0]
-    status = next(s for s in pod["status"]["containerStatuses"] if s["name"] == "manager")
+    """SIGKILL the operator's manager container (no shutdown, no Lease released), then replace its pod. The pod the
+    last round made may still be creating its container (no containerID yet): its container is waited for."""
+    found: list[dict[str, Any]] = []
+
+    async def manager_running() -> bool:
+        pods = [p for p in (await ckc.list(resources.POD, OPERATOR_NAMESPACE)).items
+                if not p["metadata"].get("deletionTimestamp")]
+        running = [(p, s) for p in pods for s in (p.get("status") or {}).get("containerStatuses") or []
+                   if s.get("name") == "manager" and s.get("containerID") and "running" in (s.get("state") or {})]
+        found[:] = [{"pod": p, "status": s} for p, s in running]
+        return len(pods) == 1 and len(running) == 1
+
+    await eventually(manager_running, "the operator's one pod with its manager container running", 120)
+    pod, status = found[0]["pod"], found[0]["status"]
     real_cluster.ctr("task", "kill", "--signal", "SIGKILL", str(status["containerID"]).removeprefix("containerd://"))
     real_cluster.kubectl("delete", "pod", "-n", OPERATOR_NAMESPACE, objects.name_of(pod), "--grace-period=0",
                          "--force", "--wait=false")
