@@ -12,14 +12,16 @@ import datetime
 import json
 from typing import Any
 
+import httpx
 import pytest
+from prometheus_client import parser
 
 from pko.api import names
 from pko.controllers import settings as operator_settings
 from pko.kube import client as kclient
 from pko.kube import objects, resources
 from pko.runtime import controller as ctl
-from pko.testing import gitserver, waiting
+from pko.testing import gitserver, operator, waiting
 from pko.testing.waiting import condition, wait_for, wait_gone  # noqa: F401 (re-exported for the tests)
 
 PROJECT = "Pulumi.yaml"
@@ -219,3 +221,16 @@ while not os.path.exists(release) and time.monotonic() < deadline:
     time.sleep(0.1)
 pulumi.export("done", True)
 """
+
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+async def scrape(op: operator.Operator, prefix: str) -> Samples:
+    """The operator's `/metrics` samples whose name starts with `prefix`, by (name, sorted labels)."""
+    async with httpx.AsyncClient() as http:
+        response = await http.get(f"http://{op.metrics_address}/metrics", timeout=10)
+    response.raise_for_status()
+    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in parser.text_string_to_metric_families(response.text) for sample in family.samples
+            if sample.name.startswith(prefix)}

@@ -18,10 +18,8 @@ import datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import stack_e2e as e2e
-from prometheus_client import parser
 
 from pko.api import names
 from pko.kube import client as kclient
@@ -50,15 +48,6 @@ def _checked_after(name: str | None) -> Any:
         last = _drift(obj).get("lastCheck") or {}
         return bool(last) and last.get("name") != name and not _drift(obj).get("currentCheck")
     return test
-
-
-async def _metrics(op: operator.Operator) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    async with httpx.AsyncClient() as http:
-        response = await http.get(f"http://{op.metrics_address}/metrics", timeout=10)
-    response.raise_for_status()
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in parser.text_string_to_metric_families(response.text) for s in family.samples
-            if s.name.startswith("pulumi_stack_drift")}
 
 
 async def _stack(kc: kclient.Client, git: gitserver.GitServer, name: str, namespace: str, root: Path,
@@ -150,7 +139,7 @@ async def test_drift_is_reported_and_nothing_is_applied(
 
     async def counted() -> bool:
         found.clear()
-        found.update(await _metrics(stack_operator))
+        found.update(await e2e.scrape(stack_operator, "pulumi_stack_drift"))
         return found.get(drifted_series) == 1
 
     await waiting.eventually(counted, "pulumi_stack_drifted of the drifted Stack to be 1", timeout=30, interval=0.2)
@@ -258,6 +247,6 @@ async def test_bad_schedules_are_refused_or_reported_and_plain_stacks_are_untouc
     assert "drift" not in plain["status"]
     assert not await _check_updates(kc, "plain", namespace)
     assert [u["spec"]["type"] for u in await e2e.updates_of(kc, "plain", namespace)] == ["up"]
-    found = await _metrics(stack_operator)
+    found = await e2e.scrape(stack_operator, "pulumi_stack_drift")
     assert ("pulumi_stack_drifted", (("name", "plain"), ("namespace", namespace))) not in found
     assert found[("pulumi_stack_drifted", (("name", "backwards"), ("namespace", namespace)))] == 0

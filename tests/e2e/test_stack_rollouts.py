@@ -19,10 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import stack_e2e as e2e
-from prometheus_client import parser
 from test_kubectl_pko import ctl
 
 from pko.api import names
@@ -109,16 +107,6 @@ def _rollout(name: str, namespace: str, *, gates: list[dict[str, Any]], bake: st
     return resources.STACK_ROLLOUT.new(name, namespace, spec=body)
 
 
-async def _metrics(op: operator.Operator) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """The operator's pko_stackrollout_* samples."""
-    async with httpx.AsyncClient() as http:
-        response = await http.get(f"http://{op.metrics_address}/metrics", timeout=10)
-    response.raise_for_status()
-    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
-            for family in parser.text_string_to_metric_families(response.text) for sample in family.samples
-            if sample.name.startswith("pko_stackrollout_")}
-
-
 def _phase(*phases: str) -> Any:
     return lambda obj: (obj.get("status") or {}).get("phase") in phases
 
@@ -181,7 +169,7 @@ async def test_a_failing_gate_in_wave_two_rolls_waves_one_and_two_back_and_wave_
         assert expected in reasons, reasons
     assert reasons.count("RolloutWaveCompleted") == 1
 
-    metrics = await _metrics(stack_operator)
+    metrics = await e2e.scrape(stack_operator, "pko_stackrollout_")
     labels = (("name", "to-v2"), ("namespace", namespace))
     assert metrics[("pko_stackrollout_phase", tuple(sorted((*labels, ("phase", "RolledBack")))))] == 1
     assert metrics[("pko_stackrollout_phase", tuple(sorted((*labels, ("phase", "Completed")))))] == 0

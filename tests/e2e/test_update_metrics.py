@@ -11,24 +11,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import stack_e2e as e2e
-from prometheus_client import parser
 
 from pko.kube import client as kclient
 from pko.kube import resources
 from pko.testing import gitserver, operator
 
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-async def _scrape(op: operator.Operator) -> Samples:
-    async with httpx.AsyncClient() as http:
-        response = await http.get(f"http://{op.metrics_address}/metrics", timeout=10)
-    response.raise_for_status()
-    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
-            for family in parser.text_string_to_metric_families(response.text) for sample in family.samples
-            if sample.name.startswith("pulumi_")}
+Samples = e2e.Samples
 
 
 def _get(samples: Samples, name: str, **labels: str) -> float | None:
@@ -41,7 +30,7 @@ async def _eventually(op: operator.Operator, check: Any, timeout: float = 30) ->
     deadline = time.monotonic() + timeout
     samples: Samples = {}
     while time.monotonic() < deadline:
-        samples = await _scrape(op)
+        samples = await e2e.scrape(op, "pulumi_")
         if check(samples):
             return samples
         await asyncio.sleep(0.3)

@@ -16,12 +16,13 @@ or interpret ``config`` values (strings or any structured JSON).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 import pydantic
 
+from pko.api import conditions, names, update, workspace
 from pko.api import drift as drift_api
-from pko.api import update, workspace
 from pko.api.meta import Conditions, ObjectMeta, ObjectMetaApply, Time, Wire
 from pko.api.schema import (
     ApplyConfigurationOf,
@@ -434,3 +435,15 @@ def spec_of(stack: Stack) -> StackSpec:
     if stack.spec is None:
         raise ValueError(f"Stack {stack.metadata.namespace}/{stack.metadata.name} has no spec")
     return stack.spec
+
+
+def up_to_date(obj: Mapping[str, Any]) -> bool:
+    """Whether a Stack object (wire form) is Ready at its current generation and reconciliation request: what a
+    Stack that names it as a prerequisite, and a StackRollout that changed it, read as done."""
+    meta = obj.get("metadata") or {}
+    status = obj.get("status") or {}
+    request = (meta.get("annotations") or {}).get(names.ANNOTATION_RECONCILE_REQUEST, "")
+    ready = any(isinstance(c, dict) and c.get("type") == conditions.READY and c.get("status") == "True"
+                for c in status.get("conditions") or [])
+    return (ready and status.get("observedGeneration") == int(meta.get("generation") or 0)
+            and status.get("observedReconcileRequest", "") == request)

@@ -3,9 +3,11 @@
 Why this exists when the API server parses selectors itself: a selector given to the operator on its command line
 must be refused at start-up with a message, not after its first list fails; and a few objects (Programs, which every
 shard may read) are filtered in the operator rather than by the watch, so the same selector must match the same
-objects here as it does on the server. The grammar is Kubernetes' (``k8s.io/apimachinery/pkg/labels``): requirements
-separated by commas, each one of ``key``, ``!key``, ``key=value``, ``key==value``, ``key!=value``,
-``key in (v1,v2)``, ``key notin (v1,v2)``; keys and values as label keys and values are written.
+objects here as it does on the server. A StackRollout splits its Stacks into waves by ``metav1.LabelSelector``
+objects, read into the same requirements (:func:`of_label_selector`). The grammar is Kubernetes'
+(``k8s.io/apimachinery/pkg/labels``): requirements separated by commas, each one of ``key``, ``!key``,
+``key=value``, ``key==value``, ``key!=value``, ``key in (v1,v2)``, ``key notin (v1,v2)``; keys and values as label
+keys and values are written.
 """
 
 from __future__ import annotations
@@ -124,3 +126,23 @@ def parse(text: str) -> Selector:
     if not text.strip():
         return Selector("", ())
     return Selector(text.strip(), tuple(_requirement(part) for part in _split(text)))
+
+
+_OPERATORS = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!"}
+
+
+def of_label_selector(selector: Mapping[str, object]) -> Selector:
+    """A ``metav1.LabelSelector`` (``matchLabels`` and ``matchExpressions``, as a StackRollout's selectors are
+    written) as a :class:`Selector`; :class:`SelectorError` for an operator the API server refuses."""
+    requirements: list[Requirement] = []
+    labels = selector.get("matchLabels")
+    for key, value in sorted((labels if isinstance(labels, Mapping) else {}).items()):
+        requirements.append(Requirement(str(key), "in", frozenset({str(value)})))
+    expressions = selector.get("matchExpressions")
+    for term in expressions if isinstance(expressions, list) else []:
+        op = _OPERATORS.get(str(term.get("operator", "")))
+        if op is None:
+            raise SelectorError(f"{term.get('operator')!r} is not a valid label selector operator")
+        requirements.append(Requirement(str(term.get("key", "")), op,
+                                        frozenset(str(v) for v in term.get("values") or [])))
+    return Selector("", tuple(requirements))

@@ -115,8 +115,6 @@ def headers_of(secret: Mapping[str, Any] | None, name: str) -> dict[str, str] | 
             headers[str(key)] = base64.b64decode(value).decode()
         except ValueError:
             return GateCheck(False, f"Secret {name} (headersSecretRef): the value of {key} is not text")
-    for key, value in (secret.get("stringData") or {}).items():
-        headers[str(key)] = str(value)
     return headers
 
 

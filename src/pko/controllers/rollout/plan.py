@@ -34,10 +34,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pko.api import conditions, durations, names, selectors
+from pko.api import conditions, durations, names
 from pko.api import rollout as api
+from pko.api import stack as stack_api
 from pko.api.meta import Condition
 from pko.controllers.rollout import revision as revision_mod
+from pko.kube import selectors
 
 DEFAULT_GATE_INTERVAL = 30.0
 DEFAULT_FAILURE_LIMIT = 3
@@ -89,14 +91,11 @@ def view(obj: Mapping[str, Any]) -> StackView:
     generation = int(meta.get("generation") or 0)
     observed = int(status.get("observedGeneration") or 0)
     annotations = meta.get("annotations") or {}
-    request = annotations.get(names.ANNOTATION_RECONCILE_REQUEST, "")
-    ready = ((found.get(conditions.READY) or {}).get("status") == "True" and observed == generation
-             and status.get("observedReconcileRequest", "") == request)
     stalled = found.get(conditions.STALLED) or {}
     last = status.get("lastUpdate") or {}
     return StackView(
         name=str(meta.get("name", "")), labels=dict(meta.get("labels") or {}), generation=generation,
-        spec=copy.deepcopy(dict(obj.get("spec") or {})), ready=ready, observed_generation=observed,
+        spec=copy.deepcopy(dict(obj.get("spec") or {})), ready=stack_api.up_to_date(obj), observed_generation=observed,
         last_update_state=last.get("state"), last_update_generation=int(last.get("generation") or 0),
         stalled=str(stalled.get("reason") or "") if stalled.get("status") == "True" else None,
         awaiting_approval=((status.get("approval") or {}).get("state") == "AwaitingApproval"),
@@ -135,6 +134,10 @@ class Plan:
     patches: list[StackPatch] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     requeue_after: float | None = None
+    #: the Reconciling reason of the last pass (what the rollout said it was waiting for), and of this one when it
+    #: is not the phase's own (a pause for the failure rate, a wait for approvals)
+    before: str | None = None
+    reason: str | None = None
 
     def normal(self, reason: str, message: str) -> None:
         self.events.append(Event("Normal", reason, message))
@@ -170,15 +173,19 @@ def failure_limit(gate: api.Gate) -> int:
     return gate.failure_limit or DEFAULT_FAILURE_LIMIT
 
 
+def _matches(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    return selectors.of_label_selector(selector).matches(labels)
+
+
 def assign(spec: api.StackRolloutSpec, stacks: Sequence[StackView]) -> tuple[list[api.RolloutStack], int]:
     """The selected Stacks split into waves (by name within a wave), and how many no wave takes."""
-    selected = sorted((s for s in stacks if selectors.matches(spec.selector, s.labels) and not s.deleting),
+    selected = sorted((s for s in stacks if _matches(spec.selector, s.labels) and not s.deleting),
                       key=lambda s: s.name)
     remaining = list(selected)
     assigned: list[api.RolloutStack] = []
     for index, wave in enumerate(spec.waves):
         if wave.selector is not None:
-            taken = [s for s in remaining if selectors.matches(wave.selector, s.labels)]
+            taken = [s for s in remaining if _matches(wave.selector, s.labels)]
         else:
             taken = remaining[:math.ceil((wave.percent or 0) * len(selected) / 100)]
         names_taken = {s.name for s in taken}
@@ -216,7 +223,8 @@ def plan(rollout: api.StackRollout, stacks: Sequence[StackView], *, active_rollo
     assert spec is not None  # the API server requires it
     status = (rollout.status or api.StackRolloutStatus()).model_copy(deep=True)
     status.observed_generation = rollout.metadata.generation
-    out = Plan(status)
+    said = conditions.find(status.conditions, conditions.RECONCILING)
+    out = Plan(status, before=said.reason if said is not None else None)
     if status.phase in api.TERMINAL:
         return out
     if status.revision is not None:  # what the rollout started with is what it rolls out, whatever spec says now
@@ -237,7 +245,7 @@ def plan(rollout: api.StackRollout, stacks: Sequence[StackView], *, active_rollo
     if status.phase == api.ROLLING_BACK:
         _rolling_back(out, spec, name, by_name, now)
         return _conditions(out, now)
-    _claims(out, name, by_name, active_rollouts)
+    _claims(out, spec, name, by_name, active_rollouts)
     _observe(out, spec, name, by_name)
     _gates(out, spec, checks, by_name, now)
     if status.phase == api.ROLLING_BACK:
@@ -250,7 +258,7 @@ def plan(rollout: api.StackRollout, stacks: Sequence[StackView], *, active_rollo
 def _start(out: Plan, spec: api.StackRolloutSpec, name: str, stacks: Sequence[StackView], active: set[str],
            now: datetime.datetime) -> bool:
     status = out.status
-    selected = [s for s in stacks if selectors.matches(spec.selector, s.labels) and not s.deleting]
+    selected = [s for s in stacks if _matches(spec.selector, s.labels) and not s.deleting]
     taken = sorted(f"{s.name} ({s.rollout})" for s in selected if s.rollout and s.rollout != name
                    and s.rollout in active)
     if taken:
@@ -292,7 +300,8 @@ def _claim(stack: StackView, rollout: str) -> StackPatch:
                                                 "annotations": {names.ANNOTATION_ROLLOUT: rollout}}})
 
 
-def _claims(out: Plan, name: str, by_name: Mapping[str, StackView], active: set[str]) -> None:
+def _claims(out: Plan, spec: api.StackRolloutSpec, name: str, by_name: Mapping[str, StackView],
+            active: set[str]) -> None:
     """Keep the claims of the Stacks still to change: send a claim that was lost again; a Stack another active
     rollout holds is left to it."""
     planned = {p.name for p in out.patches}
@@ -305,7 +314,7 @@ def _claims(out: Plan, name: str, by_name: Mapping[str, StackView], active: set[
         if stack.rollout is None or (stack.rollout != name and stack.rollout not in active):
             out.patches.append(_claim(stack, name))
         elif stack.rollout != name and (entry.state == api.STACK_PENDING or not revision_mod.at(
-                revision_mod.change(out.status.revision or api.RolloutRevision(), stack.spec).forward, stack.spec)):
+                revision_mod.change(spec.revision, stack.spec).forward, stack.spec)):
             # another rollout won it before this one changed it
             entry.state, entry.message = api.STACK_SKIPPED, f"claimed by StackRollout {stack.rollout}"
 
@@ -395,7 +404,7 @@ def _advance(out: Plan, spec: api.StackRolloutSpec, rollout: api.StackRollout, n
             if wave.phase == api.WAVE_BAKING:
                 wave.bake_promoted = True
                 out.normal(EVENT_PROMOTED, f"wave {label} promoted: its bake ends once its gates pass")
-            elif status.phase == api.PAUSED and (status.message or "").startswith("failure rate"):
+            elif status.phase == api.PAUSED and out.before == api.REASON_FAILURE_RATE:
                 wave.promoted = True
                 out.normal(EVENT_PROMOTED, f"wave {label} promoted: its failures no longer pause it")
             else:
@@ -439,15 +448,14 @@ def _progress(out: Plan, spec: api.StackRolloutSpec, index: int, entries: list[a
     rate_limit = spec.max_failure_rate or 0
     failed = _count(entries, api.STACK_FAILED)
     over = bool(entries) and failed * 100 > rate_limit * len(entries) and not wave.promoted
-    was_over = status.phase == api.PAUSED and status.message is not None and \
-        status.message.startswith("failure rate")
+    was_over = status.phase == api.PAUSED and out.before == api.REASON_FAILURE_RATE
     if over:
         message = (f"failure rate {failed}/{len(entries)} in wave {label} is over maxFailureRate {rate_limit}%: "
                    "paused (it goes on when the failed Stacks recover, or on promote; abort rolls back)")
         if not was_over:
             out.warning(EVENT_PAUSED, message + ": " + ", ".join(
                 f"{s.name}: {s.message}" for s in entries if s.state == api.STACK_FAILED))
-        status.phase, status.message = api.PAUSED, message
+        status.phase, status.message, out.reason = api.PAUSED, message, api.REASON_FAILURE_RATE
         out.look_in(POLL_WAITING)
         return False
     if was_over:
@@ -478,14 +486,16 @@ def _progress(out: Plan, spec: api.StackRolloutSpec, index: int, entries: list[a
         entry.generation = stack.generation
         _put_forward(out, stack, name, change.forward)
         room -= 1
-    waiting = [s.name for s in entries if s.state == api.STACK_UPDATING and (s.message or "").startswith("waiting")]
+    waiting = [s.name for s in entries if s.state == api.STACK_UPDATING and s.name in by_name
+               and by_name[s.name].awaiting_approval]
     updating = _count(entries, api.STACK_UPDATING)
     pending = _count(entries, api.STACK_PENDING)
     if updating or pending:
         if waiting:
             message = f"wave {label} waits for StackApprovals of {', '.join(waiting)}"
-            if not (status.message or "").startswith(f"wave {label} waits for StackApprovals"):
+            if out.before != api.REASON_WAITING_FOR_APPROVAL:
                 out.normal(EVENT_WAITING_FOR_APPROVAL, message)
+            out.reason = api.REASON_WAITING_FOR_APPROVAL
         else:
             message = (f"wave {label}: {_count(entries, api.STACK_SUCCEEDED)} of {len(entries)} Stacks at the "
                        f"revision, {updating} updating, {pending} pending")
@@ -678,14 +688,10 @@ def _conditions(out: Plan, now: datetime.datetime) -> Plan:
         found = conditions.mark_stalled(found, status.rollback_reason or reason, message, now=now)
         found = conditions.set_condition(found, conditions.READY, "False", reason, message, now=now)
     else:
-        reason = {
-            api.BLOCKED: api.REASON_CONFLICT, api.BAKING: api.REASON_BAKING, api.ROLLING_BACK: api.REASON_GATE_FAILED,
-            api.PAUSED: api.REASON_FAILURE_RATE if message.startswith("failure rate") else api.REASON_PAUSED,
+        reason = out.reason or {
+            api.BLOCKED: api.REASON_CONFLICT, api.BAKING: api.REASON_BAKING, api.PAUSED: api.REASON_PAUSED,
+            api.ROLLING_BACK: status.rollback_reason or api.REASON_GATE_FAILED,
         }.get(status.phase or "", api.REASON_WAVE_PROGRESSING)
-        if status.phase == api.ROLLING_BACK:
-            reason = status.rollback_reason or api.REASON_GATE_FAILED
-        if status.phase == api.PROGRESSING and " waits for StackApprovals" in message:
-            reason = api.REASON_WAITING_FOR_APPROVAL
         found = conditions.mark_reconciling(found, reason, message, now=now)
         found = conditions.set_condition(found, conditions.READY, "False", reason, message, now=now)
     status.conditions = found

@@ -42,7 +42,7 @@ class RolloutReconciler:
     live: kclient.Client  # lists Stacks of every shard
     recorder: events.Recorder
     http: httpx.AsyncClient
-    rollouts: Callable[[], list[objects.Object]]  # this shard's StackRollouts (the informer's store)
+    rollouts: Callable[[str], list[objects.Object]]  # this shard's StackRollouts of a namespace (the informer's store)
     #: the Stacks of a namespace from this operator's cache, when it sees every Stack (no sharding); None: listed
     cached_stacks: Callable[[str], list[objects.Object]] | None = None
     shard: sharding.Shard = sharding.EVERYTHING
@@ -113,8 +113,8 @@ class RolloutReconciler:
         """The other StackRollouts of the namespace that have not ended (a claim by one that ended, or is gone,
         binds nothing)."""
         active, cached = set(), set()
-        for obj in self.rollouts():
-            if objects.namespace_of(obj) != key.namespace or objects.name_of(obj) == key.name:
+        for obj in self.rollouts(key.namespace):
+            if objects.name_of(obj) == key.name:
                 continue
             cached.add(objects.name_of(obj))
             phase = (obj.get("status") or {}).get("phase")

@@ -110,18 +110,13 @@ def setup(mgr: manager.Manager, client: kclient.Client, live: kclient.Client, se
         http=httpx.AsyncClient(follow_redirects=False, headers={"User-Agent": f"pko/{settings.version}"}),
         rollouts=rollouts.store.list, shard=settings.shard, observe=metrics.observe)
     if settings.shard.everything:  # this operator's cache holds every Stack: no list per pass
-
-        def cached(namespace: str) -> list[objects.Object]:
-            return [s for s in stacks.store.list() if objects.namespace_of(s) == namespace]
-        reconciler.cached_stacks = cached
+        reconciler.cached_stacks = stacks.store.list
     controller = mgr.controller(names.ROLLOUT_CONTROLLER, reconciler, workers=max(1, min(settings.workers, 4)))
     controller.watch(rollouts, predicate=rollout_predicate)
 
     def covering(obj: objects.Object) -> list[objects.ObjectKey]:
-        namespace = objects.namespace_of(obj)
-        return [objects.key_of(r) for r in rollouts.store.list()
-                if objects.namespace_of(r) == namespace
-                and (r.get("status") or {}).get("phase") not in api.TERMINAL]
+        return [objects.key_of(r) for r in rollouts.store.list(objects.namespace_of(obj))
+                if (r.get("status") or {}).get("phase") not in api.TERMINAL]
 
     controller.watch(stacks, handlers.for_mapping(covering), stack_moved)
     return RolloutController(reconciler, controller, metrics)

@@ -88,11 +88,7 @@ def stack_predicate(event: store.Event) -> bool:
     return handlers.generation_changed(event) and not _finalizer_added(event)
 
 
-def stack_ready(obj: objects.Object) -> bool:
-    status = obj.get("status") or {}
-    return (status.get("observedGeneration") == objects.generation_of(obj)
-            and status.get("observedReconcileRequest", "") == _annotation(obj)
-            and objects.condition_true(obj, conditions.READY))
+stack_ready = stack_api.up_to_date
 
 
 def _transition(test: Callable[[objects.Object], bool]) -> handlers.Predicate:

@@ -1,5 +1,5 @@
-"""Reading a health gate's answer (pko.controllers.rollout.gates) and label selectors (pko.api.selectors): what is
-healthy, and that no message carries a response body, a URL's credentials or an output's value."""
+"""Reading a health gate's answer (pko.controllers.rollout.gates): what is healthy, and that no message carries a
+response body, a URL's credentials, a header or an output's value."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import httpx
 import pytest
 
 from pko.api import rollout as api
-from pko.api import selectors
 from pko.controllers.rollout import gates, plan
 
 
@@ -72,26 +71,6 @@ def test_an_outputs_gate_needs_the_value_on_every_stack_and_does_not_show_it() -
     assert check.message == "no output version on c; output version has another value on b"
     present = api.OutputsGate.model_validate({"output": "url"})
     assert gates.outputs_result(present, [_view("a", {"url": "x"})]).healthy
-
-
-@pytest.mark.parametrize(("selector", "labels", "matched"), [
-    ({}, {"a": "1"}, True),
-    ({"matchLabels": {"env": "dev"}}, {"env": "dev", "x": "y"}, True),
-    ({"matchLabels": {"env": "dev"}}, {"env": "prod"}, False),
-    ({"matchExpressions": [{"key": "env", "operator": "In", "values": ["dev", "qa"]}]}, {"env": "qa"}, True),
-    ({"matchExpressions": [{"key": "env", "operator": "NotIn", "values": ["prod"]}]}, {}, True),
-    ({"matchExpressions": [{"key": "env", "operator": "NotIn", "values": ["prod"]}]}, {"env": "prod"}, False),
-    ({"matchExpressions": [{"key": "canary", "operator": "Exists"}]}, {"canary": ""}, True),
-    ({"matchExpressions": [{"key": "canary", "operator": "DoesNotExist"}]}, {"canary": ""}, False),
-])
-def test_label_selectors_match_as_the_api_server_does(selector: dict[str, Any], labels: dict[str, str],
-                                                      matched: bool) -> None:
-    assert selectors.matches(selector, labels) is matched
-
-
-def test_an_unknown_operator_is_refused() -> None:
-    with pytest.raises(ValueError, match="not a valid label selector operator"):
-        selectors.matches({"matchExpressions": [{"key": "a", "operator": "Gt"}]}, {})
 
 
 async def test_a_gate_that_cannot_be_read_is_a_failed_check_not_an_error() -> None:
