@@ -320,3 +320,53 @@ async def test_a_stack_moved_out_of_a_shard_that_is_gone_takes_its_running_updat
                 assert SHARD not in objects.labels_of(interrupted)
                 assert SHARD not in objects.labels_of(await kc.get(resources.WORKSPACE, "slow", namespace))
             assert "is taken over as an operation its operator's end interrupted" in default_log.read_text()
+
+
+async def test_operators_with_custom_watch_selectors_run_their_own_stacks_and_a_relabelled_one_moves(
+    cluster: controlplane.ControlPlane, kc: kclient.Client, namespace: str, tmp_path: Path,
+    pulumi_env: dict[str, str],
+) -> None:
+    """`--watch-label-selector team=a` / `team=b` (Flux's flag with any selector, not only the shard label): each
+    operator runs the Stacks its selector picks, whose Workspaces and Updates carry the `team` label so that its
+    own watches see them too; a Stack relabelled to the other team moves there with them and runs there."""
+    backend = tmp_path / "state"
+    backend.mkdir()
+    program = resources.PROGRAM.new("teams", namespace, program={
+        "configuration": {"size": {"type": "String", "default": "small"}}, "outputs": {"size": "${size}"}})
+    program["metadata"]["labels"] = {"team": "a"}  # served by the operator of team a
+    await kc.create(program)
+
+    def team_stack(name: str, team: str) -> dict[str, Any]:
+        obj = _stack(name, namespace, backend, None)
+        obj["spec"]["programRef"] = {"name": "teams"}
+        obj["metadata"]["labels"] = {"team": team, "app": "web"}
+        return obj
+
+    async with (_operator(cluster, tmp_path / "a", dict(pulumi_env), "--watch-label-selector", "team=a") as a_log,
+                _operator(cluster, tmp_path / "b", dict(pulumi_env), "--watch-label-selector", "team=b") as b_log):
+        await kc.create(team_stack("ta", "a"))
+        await kc.create(team_stack("tb", "b"))
+        for name, team in (("ta", "a"), ("tb", "b")):
+            stack = await _ready_at(kc, name, namespace, 1)
+            assert stack["status"]["outputs"] == {"size": "small"}
+            workspace = await kc.get(resources.WORKSPACE, name, namespace)
+            assert objects.labels_of(workspace).get("team") == team
+            assert "app" not in objects.labels_of(workspace)  # only what the selector looks at is carried
+            for update in await e2e.updates_of(kc, name, namespace):
+                assert objects.labels_of(update).get("team") == team
+        assert _worked_on(a_log, namespace, {"ta", "tb"}) == {"ta"}
+        assert _worked_on(b_log, namespace, {"ta", "tb"}) == {"tb"}
+
+        # ta goes to team b, with a change that needs an Update there
+        await kc.patch(resources.STACK, "ta", {"metadata": {"labels": {"team": "b"}},
+                                              "spec": {"config": {"size": "large"}}}, namespace)
+        stack = await _ready_at(kc, "ta", namespace, 2)
+        assert stack["status"]["outputs"] == {"size": "large"}
+        workspace = await kc.get(resources.WORKSPACE, "ta", namespace)
+        assert objects.labels_of(workspace).get("team") == "b"
+        updates = await e2e.updates_of(kc, "ta", namespace)
+        assert len(updates) == 2, [objects.name_of(u) for u in updates]
+        assert {objects.labels_of(u).get("team") for u in updates} == {"b"}
+        moves = await e2e.events_with(kc, "ta", namespace, "ShardMoved")
+        assert moves, "no ShardMoved event"
+    assert "ta" in _worked_on(b_log, namespace, {"ta"})

@@ -28,7 +28,7 @@ from pko.depcache.server import DependencyCache
 from pko.depcache.store import Store
 from pko.kube import client as kclient
 from pko.kube import resources
-from pko.runtime import cachedclient, manager
+from pko.runtime import cachedclient, manager, sharding
 
 
 @dataclass
@@ -92,6 +92,8 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings) -> C
     shard = settings.shard
     for kind in SHARDED_KINDS:
         mgr.select(kind, shard.text)
+    # the pod runtime's StatefulSets: its own shard's workspace pods only, not every StatefulSet of the cluster
+    mgr.select(resources.STATEFUL_SET, sharding.statefulset_selector(shard))
     live = client  # pko rollouts list Stacks of every shard
     # the controllers read through the manager's informer caches, never older than what they wrote themselves
     client = cachedclient.CachedClient(client, mgr.informers.get)

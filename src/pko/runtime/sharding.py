@@ -8,10 +8,16 @@ with neither flag watches everything, as the Go operator does. ``--watch-label-s
 Flux's controllers do.
 
 The selector filters the informers of the kinds a shard owns (Stacks, Workspaces, Updates), so the API server sends
-an operator only its own objects. Every reconciler also checks :meth:`Shard.owns` on the object it reads, because
-a read that misses the cache goes to the API server, which would hand it an object of another shard (one that was
-relabelled away a moment ago). Programs are read by every shard (a Stack may use a Program of the default shard)
-and reconciled, served and given an artifact URL by the one shard that owns them.
+an operator only its own objects. What a Stack creates carries the Stack's labels that the selector looks at
+(:meth:`Shard.carried`): the shard label, and with a custom ``--watch-label-selector`` (``team=a``) the labels it
+names, or the operator would never see the Workspace and Updates of the Stacks it reconciles. Its workspace
+StatefulSets carry them too, so an operator watches only its own shard's StatefulSets, never the rest of the
+cluster's (:func:`statefulset_selector`).
+
+Every reconciler also checks :meth:`Shard.owns` on the object it reads, because a read that misses the cache goes to
+the API server, which would hand it an object of another shard (one that was relabelled away a moment ago).
+Programs are read by every shard (a Stack may use a Program of the default shard) and reconciled, served and given
+an artifact URL by the one shard that owns them.
 
 Pure: no I/O.
 """
@@ -78,6 +84,24 @@ class Shard:
     def owns_labels(self, labels: Mapping[str, str] | None) -> bool:
         return self.selector.matches(labels)
 
+    @property
+    def carried_keys(self) -> frozenset[str]:
+        """The label keys a Stack's Workspace and Updates take from it: the shard label's, and every key this
+        operator's selector looks at."""
+        return frozenset({names.LABEL_SHARD_KEY, *(r.key for r in self.selector.requirements)})
+
+    def carried(self, owner_labels: Mapping[str, str] | None) -> dict[str, str]:
+        """The labels of a Stack (`owner_labels`) that its Workspace and Updates carry, so that this operator's
+        watches select them as they select the Stack."""
+        keys = self.carried_keys
+        return {k: v for k, v in (owner_labels or {}).items() if k in keys}
+
+    def carried_patch(self, owner_labels: Mapping[str, str] | None) -> dict[str, str | None]:
+        """A merge patch of ``metadata.labels`` giving an object the carried labels of `owner_labels` (None removes
+        one the owner does not have)."""
+        found = owner_labels or {}
+        return {k: found.get(k) for k in sorted(self.carried_keys)}
+
     def lease_name(self, default: str) -> str:
         """The leader-election Lease of this shard's replicas: shards elect their leaders independently."""
         return lease_name(default, self.name)
@@ -112,6 +136,13 @@ def shard(*, shard_key: str | None = None, watch_label_selector: str | None = No
 
 
 def carried_labels(owner_labels: Mapping[str, str] | None) -> dict[str, str]:
-    """The shard label of a Stack, for the Workspace and Updates it creates (so the same shard owns them)."""
-    value = (owner_labels or {}).get(names.LABEL_SHARD_KEY)
-    return {names.LABEL_SHARD_KEY: value} if value is not None else {}
+    """The shard label of a Stack, for the Workspace and Updates it creates (so the same shard owns them): what
+    every operator carries; :meth:`Shard.carried` adds what a custom selector looks at."""
+    return EVERYTHING.carried(owner_labels)
+
+
+def statefulset_selector(shard: Shard) -> str:
+    """The watch selector of an operator's workspace StatefulSets: those of Workspaces (the reference's component
+    label), and of this operator's shard only."""
+    own = f"{names.LABEL_AUTO_COMPONENT}={names.COMPONENT_WORKSPACE}"
+    return f"{own},{shard.text}" if shard.text else own

@@ -157,6 +157,12 @@ async def test_pod_runtime_statefulset_pod_and_garbage_collection(
     sts_name = svc_name = "infra-workspace"
     pod_name = "infra-workspace-0"
 
+    # a StatefulSet of the user's own, which the operator has no reason to cache or watch
+    users = {"app": "db"}
+    await kcm.create(resources.STATEFUL_SET.new("db", ns, spec={
+        "selector": {"matchLabels": users}, "serviceName": "db", "replicas": 0,
+        "template": {"metadata": {"labels": users}, "spec": {"containers": [{"name": "db", "image": "db:1"}]}}}))
+
     async with operator.running(kcm_cluster.kubeconfig, tmp_path / "unused", runtime="pod", workers=2,
                                 namespace=ns) as op:
         assert op.controllers.local_runtime is None
@@ -174,6 +180,10 @@ async def test_pod_runtime_statefulset_pod_and_garbage_collection(
         assert [(p["name"], p["port"]) for p in svc["spec"]["ports"]] == [("grpc", 50051)]
         assert sts["spec"]["serviceName"] == svc_name
         assert sts["spec"]["replicas"] == 1
+        cached = op.manager.informers[resources.STATEFUL_SET].store
+        await waiting.eventually(lambda: cached.get(objects.ObjectKey(ns, sts_name)) is not None,
+                                 "the workspace StatefulSet in the cache", timeout=30)
+        assert cached.get(objects.ObjectKey(ns, "db")) is None, "the operator caches the user's StatefulSet"
         assert sts["spec"]["podManagementPolicy"] == "Parallel"
 
         # The real StatefulSet controller creates the pod from our template.

@@ -67,6 +67,39 @@ def test_a_stack_carries_only_its_shard_label() -> None:
     assert sharding.carried_labels(None) == {}
 
 
+def test_a_custom_selector_carries_the_labels_it_looks_at() -> None:
+    """`--watch-label-selector team=a`: a Stack's Workspace and Updates must carry `team`, or the operator's own
+    watches would never select them."""
+    team = sharding.shard(watch_label_selector="team=a,tier!=db")
+    labels = {"team": "a", "app": "web", SHARD: "x"}
+    assert team.carried(labels) == {"team": "a", SHARD: "x"}
+    assert team.owns_labels(team.carried(labels) | {"tier": "web"})
+    assert team.carried_patch({"team": "a"}) == {SHARD: None, "team": "a", "tier": None}
+    assert sharding.EVERYTHING.carried(labels) == {SHARD: "x"}
+    assert sharding.shard(shard_key="b").carried({SHARD: "b", "team": "a"}) == {SHARD: "b"}
+
+
+def test_an_operator_watches_its_own_shard_s_workspace_statefulsets_only() -> None:
+    own = f"{names.LABEL_AUTO_COMPONENT}={names.COMPONENT_WORKSPACE}"
+    assert sharding.statefulset_selector(sharding.EVERYTHING) == own
+    assert sharding.statefulset_selector(sharding.shard(shard_key="b")) == f"{own},{SHARD} in (b)"
+    default = sharding.statefulset_selector(sharding.shard(watch_label_selector=sharding.DEFAULT_SHARD_SELECTOR))
+    assert default == f"{own},!{SHARD}"
+    from pko.kube import selectors
+    parsed = selectors.parse(sharding.statefulset_selector(sharding.shard(watch_label_selector="team=a")))
+    assert parsed.matches({names.LABEL_AUTO_COMPONENT: names.COMPONENT_WORKSPACE, "team": "a"})
+    assert not parsed.matches({names.LABEL_AUTO_COMPONENT: names.COMPONENT_WORKSPACE})  # another operator's
+    assert not parsed.matches({"app": "db", "team": "a"})  # a user's StatefulSet
+
+
+def test_a_move_between_custom_selectors_relabels_with_the_selected_labels() -> None:
+    b = sharding.shard(watch_label_selector="team=b")
+    workspace = {"metadata": {"name": "s", "labels": {"team": "a"}}}
+    move = shardmove.plan(b, {"team": "b", "app": "web"}, workspace, [])
+    assert move.workspace
+    assert move.labels == {SHARD: None, "team": "b"}
+
+
 def test_a_move_waits_while_an_update_runs_in_the_other_shard() -> None:
     b = sharding.shard(shard_key="b")
     move = shardmove.plan(b, {SHARD: "b"}, _obj("s"), [_obj("s-1", complete=True), _obj("s-2", complete=False)])
@@ -90,6 +123,7 @@ def test_a_quiet_stack_moves_its_workspace_and_every_foreign_update() -> None:
     assert move.workspace
     assert move.updates == ("s-1", "s-2")
     assert move.value == "b"
+    assert move.labels == {SHARD: "b"}
     assert shardmove.moved_message(move, _obj("s")) == (
         "moved the Workspace and 2 Updates from the default shard to shard b")
 
@@ -99,6 +133,7 @@ def test_a_move_to_the_default_shard_removes_the_label() -> None:
     move = shardmove.plan(default, {}, _obj("s", "b"), [])
     assert move.workspace
     assert move.value is None
+    assert move.labels == {SHARD: None}  # the merge patch removes the label
     assert shardmove.moved_message(move, _obj("s", "b")) == "moved the Workspace from shard b to the default shard"
 
 

@@ -31,6 +31,7 @@ from pko.api import update as up_api
 from pko.api import workspace as ws_api
 from pko.api.meta import Condition
 from pko.controllers.stack import driftschedule, sync, updates
+from pko.runtime import sharding
 
 CHECK_MESSAGE = "Drift check"
 SUCCEEDED = "succeeded"
@@ -101,10 +102,11 @@ def forget(status: stack_api.StackStatus, found: Sequence[Condition] | None) -> 
     return conditions.remove(found, conditions.DRIFTED)
 
 
-def check_update(stack: stack_api.Stack, workspace: ws_api.Workspace, unix_millis: int) -> dict[str, Any]:
+def check_update(stack: stack_api.Stack, workspace: ws_api.Workspace, unix_millis: int,
+                 shard: sharding.Shard = sharding.EVERYTHING) -> dict[str, Any]:
     """The Update of one drift check: the Stack's update (template, targets, owners) as a labelled preview with
     refresh."""
-    update = updates.build(stack, workspace, CHECK_MESSAGE, unix_millis)
+    update = updates.build(stack, workspace, CHECK_MESSAGE, unix_millis, shard=shard)
     spec = update["spec"]
     spec["type"] = up_api.PREVIEW
     spec["refresh"] = True

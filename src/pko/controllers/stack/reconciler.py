@@ -249,7 +249,7 @@ class StackReconciler:
         elif spec.output_refs and spec.run_program:  # a destroy that runs the program: the values it last ran with
             carried = await self._carried_by(s)
         try:
-            desired_ws = ws_build.desired(stack, resolved.source, carried)
+            desired_ws = ws_build.desired(stack, resolved.source, carried, shard=self.shard)
         except ws_build.StallError as err:
             return await self._stall(s, conditions.STALLED_SPEC_INVALID, str(err), True, None)
 
@@ -338,7 +338,7 @@ class StackReconciler:
             return None
         s.conditions = conditions.mark_reconciling(s.conditions, conditions.RECONCILING_PROCESSING,
                                                    conditions.MESSAGE_STACK_PROCESSING, now=now)
-        update = updates.build(stack, ws, message, int(now.timestamp() * 1000))
+        update = updates.build(stack, ws, message, int(now.timestamp() * 1000), shard=self.shard)
         drift.with_refresh(update, stack, s.conditions)
         if step is not None and step.action == gate.Action.PREVIEW:
             update = gate.destroy_preview(update) if destroying else gate.plan_preview(update)
@@ -556,7 +556,7 @@ class StackReconciler:
                                                        shardmove.waiting_message(move, workspace), now=self.clock())
             await self._save(s)
             return shardmove.POLL
-        labels = {"metadata": {"labels": {names.LABEL_SHARD_KEY: move.value}}}
+        labels = {"metadata": {"labels": dict(move.labels)}}
         for name in move.updates:
             with contextlib.suppress(errors.NotFound):
                 await self.client.patch(resources.UPDATE, name, labels, s.key.namespace)
@@ -779,7 +779,7 @@ class StackReconciler:
             return
         outputs = await self._carried_by(s) if stack_api.spec_of(s.stack).output_refs else None
         try:
-            desired = ws_build.desired(s.stack, resolved.source, outputs)
+            desired = ws_build.desired(s.stack, resolved.source, outputs, shard=self.shard)
         except ws_build.StallError:
             return
         await self.client.apply(desired)
@@ -827,7 +827,7 @@ class StackReconciler:
 
     async def _start_check(self, s: _Session, ws: ws_api.Workspace, now: datetime.datetime) -> None:
         """Start a drift check; the previous check's Update goes (only the latest one is kept to look at)."""
-        update = drift.check_update(s.stack, ws, int(now.timestamp() * 1000))
+        update = drift.check_update(s.stack, ws, int(now.timestamp() * 1000), shard=self.shard)
         previous = s.status.drift.last_check if s.status.drift is not None else None
         drift.started(s.status, objects.name_of(update))
         logcontext.bind(update=objects.name_of(update))

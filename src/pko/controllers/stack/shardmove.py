@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pko.api import conditions, names
 from pko.kube import objects
@@ -39,12 +39,14 @@ LEASE_GRACE = 2.0
 @dataclass(frozen=True)
 class Move:
     """What the new shard does now: wait for `running` (Update names) to finish, else relabel `updates` and the
-    Workspace (`workspace`) to `value` (None: remove the label, for the default shard)."""
+    Workspace (`workspace`) with `labels`, a merge patch of the labels the shard carries (the shard label `value`,
+    None for the default shard, and what a custom selector looks at; a None value removes a label)."""
 
     running: tuple[str, ...] = ()
     updates: tuple[str, ...] = ()
     workspace: bool = False
     value: str | None = None
+    labels: Mapping[str, str | None] = field(default_factory=dict)
     #: Updates that were running in a shard whose operator is gone (`gone` says how that is known): taken over
     #: with the rest, as interrupted operations.
     interrupted: tuple[str, ...] = ()
@@ -61,12 +63,13 @@ def plan(shard: sharding.Shard, stack_labels: Mapping[str, str] | None, workspac
     `shard`, which owns the Stack (whose labels are `stack_labels`); `gone`: why the operator of the shard they
     are in is known to be gone (:func:`origin_gone`), so that its running Updates are taken over too."""
     value = sharding.carried_labels(stack_labels).get(names.LABEL_SHARD_KEY)
+    labels = shard.carried_patch(stack_labels)
     foreign = [u for u in updates if not shard.owns(u)]
     running = tuple(sorted(objects.name_of(u) for u in foreign if not objects.condition_true(u, conditions.COMPLETE)))
     if running and gone is None:
-        return Move(running=running, value=value)
+        return Move(running=running, value=value, labels=labels)
     return Move(updates=tuple(sorted(objects.name_of(u) for u in foreign)),
-                workspace=workspace is not None and not shard.owns(workspace), value=value,
+                workspace=workspace is not None and not shard.owns(workspace), value=value, labels=labels,
                 interrupted=running, gone=gone if running else None)
 
 

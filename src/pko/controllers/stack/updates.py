@@ -29,7 +29,8 @@ def kind_for(stack: stack_api.Stack) -> str:
     return up_api.PREVIEW if stack_api.spec_of(stack).preview else up_api.UP
 
 
-def build(stack: stack_api.Stack, workspace: ws_api.Workspace, message: str, unix_millis: int) -> dict[str, Any]:
+def build(stack: stack_api.Stack, workspace: ws_api.Workspace, message: str, unix_millis: int,
+          shard: sharding.Shard = sharding.EVERYTHING) -> dict[str, Any]:
     name = stack.metadata.name or ""
     stack_spec = stack_api.spec_of(stack)
     kind = kind_for(stack)
@@ -48,7 +49,7 @@ def build(stack: stack_api.Stack, workspace: ws_api.Workspace, message: str, uni
         spec["targetDependents"] = bool(stack_spec.target_dependents)
         spec["refresh"] = bool(stack_spec.refresh)
     update = resources.UPDATE.new(names.update_name(name, unix_millis), stack.metadata.namespace, spec=spec)
-    update["metadata"]["labels"] = names.stack_component_labels(name) | sharding.carried_labels(stack.metadata.labels)
+    update["metadata"]["labels"] = names.stack_component_labels(name) | shard.carried(stack.metadata.labels)
     if stack_spec.update_template:
         update = smp.merge(update, copy.deepcopy(dict(stack_spec.update_template)), patchmeta.UPDATE)
     if kind == up_api.DESTROY and ttl.marked(stack):  # the TTL's destroy must leave nothing (docs/ttl.md); after

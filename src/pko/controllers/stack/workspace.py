@@ -131,8 +131,10 @@ class _Builder:
         self.pod_annotations[names.ANNOTATION_OUTPUT_REFS_REVISION] = carried.revision  # new values: a new pod
 
 
-def desired(stack: stack_api.Stack, source: Source, outputs: outputrefs.Carried | None = None) -> dict[str, Any]:
-    """The Workspace to apply for `stack` (controller-owned by it); `outputs`: the values its `outputRefs` read."""
+def desired(stack: stack_api.Stack, source: Source, outputs: outputrefs.Carried | None = None,
+            shard: sharding.Shard = sharding.EVERYTHING) -> dict[str, Any]:
+    """The Workspace to apply for `stack` (controller-owned by it); `outputs`: the values its `outputRefs` read;
+    `shard`: the operator's, whose watches must select the Workspace as they select the Stack."""
     builder = _Builder(stack)
     spec = stack_api.spec_of(stack)
     name = stack.metadata.name or ""
@@ -169,9 +171,9 @@ def desired(stack: stack_api.Stack, source: Source, outputs: outputrefs.Carried 
         ws_spec["podTemplate"]["metadata"] = {"annotations": builder.pod_annotations}
 
     workspace = resources.WORKSPACE.new(name, stack.metadata.namespace, spec=ws_spec)
-    # pko: the Stack's shard label goes with it, so the Stack's shard reconciles its Workspace (docs/scale.md)
-    workspace["metadata"]["labels"] = names.stack_component_labels(name) | sharding.carried_labels(
-        stack.metadata.labels)
+    # pko: the Stack's shard label (and what a custom watch selector looks at) goes with it, so the operator that
+    # reconciles the Stack reconciles its Workspace (docs/scale.md)
+    workspace["metadata"]["labels"] = names.stack_component_labels(name) | shard.carried(stack.metadata.labels)
     if spec.workspace_template:
         template = copy.deepcopy(dict(spec.workspace_template))
         workspace = smp.merge(workspace, template, patchmeta.WORKSPACE)

@@ -236,12 +236,14 @@ def _restrict(pod_spec: dict[str, Any]) -> None:
 def statefulset(
     workspace: ws_api.Workspace, agent: AgentImage, *, flux_max_untar: str | None = None,
     replicas: int = 1, pod_generation: int | None = None, default_env: Mapping[str, str] | None = None,
-    github_api_url: str | None = None,
+    github_api_url: str | None = None, carried: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The single-replica StatefulSet whose pod runs the agent on the workspace's project (pko: `replicas` 0 for
     a sleeping workspace, `pod_generation` for the revision hash: see :func:`revision_hash`; `default_env` the
     operator's variables, such as the dependency cache's, for those the workspace's own env does not set;
-    `github_api_url` where a GitHub App's installation token is asked for, when not github.com's)."""
+    `github_api_url` where a GitHub App's installation token is asked for, when not github.com's; `carried` the
+    Workspace's labels the operator's watch selector looks at, on the StatefulSet only — never its selector or pod
+    template, so a shard move relabels it in place and restarts nothing: pko.runtime.sharding)."""
     name = workspace.metadata.name or ""
     spec = with_defaults(workspace)
     labels = names.workspace_component_labels(name)
@@ -294,7 +296,7 @@ def statefulset(
     for container in [*template["spec"].get("initContainers", []), *template["spec"].get("containers", [])]:
         container.setdefault("env", []).append({"name": "PULUMI_ENV", "value": "/share/.env"})
     return builtins.statefulset(
-        name=names.workspace_statefulset_name(name), namespace=workspace.metadata.namespace, labels=labels,
-        selector=labels, service_name=names.workspace_service_name(name), replicas=replicas,
-        pod_management_policy="Parallel", template=template,
+        name=names.workspace_statefulset_name(name), namespace=workspace.metadata.namespace,
+        labels={**(carried or {}), **labels}, selector=labels, service_name=names.workspace_service_name(name),
+        replicas=replicas, pod_management_policy="Parallel", template=template,
     )

@@ -191,6 +191,7 @@ class WorkspaceReconciler:
         statefulset = owners.set_controller_reference(
             manifests.statefulset(workspace, self.agent_image, flux_max_untar=self.flux_max_untar,
                                   github_api_url=self.github_api_url,
+                                  carried=self.shard.carried(workspace.metadata.labels),
                                   pod_generation=revision.generation, default_env=await self.default_env()),
             workspace)
         placed = await self.runtime.place(workspace, statefulset)
@@ -265,6 +266,7 @@ class WorkspaceReconciler:
         statefulset = owners.set_controller_reference(
             manifests.statefulset(workspace, self.agent_image, flux_max_untar=self.flux_max_untar,
                                   github_api_url=self.github_api_url, replicas=0,
+                                  carried=self.shard.carried(workspace.metadata.labels),
                                   pod_generation=revision.generation, default_env=await self.default_env()),
             workspace)
         await self.runtime.sleep(workspace, statefulset)

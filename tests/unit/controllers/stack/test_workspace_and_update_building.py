@@ -336,3 +336,21 @@ def test_update_template_is_merged_over_the_generated_update() -> None:
 
 def test_update_names_are_stack_name_and_hex_millis() -> None:
     assert _build(_stack(), millis=255)["metadata"]["name"] == "app-ff"
+
+
+def test_the_workspace_and_updates_carry_the_labels_the_operator_s_watch_selector_looks_at() -> None:
+    """An operator started with `--watch-label-selector team=a` selects a Stack labelled team=a; the Workspace and
+    Updates it makes for it must carry `team: a`, or its own watches would never see them (the Stack would wait for
+    ever); other labels of the Stack stay on the Stack."""
+    from pko.runtime import sharding
+    team = sharding.shard(watch_label_selector="team=a")
+    stack = _stack()
+    stack.metadata.labels = {"team": "a", "app": "web"}
+    ws = ws_build.desired(stack, ws_build.Source(), shard=team)
+    assert ws["metadata"]["labels"] == {**names.stack_component_labels("app"), "team": "a"}
+    assert team.owns(ws)
+    update = updates.build(stack, ws_api.Workspace.model_validate(WORKSPACE), "m", 1, shard=team)
+    assert update["metadata"]["labels"] == {**names.stack_component_labels("app"), "team": "a"}
+    assert team.owns(update)
+    # an operator that watches everything carries only the shard label, as before
+    assert "team" not in ws_build.desired(stack, ws_build.Source())["metadata"]["labels"]

@@ -239,3 +239,17 @@ def test_the_operators_default_env_fills_in_only_what_the_workspace_does_not_set
     ]
     without = manifests.statefulset(ws, AGENT)["spec"]["template"]["spec"]["containers"][0]["env"]
     assert "GOPROXY" not in {e["name"] for e in without}  # no cache: the pod is the Go operator's
+
+
+def test_a_sharded_workspace_s_statefulset_carries_the_shard_label_but_not_in_its_selector_or_pods() -> None:
+    """The operator of shard b watches only StatefulSets labelled for shard b; the label goes on the StatefulSet's
+    metadata alone, so relabelling it on a shard move changes neither its immutable selector nor its pod."""
+    ws = _workspace({"stacks": [{"name": "dev"}]})
+    plain = manifests.statefulset(ws, AGENT)
+    sts = manifests.statefulset(ws, AGENT, carried={"sharding.fluxcd.io/key": "b"})
+    assert sts["metadata"]["labels"] == {**plain["metadata"]["labels"], "sharding.fluxcd.io/key": "b"}
+    assert sts["spec"]["selector"] == plain["spec"]["selector"]
+    assert sts["spec"]["template"] == plain["spec"]["template"]
+    # a carried label never replaces the component labels the Service and pods are selected by
+    clash = manifests.statefulset(ws, AGENT, carried={"auto.pulumi.com/component": "other"})
+    assert clash["metadata"]["labels"] == plain["metadata"]["labels"]
