@@ -10,13 +10,15 @@
 # The streams share nothing: the cluster tier owns the machine's cluster lock, its node and its network; each
 # local stream is its own pytest session with its own etcd + kube-apiserver on free loopback ports, git server and
 # Pulumi homes, and runs agents as local processes. Why three: one tier alone keeps this 2-core machine only about
-# 45% busy (it mostly waits), so the wall time is the longest stream, not the sum; three keep it about 75% busy.
+# 45% busy (it mostly waits), so the wall time is the longest stream, not the sum; three keep it about 90% busy
+# (process accounting in a full run: 1.82 cores).
 # The chaos tier, whose faults race timers, runs last in its stream, when the local stream has ended and the
 # machine is less loaded (measured: all three streams at once keep it at 95-100%). PKO_TEST_SERIAL=1 runs the
 # streams one after the other instead.
 #
 # The last stream prints as it goes; the others write to logs printed when all are done. Each ends with its own
-# slowest steps and cost table per tier; the last line sums every stream: "N passed, N failed, N skipped".
+# slowest steps and cost table per tier; then, when run as root, a table of the CPU every command of the run used
+# (process accounting: pko.testing.cpuacct); the last line sums every stream: "N passed, N failed, N skipped".
 #
 # Usage: tools/run-tiers.sh PYTHON [PYTEST ARGS...]
 set -uo pipefail
@@ -24,7 +26,8 @@ set -uo pipefail
 py=${1:?usage: run-tiers.sh PYTHON [PYTEST ARGS...]}
 shift
 out=$(mktemp -d "${TMPDIR:-/tmp}/pko-tiers.XXXXXX")
-trap 'rm -rf "$out"' EXIT
+# Process accounting (root only) for the CPU table the run ends with (pko.testing.cpuacct); always turned off again.
+trap '"$py" -m pko.testing.cpuacct stop; rm -rf "$out"' EXIT
 names=(cluster e2e local)
 declare -A tiers=(
   [cluster]="tests/cluster tests/interop"
@@ -58,6 +61,7 @@ run() {  # run NAME : one pytest session over the stream's tiers, its JUnit repo
 }
 extra=("$@")
 
+"$py" -m pko.testing.cpuacct start "$out/pacct"
 start=$SECONDS
 declare -A status pids
 if [ -n "${PKO_TEST_SERIAL:-}" ]; then
@@ -90,8 +94,11 @@ for name in "${names[@]}"; do
   summary+="$name exit ${status[$name]}, "
   [ "${status[$name]}" -eq 0 ] || failed_streams=$((failed_streams + 1))
 done
+wall=$((SECONDS - start))
+"$py" -m pko.testing.cpuacct stop
+"$py" -m pko.testing.cpuacct report "$out/pacct" "$wall"
 printf '\n[make test] every tier in %dm%02ds of wall time (%s)\n' \
-  $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)) "${summary%, }"
+  $((wall / 60)) $((wall % 60)) "${summary%, }"
 reports=()
 for name in "${names[@]}"; do reports+=("$out/$name.xml"); done
 "$py" - "${reports[@]}" <<'EOF'
