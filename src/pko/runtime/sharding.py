@@ -24,6 +24,7 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -103,7 +104,12 @@ class Shard:
         return {k: found.get(k) for k in sorted(self.carried_keys)}
 
     def lease_name(self, default: str) -> str:
-        """The leader-election Lease of this shard's replicas: shards elect their leaders independently."""
+        """The leader-election Lease of this shard's replicas: shards elect their leaders independently. The default
+        shard and an operator that watches everything elect on `default`; an operator with another
+        ``--watch-label-selector`` (``team=a``) on a Lease named after its selector, so that two operators that run
+        different Stacks never take turns on one Lease (their replicas, started alike, share theirs)."""
+        if self.name is None and not self.everything and self.selector.requirements != _DEFAULT_SHARD.requirements:
+            return f"{default}-{_digest(self.selector)}"
         return lease_name(default, self.name)
 
     def describe(self) -> str:
@@ -113,6 +119,13 @@ class Shard:
 
 
 EVERYTHING = Shard(selectors.parse(""))
+_DEFAULT_SHARD = selectors.parse(DEFAULT_SHARD_SELECTOR)
+
+
+def _digest(selector: selectors.Selector) -> str:
+    """Ten hex digits naming a selector by what it selects (the order and spacing of its text do not count)."""
+    canonical = ";".join(sorted(f"{r.key} {r.op} {','.join(sorted(r.values))}" for r in selector.requirements))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:10]
 
 
 def lease_name(default: str, shard_name: str | None) -> str:

@@ -8,9 +8,11 @@ system time, elapsed time, pid and parent) to the file that ``acct(2)`` names; s
 the table `make test` ends with.
 
 Root only (``acct(2)`` needs CAP_SYS_PACCT), as the cluster tier is: otherwise ``start`` says so and the run goes
-on without the table. Accounting is machine-wide: every process of the run counts, a workspace pod's included,
-and so does anything else the machine runs meanwhile. Processes still running at ``stop`` (none, after a run: the
-streams have ended) have no record.
+on without the table. Accounting covers this PID namespace and those below it: every process of the run counts, a
+workspace pod's included, and so does anything else there meanwhile. Processes still running at ``stop`` (none,
+after a run: the streams have ended) have no record. ``start`` takes accounting over (one file per namespace) and
+``stop`` turns it off: a host that keeps its own accounting on (psacct) turns it on again after a run. A kernel
+without version-3 records gives an empty table.
 
 ``python -m pko.testing.cpuacct start FILE`` / ``stop`` / ``report FILE``. The record layout is Linux's
 ``struct acct_v3`` (``linux/acct.h``); times are ``comp_t`` in ticks of ``AHZ`` = 100 per second.

@@ -92,6 +92,22 @@ def test_an_operator_watches_its_own_shard_s_workspace_statefulsets_only() -> No
     assert not parsed.matches({"app": "db", "team": "a"})  # a user's StatefulSet
 
 
+def test_operators_with_different_custom_selectors_elect_on_different_leases() -> None:
+    """With the chart's `--leader-elect`, two operators selecting team=a and team=b must not take turns on one Lease
+    (only one team's Stacks would run at a time); replicas of one operator share theirs."""
+    base = "operator.pulumi.com"
+    a = sharding.shard(watch_label_selector="team=a").lease_name(base)
+    b = sharding.shard(watch_label_selector="team=b").lease_name(base)
+    assert a != b
+    assert a.startswith(f"{base}-")
+    assert len(a) == len(base) + 11
+    assert sharding.shard(watch_label_selector="tier in (x,y), team=a").lease_name(base) == \
+        sharding.shard(watch_label_selector="team=a,tier in (y,x)").lease_name(base)
+    # the chart's default shard and an operator that watches everything keep the reference's Lease
+    assert sharding.shard(watch_label_selector=f"!{SHARD}").lease_name(base) == base
+    assert sharding.EVERYTHING.lease_name(base) == base
+
+
 def test_a_move_between_custom_selectors_relabels_with_the_selected_labels() -> None:
     b = sharding.shard(watch_label_selector="team=b")
     workspace = {"metadata": {"name": "s", "labels": {"team": "a"}}}
