@@ -59,18 +59,18 @@ def _pulumi_installs(pod_uids: set[str]) -> list[int]:
 async def _kill_operator(ckc: kclient.Client, real_cluster: cluster.Cluster) -> str:
     """SIGKILL the operator's manager container (no shutdown, no Lease released), then replace its pod. The pod the
     last round made may still be creating its container (no containerID yet): its container is waited for."""
-    found: list[dict[str, Any]] = []
+    found: list[tuple[dict[str, Any], dict[str, Any]]] = []  # (pod, its manager container's status)
 
     async def manager_running() -> bool:
         pods = [p for p in (await ckc.list(resources.POD, OPERATOR_NAMESPACE)).items
                 if not p["metadata"].get("deletionTimestamp")]
         running = [(p, s) for p in pods for s in (p.get("status") or {}).get("containerStatuses") or []
                    if s.get("name") == "manager" and s.get("containerID") and "running" in (s.get("state") or {})]
-        found[:] = [{"pod": p, "status": s} for p, s in running]
+        found[:] = running
         return len(pods) == 1 and len(running) == 1
 
     await eventually(manager_running, "the operator's one pod with its manager container running", 120)
-    pod, status = found[0]["pod"], found[0]["status"]
+    pod, status = found[0]
     real_cluster.ctr("task", "kill", "--signal", "SIGKILL", str(status["containerID"]).removeprefix("containerd://"))
     real_cluster.kubectl("delete", "pod", "-n", OPERATOR_NAMESPACE, objects.name_of(pod), "--grace-period=0",
                          "--force", "--wait=false")

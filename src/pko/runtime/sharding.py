@@ -148,12 +148,6 @@ def shard(*, shard_key: str | None = None, watch_label_selector: str | None = No
     return EVERYTHING
 
 
-def carried_labels(owner_labels: Mapping[str, str] | None) -> dict[str, str]:
-    """The shard label of a Stack, for the Workspace and Updates it creates (so the same shard owns them): what
-    every operator carries; :meth:`Shard.carried` adds what a custom selector looks at."""
-    return EVERYTHING.carried(owner_labels)
-
-
 def statefulset_selector(shard: Shard) -> str:
     """The watch selector of an operator's workspace StatefulSets: those of Workspaces (the reference's component
     label), and of this operator's shard only."""

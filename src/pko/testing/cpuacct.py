@@ -122,7 +122,7 @@ def start(path: Path) -> str | None:
 
 
 def stop() -> None:
-    """Turn accounting off (machine-wide; a no-op when it was off)."""
+    """Turn accounting off (for this PID namespace; a no-op when it was off)."""
     if os.geteuid() == 0:
         with contextlib.suppress(OSError):
             _acct(None)

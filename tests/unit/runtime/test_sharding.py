@@ -62,9 +62,9 @@ def test_a_bad_watch_selector_is_refused() -> None:
 
 
 def test_a_stack_carries_only_its_shard_label() -> None:
-    assert sharding.carried_labels({SHARD: "b", "team": "x"}) == {SHARD: "b"}
-    assert sharding.carried_labels({"team": "x"}) == {}
-    assert sharding.carried_labels(None) == {}
+    assert sharding.EVERYTHING.carried({SHARD: "b", "team": "x"}) == {SHARD: "b"}
+    assert sharding.EVERYTHING.carried({"team": "x"}) == {}
+    assert sharding.EVERYTHING.carried(None) == {}
 
 
 def test_a_custom_selector_carries_the_labels_it_looks_at() -> None:

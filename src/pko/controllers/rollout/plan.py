@@ -173,19 +173,16 @@ def failure_limit(gate: api.Gate) -> int:
     return gate.failure_limit or DEFAULT_FAILURE_LIMIT
 
 
-def _matches(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    return selectors.of_label_selector(selector).matches(labels)
-
-
 def assign(spec: api.StackRolloutSpec, stacks: Sequence[StackView]) -> tuple[list[api.RolloutStack], int]:
     """The selected Stacks split into waves (by name within a wave), and how many no wave takes."""
-    selected = sorted((s for s in stacks if _matches(spec.selector, s.labels) and not s.deleting),
-                      key=lambda s: s.name)
+    chosen = selectors.of_label_selector(spec.selector)
+    selected = sorted((s for s in stacks if chosen.matches(s.labels) and not s.deleting), key=lambda s: s.name)
     remaining = list(selected)
     assigned: list[api.RolloutStack] = []
     for index, wave in enumerate(spec.waves):
         if wave.selector is not None:
-            taken = [s for s in remaining if _matches(wave.selector, s.labels)]
+            in_wave = selectors.of_label_selector(wave.selector)
+            taken = [s for s in remaining if in_wave.matches(s.labels)]
         else:
             taken = remaining[:math.ceil((wave.percent or 0) * len(selected) / 100)]
         names_taken = {s.name for s in taken}
@@ -258,7 +255,8 @@ def plan(rollout: api.StackRollout, stacks: Sequence[StackView], *, active_rollo
 def _start(out: Plan, spec: api.StackRolloutSpec, name: str, stacks: Sequence[StackView], active: set[str],
            now: datetime.datetime) -> bool:
     status = out.status
-    selected = [s for s in stacks if _matches(spec.selector, s.labels) and not s.deleting]
+    chosen = selectors.of_label_selector(spec.selector)
+    selected = [s for s in stacks if chosen.matches(s.labels) and not s.deleting]
     taken = sorted(f"{s.name} ({s.rollout})" for s in selected if s.rollout and s.rollout != name
                    and s.rollout in active)
     if taken:

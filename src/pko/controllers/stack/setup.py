@@ -88,9 +88,6 @@ def stack_predicate(event: store.Event) -> bool:
     return handlers.generation_changed(event) and not _finalizer_added(event)
 
 
-stack_ready = stack_api.up_to_date
-
-
 def _transition(test: Callable[[objects.Object], bool]) -> handlers.Predicate:
     def predicate(event: store.Event) -> bool:
         if event.type == "DELETED":
@@ -354,7 +351,7 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings) -> S
     controller.watch(stacks, predicate=stack_predicate)
 
     controller.watch(stacks, handlers.for_mapping(functools.partial(dependents, stacks.store)),
-                     _transition(stack_ready))
+                     _transition(stack_api.up_to_date))
     controller.watch(stacks, handlers.for_mapping(functools.partial(output_readers, stacks.store)),
                      outputs_may_have_changed)
     controller.watch(mgr.informer(resources.PROGRAM), handlers.for_mapping(functools.partial(program_users,

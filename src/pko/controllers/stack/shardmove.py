@@ -39,18 +39,22 @@ LEASE_GRACE = 2.0
 @dataclass(frozen=True)
 class Move:
     """What the new shard does now: wait for `running` (Update names) to finish, else relabel `updates` and the
-    Workspace (`workspace`) with `labels`, a merge patch of the labels the shard carries (the shard label `value`,
-    None for the default shard, and what a custom selector looks at; a None value removes a label)."""
+    Workspace (`workspace`) with `labels`, a merge patch of the labels the shard carries (the shard label, and what a
+    custom selector looks at; a None value removes a label)."""
 
     running: tuple[str, ...] = ()
     updates: tuple[str, ...] = ()
     workspace: bool = False
-    value: str | None = None
     labels: Mapping[str, str | None] = field(default_factory=dict)
     #: Updates that were running in a shard whose operator is gone (`gone` says how that is known): taken over
     #: with the rest, as interrupted operations.
     interrupted: tuple[str, ...] = ()
     gone: str | None = None
+
+    @property
+    def value(self) -> str | None:
+        """The shard label the moved objects get (None: none, the default shard)."""
+        return self.labels.get(names.LABEL_SHARD_KEY)
 
     @property
     def waiting(self) -> bool:
@@ -62,14 +66,13 @@ def plan(shard: sharding.Shard, stack_labels: Mapping[str, str] | None, workspac
     """The move of a Stack's `workspace` and `updates` (all of the Stack's, as the API server has them) into
     `shard`, which owns the Stack (whose labels are `stack_labels`); `gone`: why the operator of the shard they
     are in is known to be gone (:func:`origin_gone`), so that its running Updates are taken over too."""
-    value = sharding.carried_labels(stack_labels).get(names.LABEL_SHARD_KEY)
     labels = shard.carried_patch(stack_labels)
     foreign = [u for u in updates if not shard.owns(u)]
     running = tuple(sorted(objects.name_of(u) for u in foreign if not objects.condition_true(u, conditions.COMPLETE)))
     if running and gone is None:
-        return Move(running=running, value=value, labels=labels)
+        return Move(running=running, labels=labels)
     return Move(updates=tuple(sorted(objects.name_of(u) for u in foreign)),
-                workspace=workspace is not None and not shard.owns(workspace), value=value, labels=labels,
+                workspace=workspace is not None and not shard.owns(workspace), labels=labels,
                 interrupted=running, gone=gone if running else None)
 
 
