@@ -154,9 +154,7 @@ class StackReconciler:
         self.fleet_size: Callable[[], int] = lambda: 0  # how many Stacks this operator has (restart.window)
         #: the cached Stacks of a namespace (the informer's store; None: list them live), for outputRefs' cycles
         self.namespace_stacks: Callable[[str], list[objects.Object]] | None = None
-        self.restart_spread = restart.PER_STACK  # seconds each settled Stack adds to the window of first looks
-        self._first_reconcile: float | None = None  # monotonic time of this process's first reconcile
-        self._looked: set[objects.ObjectKey] = set()  # the Stacks this process has looked at
+        self.first_looks = restart.FirstLooks()  # the spread of the first looks at settled Stacks after a start
         self.verified: set[objects.ObjectKey] = set()  # ... and reconciled past their first look's delay
 
     def _policy(self, stack: stack_api.Stack) -> sync.RetryPolicy:
@@ -165,10 +163,10 @@ class StackReconciler:
     async def __call__(self, key: objects.ObjectKey) -> Result | None:
         stack = await self.client.get_typed_or_none(resources.STACK, stack_api.Stack, key.name, key.namespace)
         if stack is None or not self.shard.owns_labels(stack.metadata.labels):
-            self._looked.discard(key)
+            self.first_looks.forget(key.namespace, key.name)
             self.verified.discard(key)
             return None  # gone, or another shard's (pko.runtime.sharding)
-        wait = self._first_look(key, stack)
+        wait = self.first_looks.wait(stack, self.fleet_size(), time.monotonic())  # restart.py
         if wait is not None:
             return Result(requeue_after=wait)
         self.verified.add(key)
@@ -518,23 +516,6 @@ class StackReconciler:
         s.status.current_update = None
         s.gave_up = name
         return True
-
-    def _first_look(self, key: objects.ObjectKey, stack: stack_api.Stack) -> float | None:
-        """pko: the seconds to wait before the first look at a settled Stack after this process started (the spread
-        of restart.py), or None to look now."""
-        now = time.monotonic()
-        if self._first_reconcile is None:
-            self._first_reconcile = now
-        if key in self._looked:
-            return None
-        self._looked.add(key)
-        fleet = self.fleet_size()
-        if now - self._first_reconcile >= restart.window(fleet, self.restart_spread):
-            return None  # the restart is over: a Stack seen first now is new
-        if not restart.settled(stack):
-            return None
-        wait = restart.delay(key.namespace, key.name, fleet, self.restart_spread) - (now - self._first_reconcile)
-        return wait if wait > 0.5 else None
 
     async def _claim(self, s: _Session) -> float | None:
         """pko sharding: take over the Workspace and Updates of a Stack relabelled into this shard

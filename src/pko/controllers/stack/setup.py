@@ -26,7 +26,7 @@ from pko.api import update as up_api
 from pko.api import workspace as ws_api
 from pko.api.meta import Condition
 from pko.controllers.settings import Settings
-from pko.controllers.stack import driftmetrics, outputrefs, sync
+from pko.controllers.stack import driftmetrics, outputrefs, restart, sync
 from pko.controllers.stack import reconciler as stack_reconciler
 from pko.controllers.stack import source as source_mod
 from pko.kube import client as kclient
@@ -343,7 +343,7 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings) -> S
     reconciler.lease_namespace = settings.operator_namespace if settings.leader_elect else None
     reconciler.fleet_size = lambda: len(stacks.store)
     reconciler.namespace_stacks = stacks.store.list
-    reconciler.restart_spread = settings.restart_spread
+    reconciler.first_looks = restart.FirstLooks(settings.restart_spread)
     controller = mgr.controller(names.STACK_CONTROLLER, reconciler, workers=workers)
     flux_watches = FluxWatches(client, mgr.namespace, stacks, lambda key: controller.queue.add(key))
     approval_watch = ApprovalWatch(client, mgr.namespace, lambda key: controller.queue.add(key))

@@ -45,3 +45,28 @@ def test_delays_are_fixed_by_name_and_spread_over_the_window() -> None:
     assert all(0 <= d < 50 for d in delays)
     buckets = [sum(1 for d in delays if 10 * b <= d < 10 * (b + 1)) for b in range(5)]
     assert min(buckets) > 150, buckets  # about 200 in each fifth of the window
+
+
+def test_a_settled_stack_woken_before_its_time_still_waits_and_then_is_looked_at_for_good() -> None:
+    looks = restart.FirstLooks(per_stack=2.5)  # a window of 20 s for 8 Stacks
+    stack = _stack()
+    due = restart.delay("n", "s", 8, 2.5)
+    assert due > 2, due  # the name "s" in "n" falls late enough in the window for this test
+    assert looks.wait(stack, 8, now=100.0) == due
+    # Woken again half a second in (its Workspace's status changed, an informer resync): it still waits.
+    assert looks.wait(stack, 8, now=100.5) == due - 0.5
+    assert looks.wait(stack, 8, now=100.0 + due) is None  # its time
+    assert looks.wait(stack, 8, now=100.0 + due + 0.1) is None  # and from then on, never delayed
+    looks.forget("n", "s")
+    assert looks.wait(stack, 8, now=100.0 + due + 0.2) is None  # seen again after the window: new, looked at now
+
+
+def test_a_stack_with_work_or_seen_after_the_window_is_looked_at_at_once() -> None:
+    looks = restart.FirstLooks(per_stack=2.5)
+    assert looks.wait(_stack(observedGeneration=1), 8, now=0.0) is None  # changed while the operator was down
+    assert looks.wait(_stack(), 8, now=0.1) is None  # ... and looked at: its first look is over
+    late = restart.FirstLooks(per_stack=2.5)
+    late.wait(_stack(conditions=[]), 8, now=0.0)  # the process's first reconcile starts the window
+    settled = _stack()
+    settled.metadata.name = "other"
+    assert late.wait(settled, 8, now=20.0) is None  # the window is over: a Stack seen first now is new
