@@ -230,12 +230,11 @@ async def test_a_rollout_steered_with_kubectl_pko_goes_through_every_wave_to_com
     waiting = await e2e.wait_for(kc, resources.STACK_ROLLOUT, "to-v2", namespace, lambda o: e2e.condition(
         o, "Reconciling").get("reason") == api.REASON_WAITING_FOR_APPROVAL, timeout=240)
     assert waiting["status"]["message"] == "wave prod waits for StackApprovals of prod-2"
-    # the rollout writes its status before it patches the Stack: the Stack's v2 plan is the one awaited
-    prod2 = await e2e.wait_for(kc, resources.STACK, "prod-2", namespace, lambda o: (
-        (o.get("status") or {}).get("approval") or {}).get("state") == "AwaitingApproval" and o["status"][
-        "approval"].get("generation") == o["metadata"]["generation"] and o["spec"]["programRef"] == {
-        "name": "shop-v2"})
+    # what the rollout waits for is the plan of prod-2's v2 spec (not the one of v1 it awaited when the wave began)
+    prod2 = await kc.get(resources.STACK, "prod-2", namespace)
     assert prod2["spec"]["programRef"] == {"name": "shop-v2"}
+    assert prod2["status"]["approval"]["state"] == "AwaitingApproval"
+    assert prod2["status"]["approval"]["generation"] == prod2["metadata"]["generation"]
     await kc.create(resources.STACK_APPROVAL.new("prod-2-v2", namespace, spec={
         "stackName": "prod-2", "digest": prod2["status"]["approval"]["digest"],
         "approvedBy": controlplane.ADMIN_USER}))

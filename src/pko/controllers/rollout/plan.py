@@ -75,7 +75,7 @@ class StackView:
     last_update_state: str | None
     last_update_generation: int
     stalled: str | None  # the Stalled reason, when stalled
-    awaiting_approval: bool
+    awaiting_approval: bool  # a plan of its current generation awaits a StackApproval
     rollout: str | None  # the rollout that claims it (annotation)
     outputs: Mapping[str, Any]
     deleting: bool = False
@@ -93,12 +93,14 @@ def view(obj: Mapping[str, Any]) -> StackView:
     annotations = meta.get("annotations") or {}
     stalled = found.get(conditions.STALLED) or {}
     last = status.get("lastUpdate") or {}
+    approval = status.get("approval") or {}
     return StackView(
         name=str(meta.get("name", "")), labels=dict(meta.get("labels") or {}), generation=generation,
         spec=copy.deepcopy(dict(obj.get("spec") or {})), ready=stack_api.up_to_date(obj), observed_generation=observed,
         last_update_state=last.get("state"), last_update_generation=int(last.get("generation") or 0),
         stalled=str(stalled.get("reason") or "") if stalled.get("status") == "True" else None,
-        awaiting_approval=((status.get("approval") or {}).get("state") == "AwaitingApproval"),
+        awaiting_approval=(approval.get("state") == "AwaitingApproval"
+                           and int(approval.get("generation") or 0) == generation),
         rollout=annotations.get(names.ANNOTATION_ROLLOUT), outputs=dict(status.get("outputs") or {}),
         deleting=bool(meta.get("deletionTimestamp")), resource_version=str(meta.get("resourceVersion") or ""),
         suspended=bool((obj.get("spec") or {}).get("suspend")),
@@ -484,8 +486,11 @@ def _progress(out: Plan, spec: api.StackRolloutSpec, index: int, entries: list[a
         entry.generation = stack.generation
         _put_forward(out, stack, name, change.forward)
         room -= 1
+    # awaiting an approval of the revision's plan: not one of an older spec, nor a Stack changed in this very pass
     waiting = [s.name for s in entries if s.state == api.STACK_UPDATING and s.name in by_name
-               and by_name[s.name].awaiting_approval]
+               and by_name[s.name].awaiting_approval
+               and revision_mod.at(revision_mod.change(spec.revision, by_name[s.name].spec).forward,
+                                   by_name[s.name].spec)]
     updating = _count(entries, api.STACK_UPDATING)
     pending = _count(entries, api.STACK_PENDING)
     if updating or pending:

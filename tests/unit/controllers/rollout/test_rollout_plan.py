@@ -340,13 +340,31 @@ def test_a_wave_waiting_for_approvals_says_which_stacks() -> None:
     fleet = _fleet()
     drive = Driver(_rollout(), fleet)
     drive.step()
-    fleet.stacks["dev-2"]["status"]["approval"] = {"state": "AwaitingApproval"}
+    fleet.stacks["dev-2"]["status"]["approval"] = {"state": "AwaitingApproval", "generation": 2}
     fleet.settle("dev-1")
     drive.step()
     assert drive.status.message == "wave dev waits for StackApprovals of dev-2"
     reconciling = next(c for c in drive.status.conditions or [] if c.type == "Reconciling")
     assert reconciling.reason == api.REASON_WAITING_FOR_APPROVAL
     assert plan.EVENT_WAITING_FOR_APPROVAL in drive.reasons()
+
+
+def test_a_plan_of_the_spec_before_the_revision_awaiting_approval_is_not_the_one_the_wave_waits_for() -> None:
+    fleet = _fleet()
+    # dev-2 needs approvals and awaits one for its old spec (generation 1) when the rollout starts
+    fleet.stacks["dev-2"]["status"]["approval"] = {"state": "AwaitingApproval", "generation": 1}
+    drive = Driver(_rollout(), fleet)
+    drive.step()  # dev-1 and dev-2 changed in this pass: what dev-2 awaited is no longer the plan that matters
+    assert drive.status.message == "wave dev: 0 of 2 Stacks at the revision, 2 updating, 0 pending"
+    drive.step()  # dev-2 at the revision (generation 2), its status still of generation 1
+    assert drive.status.message == "wave dev: 0 of 2 Stacks at the revision, 2 updating, 0 pending"
+    entry = next(s for s in drive.status.stacks or [] if s.name == "dev-2")
+    assert entry.message is None
+    fleet.stacks["dev-2"]["status"]["approval"] = {"state": "AwaitingApproval", "generation": 2}  # previewed again
+    drive.step()
+    assert drive.status.message == "wave dev waits for StackApprovals of dev-2"
+    entry = next(s for s in drive.status.stacks or [] if s.name == "dev-2")
+    assert entry.message == "waiting for a StackApproval"
 
 
 def test_a_patch_lost_to_a_crash_is_sent_again_and_the_undo_is_never_lost() -> None:
@@ -515,7 +533,8 @@ def test_a_rollback_waiting_for_an_approval_says_so_and_waits() -> None:
     drive.rollout.spec.abort = True  # type: ignore[union-attr]
     drive.step()
     fleet.settle("dev-1")
-    fleet.stacks["dev-2"]["status"]["approval"] = {"state": "AwaitingApproval"}
+    fleet.stacks["dev-2"]["status"]["approval"] = {"state": "AwaitingApproval",
+                                                   "generation": fleet.stacks["dev-2"]["metadata"]["generation"]}
     drive.step()
     assert drive.status.phase == api.ROLLING_BACK
     entry = next(s for s in drive.status.stacks or [] if s.name == "dev-2")
