@@ -4,12 +4,14 @@ shard moves its Workspace and Updates there (pko.controllers.stack.shardmove).""
 from __future__ import annotations
 
 import datetime
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
 from pko.api import names
 from pko.controllers.stack import shardmove
+from pko.kube import selectors
 from pko.runtime import sharding
 
 SHARD = names.LABEL_SHARD_KEY
@@ -114,6 +116,32 @@ def test_a_move_between_custom_selectors_relabels_with_the_selected_labels() -> 
     move = shardmove.plan(b, {"team": "b", "app": "web"}, workspace, [])
     assert move.workspace
     assert move.labels == {SHARD: None, "team": "b"}
+
+
+def test_a_move_between_selectors_on_different_keys_removes_the_old_key() -> None:
+    """`team=a` to `region=eu`: the moved Workspace and Updates must lose `team`, or the `team=a` operator would still
+    watch them; pko's own labels stay."""
+    eu = sharding.shard(watch_label_selector="region=eu")
+    own = names.stack_component_labels("s")
+    workspace = {"metadata": {"name": "s", "labels": own | {"team": "a"}}}
+    update = {"metadata": {"name": "s-1", "labels": own | {"team": "a", SHARD: "x"}},
+              "status": {"conditions": [{"type": "Complete", "status": "True"}]}}
+    move = shardmove.plan(eu, {"region": "eu", "app": "web"}, workspace, [update])
+    assert move.workspace
+    assert move.updates == ("s-1",)
+    assert move.labels == {SHARD: None, "region": "eu", "team": None}
+    assert not selectors.parse("team=a").matches(_patched(update, move.labels))
+    assert eu.owns_labels(_patched(workspace, move.labels))
+    assert _patched(workspace, move.labels) == own | {"region": "eu"}
+    # a label the Stack's templates give them is the user's: it stays
+    templated = shardmove.templated_keys({"metadata": {"labels": {"team": "a"}}}, None)
+    assert shardmove.plan(eu, {"region": "eu"}, workspace, [update], templated=templated).labels == {
+        SHARD: None, "region": "eu"}
+
+
+def _patched(obj: dict[str, Any], labels: Mapping[str, str | None]) -> dict[str, str]:
+    merged = dict(obj["metadata"]["labels"]) | {k: v for k, v in labels.items() if v is not None}
+    return {k: v for k, v in merged.items() if labels.get(k, v) is not None}
 
 
 def test_a_move_waits_while_an_update_runs_in_the_other_shard() -> None:

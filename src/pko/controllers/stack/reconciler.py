@@ -525,13 +525,15 @@ class StackReconciler:
             return None  # nothing to take over: new, or already here (a cached read, no request)
         found = await self.client.list(resources.UPDATE, s.key.namespace,
                                        labels={names.LABEL_STACK_NAME: s.key.name})
-        move = shardmove.plan(self.shard, s.stack.metadata.labels, workspace, found.items)
+        spec = s.stack.spec
+        templated = shardmove.templated_keys(spec.workspace_template, spec.update_template) if spec else set()
+        move = shardmove.plan(self.shard, s.stack.metadata.labels, workspace, found.items, templated=templated)
         if move.waiting and self.lease_namespace is not None:  # is the shard it comes from still there?
             lease = await self.client.get_or_none(resources.LEASE, shardmove.origin_lease(workspace),
                                                   self.lease_namespace)
             gone = shardmove.origin_gone(lease, self.clock())
             if gone is not None:
-                move = shardmove.plan(self.shard, s.stack.metadata.labels, workspace, found.items, gone)
+                move = shardmove.plan(self.shard, s.stack.metadata.labels, workspace, found.items, gone, templated)
         if move.waiting:
             s.conditions = conditions.mark_reconciling(s.conditions, conditions.RECONCILING_PROCESSING,
                                                        shardmove.waiting_message(move, workspace), now=self.clock())

@@ -23,8 +23,9 @@ Pure: the executor in the Stack reconciler reads the objects and writes the labe
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from pko.api import conditions, names
 from pko.kube import objects
@@ -62,18 +63,35 @@ class Move:
 
 
 def plan(shard: sharding.Shard, stack_labels: Mapping[str, str] | None, workspace: objects.Object | None,
-         updates: Sequence[objects.Object], gone: str | None = None) -> Move:
+         updates: Sequence[objects.Object], gone: str | None = None, templated: Collection[str] = ()) -> Move:
     """The move of a Stack's `workspace` and `updates` (all of the Stack's, as the API server has them) into
     `shard`, which owns the Stack (whose labels are `stack_labels`); `gone`: why the operator of the shard they
-    are in is known to be gone (:func:`origin_gone`), so that its running Updates are taken over too."""
-    labels = shard.carried_patch(stack_labels)
+    are in is known to be gone (:func:`origin_gone`), so that its running Updates are taken over too; `templated`:
+    the label keys the Stack's workspace and update templates set (:func:`templated_keys`), which stay."""
     foreign = [u for u in updates if not shard.owns(u)]
+    moved = foreign + ([workspace] if workspace is not None and not shard.owns(workspace) else [])
+    labels = shard.carried_patch(stack_labels) | _left_behind(set(stack_labels or {}) | set(templated), moved)
     running = tuple(sorted(objects.name_of(u) for u in foreign if not objects.condition_true(u, conditions.COMPLETE)))
     if running and gone is None:
         return Move(running=running, labels=labels)
     return Move(updates=tuple(sorted(objects.name_of(u) for u in foreign)),
                 workspace=workspace is not None and not shard.owns(workspace), labels=labels,
                 interrupted=running, gone=gone if running else None)
+
+
+def _left_behind(kept: set[str], moved: Sequence[objects.Object]) -> dict[str, None]:
+    """Labels the moved objects carried for the shard they come from and the Stack no longer has (a move between
+    selectors on different keys, `team=a` to `region=eu`): removed, or the operator they come from would still
+    select them. The objects carry pko's own labels, the Stack's and its templates' (`kept`); any other key was
+    left behind."""
+    kept = kept | set(names.stack_component_labels(""))
+    return {key: None for obj in moved for key in objects.labels_of(obj) if key not in kept}
+
+
+def templated_keys(workspace_template: Mapping[str, Any] | None, update_template: Mapping[str, Any] | None) -> set[str]:
+    """The label keys a Stack's `workspaceTemplate` and `updateTemplate` give its Workspace and Updates."""
+    return {key for template in (workspace_template, update_template)
+            for key in ((template or {}).get("metadata") or {}).get("labels") or {}}
 
 
 def origin_value(workspace: objects.Object | None) -> str | None:
