@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from pko.api import names
+from pko.api.update import LABEL_DRIFT_CHECK
 from pko.controllers.stack import shardmove
 from pko.kube import selectors
 from pko.runtime import sharding
@@ -124,13 +125,14 @@ def test_a_move_between_selectors_on_different_keys_removes_the_old_key() -> Non
     eu = sharding.shard(watch_label_selector="region=eu")
     own = names.stack_component_labels("s")
     workspace = {"metadata": {"name": "s", "labels": own | {"team": "a"}}}
-    update = {"metadata": {"name": "s-1", "labels": own | {"team": "a", SHARD: "x"}},
+    update = {"metadata": {"name": "s-1", "labels": own | {"team": "a", SHARD: "x", LABEL_DRIFT_CHECK: "true"}},
               "status": {"conditions": [{"type": "Complete", "status": "True"}]}}
     move = shardmove.plan(eu, {"region": "eu", "app": "web"}, workspace, [update])
     assert move.workspace
     assert move.updates == ("s-1",)
     assert move.labels == {SHARD: None, "region": "eu", "team": None}
     assert not selectors.parse("team=a").matches(_patched(update, move.labels))
+    assert _patched(update, move.labels) == own | {"region": "eu", LABEL_DRIFT_CHECK: "true"}
     assert eu.owns_labels(_patched(workspace, move.labels))
     assert _patched(workspace, move.labels) == own | {"region": "eu"}
     # a label the Stack's templates give them is the user's: it stays

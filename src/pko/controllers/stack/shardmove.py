@@ -82,10 +82,14 @@ def plan(shard: sharding.Shard, stack_labels: Mapping[str, str] | None, workspac
 def _left_behind(kept: set[str], moved: Sequence[objects.Object]) -> dict[str, None]:
     """Labels the moved objects carried for the shard they come from and the Stack no longer has (a move between
     selectors on different keys, `team=a` to `region=eu`): removed, or the operator they come from would still
-    select them. The objects carry pko's own labels, the Stack's and its templates' (`kept`); any other key was
-    left behind."""
-    kept = kept | set(names.stack_component_labels(""))
-    return {key: None for obj in moved for key in objects.labels_of(obj) if key not in kept}
+    select them. The objects carry pko's own labels (in a pulumi.com domain: the Stack's name, a drift check's
+    mark), the Stack's and its templates' (`kept`); any other key was left behind."""
+    return {key: None for obj in moved for key in objects.labels_of(obj) if key not in kept and not _own(key)}
+
+
+def _own(key: str) -> bool:
+    domain = key.partition("/")[0] if "/" in key else ""
+    return domain == "pulumi.com" or domain.endswith(".pulumi.com")
 
 
 def templated_keys(workspace_template: Mapping[str, Any] | None, update_template: Mapping[str, Any] | None) -> set[str]:
