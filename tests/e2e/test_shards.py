@@ -27,6 +27,7 @@ from pko.api import names
 from pko.kube import client as kclient
 from pko.kube import errors as kerrors
 from pko.kube import objects, resources
+from pko.runtime import sharding
 from pko.testing import binaries, controlplane, gitserver, operator, ports
 from pko.testing.waiting import condition, wait_for
 
@@ -265,12 +266,24 @@ async def test_two_shards_split_a_fleet_and_relabelled_stacks_move_once(
             assert (name in in_default, name in in_b) == (shard == "default", shard == "b"), name
 
 
+CUSTOM_LEASE = sharding.shard(watch_label_selector="team=b").lease_name("operator.pulumi.com")
+
+
+@pytest.mark.parametrize(("old", "new", "lease", "moved_from_to"), [
+    pytest.param(("--shard-key", "b", {SHARD: "b"}), (f"!{SHARD}", {SHARD: None}), "operator.pulumi.com-b",
+                 "from shard b to the default shard", id="shard-label"),
+    # a custom selector's Workspace carries no shard label: only its annotation names the Lease to ask
+    pytest.param(("--watch-label-selector", "team=b", {"team": "b"}), ("team=a", {"team": "a"}), CUSTOM_LEASE,
+                 f"from the operator of Lease {CUSTOM_LEASE} to the operator watching team=a", id="custom-selector"),
+])
 async def test_a_stack_moved_out_of_a_shard_that_is_gone_takes_its_running_update_over(
-    tmp_path: Path, git: gitserver.GitServer, pulumi_env: dict[str, str],
+    tmp_path: Path, git: gitserver.GitServer, pulumi_env: dict[str, str], old: tuple[str, str, dict[str, str]],
+    new: tuple[str, dict[str, str | None]], lease: str, moved_from_to: str,
 ) -> None:
     """Shard b stops (taken out of the chart) while its Stack's Update runs, and the Stack is relabelled to the
     default shard: the default shard sees b's Lease released, takes the Workspace and the interrupted Update over,
-    says so, and the Stack runs again there instead of waiting for ever."""
+    says so, and the Stack runs again there instead of waiting for ever. The same between two operators of custom
+    selectors (team=b to team=a)."""
     with _control_plane(tmp_path / "cp", tmp_path / "audit" / "audit.log") as cp:
         async with kclient.Client.connect(lightkube.KubeConfig.from_file(str(cp.kubeconfig))) as kc:
             await operator.install_crds(kc)
@@ -284,14 +297,14 @@ async def test_a_stack_moved_out_of_a_shard_that_is_gone_takes_its_running_updat
             release = tmp_path / "release"
             elect = ("--leader-elect", "--leader-election-lease-duration", "15s",
                      "--leader-election-renew-deadline", "10s", "--leader-election-retry-period", "2s")
-            async with _operator(cp, tmp_path / "default", dict(pulumi_env), "--watch-label-selector", f"!{SHARD}",
+            async with _operator(cp, tmp_path / "default", dict(pulumi_env), "--watch-label-selector", new[0],
                                  *elect) as default_log:
-                async with _operator(cp, tmp_path / "b", dict(pulumi_env), "--shard-key", "b", *elect):
+                async with _operator(cp, tmp_path / "b", dict(pulumi_env), old[0], old[1], *elect):
                     stack = resources.STACK.new("slow", namespace, spec={
                         "stack": "slow", "projectRepo": git.http_url("slow-gone"), "commit": commit,
                         "backend": f"file://{backend}", "config": {"release": str(release)},
                         "envRefs": {"PULUMI_CONFIG_PASSPHRASE": {"type": "Literal", "literal": {"value": "slow"}}}})
-                    stack["metadata"]["labels"] = {SHARD: "b"}
+                    stack["metadata"]["labels"] = dict(old[2])
                     await kc.create(stack)
                     running = await wait_for(kc, resources.STACK, "slow", namespace, lambda o: bool(
                         (o.get("status") or {}).get("currentUpdate")), timeout=240)
@@ -299,16 +312,16 @@ async def test_a_stack_moved_out_of_a_shard_that_is_gone_takes_its_running_updat
                     await wait_for(kc, resources.UPDATE, first, namespace,
                                    lambda u: condition(u, "Progressing").get("status") == "True", timeout=120)
                 # shard b's operator stopped mid-Update: its Lease is released, its Update left Progressing
-                lease = await kc.get(resources.LEASE, "operator.pulumi.com-b", operator.DEFAULT_NAMESPACE)
-                assert not lease["spec"].get("holderIdentity"), lease["spec"]
+                held = await kc.get(resources.LEASE, lease, operator.DEFAULT_NAMESPACE)
+                assert not held["spec"].get("holderIdentity"), held["spec"]
                 assert condition(await kc.get(resources.UPDATE, first, namespace), "Complete").get("status") != "True"
 
-                await kc.patch(resources.STACK, "slow", {"metadata": {"labels": {SHARD: None}}}, namespace)
+                await kc.patch(resources.STACK, "slow", {"metadata": {"labels": new[1]}}, namespace)
                 moved = await e2e.events_with(kc, "slow", namespace, "ShardMoved", timeout=120)
                 message = moved[0]["message"]
                 assert moved[0]["type"] == "Warning"
-                assert "from shard b to the default shard" in message
-                assert "its Lease operator.pulumi.com-b has no holder" in message
+                assert moved_from_to in message
+                assert f"its Lease {lease} has no holder" in message
                 assert f"Update {first}, which ran there, is taken over" in message
                 release.write_text("go")
                 done = await wait_for(kc, resources.STACK, "slow", namespace, lambda o: e2e.is_ready(o) and (
@@ -317,8 +330,10 @@ async def test_a_stack_moved_out_of_a_shard_that_is_gone_takes_its_running_updat
                 interrupted = await kc.get(resources.UPDATE, first, namespace)
                 assert condition(interrupted, "Complete").get("status") == "True"
                 assert condition(interrupted, "Failed").get("status") == "True", interrupted.get("status")
-                assert SHARD not in objects.labels_of(interrupted)
-                assert SHARD not in objects.labels_of(await kc.get(resources.WORKSPACE, "slow", namespace))
+                relabelled = objects.labels_of(await kc.get(resources.WORKSPACE, "slow", namespace))
+                for key, value in new[1].items():
+                    assert objects.labels_of(interrupted).get(key) == value
+                    assert relabelled.get(key) == value
             assert "is taken over as an operation its operator's end interrupted" in default_log.read_text()
 
 

@@ -59,6 +59,10 @@ ANNOTATION_OUTPUT_REFS_REVISION = "pko.pulumi.com/output-refs"  # on the Workspa
 # rollout); on a StackRollout, a request (any new value) to go on past a bake or a failure-rate pause.
 ANNOTATION_ROLLOUT = "pko.pulumi.com/rollout"
 ANNOTATION_ROLLOUT_PROMOTE = "pko.pulumi.com/promote"
+# pko sharding (docs/scale.md): on a Workspace, the leader-election Lease of the operator that made it, so that a shard
+# taking the Workspace over can tell whether that operator is gone (a custom selector's Lease is not derivable from
+# the Workspace's labels).
+ANNOTATION_SHARD_LEASE = "pko.pulumi.com/shard-lease"
 
 # Finalizer on Stacks (and, through server-side apply, on Updates).
 FINALIZER = "finalizer.stack.pulumi.com"

@@ -204,6 +204,24 @@ def test_the_shard_a_workspace_comes_from_is_known_by_its_lease() -> None:
     assert shardmove.origin_lease(_obj("s")) == "operator.pulumi.com"
 
 
+def test_a_workspace_of_a_custom_selector_names_the_lease_to_ask() -> None:
+    """A `team=a` Workspace carries no shard label: without the annotation, the Lease derived from its labels would be
+    the default shard's, whose operator stopping says nothing of the team=a operator's Update."""
+    team = sharding.shard(watch_label_selector="team=a")
+    workspace = {"metadata": {"name": "s", "labels": {"team": "a"},
+                              "annotations": {names.ANNOTATION_SHARD_LEASE: shardmove.own_lease(team)}}}
+    assert shardmove.origin_lease(workspace) == team.lease_name("operator.pulumi.com") != "operator.pulumi.com"
+    # the messages say which operators, not "from the default shard to the default shard"
+    move = shardmove.plan(sharding.shard(watch_label_selector="team=b"), {"team": "b"}, workspace, [])
+    assert shardmove.moved_message(move, workspace) == (
+        f"moved the Workspace from the operator of Lease {shardmove.own_lease(team)} to the operator watching team=b")
+    assert shardmove.origin_lease({"metadata": {"name": "s", "labels": {"team": "a"}}}) == "operator.pulumi.com"
+    assert shardmove.origin_lease(_obj("s", "b")) == "operator.pulumi.com-b"  # an older pko's: from its label
+    edited = {"metadata": {"name": "s", "annotations": {names.ANNOTATION_SHARD_LEASE: "kube-scheduler"}}}
+    assert shardmove.origin_lease(edited) == "operator.pulumi.com"  # only a Lease of pko's leader election
+    assert shardmove.own_lease(sharding.EVERYTHING) is None
+
+
 def test_a_shard_is_gone_when_its_lease_is_released_or_left_unrenewed_for_twice_its_duration() -> None:
     assert shardmove.origin_gone(None, NOW) is None  # no leader election: nothing tells, so the Stack waits
     assert shardmove.origin_gone(_lease("pod-b", 5), NOW) is None

@@ -544,7 +544,9 @@ class StackReconciler:
             with contextlib.suppress(errors.NotFound):
                 await self.client.patch(resources.UPDATE, name, labels, s.key.namespace)
         if move.workspace:
-            await self.client.patch(resources.WORKSPACE, s.key.name, labels, s.key.namespace)
+            lease = {names.ANNOTATION_SHARD_LEASE: shardmove.own_lease(self.shard)}
+            patch = {"metadata": {**labels["metadata"], "annotations": lease}}
+            await self.client.patch(resources.WORKSPACE, s.key.name, patch, s.key.namespace)
             self._applied.forget(s.key)  # apply it again: the last apply this process made may be stale
         said = shardmove.moved_message(move, workspace)
         if move.interrupted:

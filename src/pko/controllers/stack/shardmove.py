@@ -10,9 +10,10 @@ move.
 
 Unless the shard it comes from is gone: a shard taken out of the chart, or an operator that died mid-Update, leaves
 its running Update Progressing for ever, and the Stack would wait for ever. With leader election on, each shard's
-leader holds its own Lease (:func:`pko.runtime.sharding.lease_name`); a Lease with no holder (its operator stopped
-and released it) or left unrenewed for twice its duration (the holder died; twice, so that a slow leader or clocks
-that differ between nodes are not taken for a dead one) says nobody runs that Update any more. The new shard then
+leader holds its own Lease (:func:`pko.runtime.sharding.lease_name`), which the Workspaces it makes name (a custom
+selector's Lease cannot be told from their labels); a Lease with no holder (its operator stopped and released it) or
+left unrenewed for twice its duration (the holder died; twice, so that a slow leader or clocks that differ between
+nodes are not taken for a dead one) says nobody runs that Update any more. The new shard then
 takes the running Update over too, as an operation its operator's end interrupted: its own Update controller
 resumes or aborts it as after a restart, and the Stack runs again if it was aborted. Without leader election there is
 no Lease to tell, and the Stack keeps waiting, as it says.
@@ -51,6 +52,7 @@ class Move:
     #: with the rest, as interrupted operations.
     interrupted: tuple[str, ...] = ()
     gone: str | None = None
+    target: str = "the default shard"  # the shard that takes them, for messages
 
     @property
     def value(self) -> str | None:
@@ -72,11 +74,20 @@ def plan(shard: sharding.Shard, stack_labels: Mapping[str, str] | None, workspac
     moved = foreign + ([workspace] if workspace is not None and not shard.owns(workspace) else [])
     labels = shard.carried_patch(stack_labels) | _left_behind(set(stack_labels or {}) | set(templated), moved)
     running = tuple(sorted(objects.name_of(u) for u in foreign if not objects.condition_true(u, conditions.COMPLETE)))
+    target = _describe(shard)
     if running and gone is None:
-        return Move(running=running, labels=labels)
+        return Move(running=running, labels=labels, target=target)
     return Move(updates=tuple(sorted(objects.name_of(u) for u in foreign)),
                 workspace=workspace is not None and not shard.owns(workspace), labels=labels,
-                interrupted=running, gone=gone if running else None)
+                interrupted=running, gone=gone if running else None, target=target)
+
+
+def _describe(shard: sharding.Shard) -> str:
+    if shard.name is not None:
+        return f"shard {shard.name}"
+    if own_lease(shard) in (None, leaderelection.DEFAULT_LEASE_NAME):
+        return "the default shard"
+    return f"the operator watching {shard.selector.text}"
 
 
 def _left_behind(kept: set[str], moved: Sequence[objects.Object]) -> dict[str, None]:
@@ -103,9 +114,21 @@ def origin_value(workspace: objects.Object | None) -> str | None:
     return objects.labels_of(workspace or {}).get(names.LABEL_SHARD_KEY)
 
 
+def own_lease(shard: sharding.Shard) -> str | None:
+    """The Lease the leader of `shard` holds, which the Workspaces it makes name (:data:`names.ANNOTATION_SHARD_LEASE`);
+    None for an operator that watches everything (nothing moves)."""
+    return None if shard.everything else shard.lease_name(leaderelection.DEFAULT_LEASE_NAME)
+
+
 def origin_lease(workspace: objects.Object | None) -> str:
-    """The name of the Lease the leader of the shard a Workspace is in holds."""
-    return sharding.lease_name(leaderelection.DEFAULT_LEASE_NAME, origin_value(workspace))
+    """The name of the Lease the leader of the shard a Workspace is in holds: the one the Workspace names, else the
+    one of its shard label's shard (a Workspace of an older pko). Only a Lease of pko's leader election is taken from
+    the annotation, so an edited annotation cannot send the check to an unrelated Lease."""
+    default = leaderelection.DEFAULT_LEASE_NAME
+    named = objects.annotations_of(workspace or {}).get(names.ANNOTATION_SHARD_LEASE, "")
+    if named == default or named.startswith(f"{default}-"):
+        return named
+    return sharding.lease_name(default, origin_value(workspace))
 
 
 def origin_gone(lease: Mapping[str, object] | None, now: datetime.datetime) -> str | None:
@@ -129,7 +152,10 @@ def origin_gone(lease: Mapping[str, object] | None, now: datetime.datetime) -> s
 def origin(workspace: objects.Object | None) -> str:
     """The shard a Workspace is in, for messages."""
     value = origin_value(workspace)
-    return f"shard {value}" if value else "the default shard"
+    if value:
+        return f"shard {value}"
+    lease = origin_lease(workspace)
+    return "the default shard" if lease == leaderelection.DEFAULT_LEASE_NAME else f"the operator of Lease {lease}"
 
 
 def waiting_message(move: Move, workspace: objects.Object | None) -> str:
@@ -138,7 +164,7 @@ def waiting_message(move: Move, workspace: objects.Object | None) -> str:
 
 
 def moved_message(move: Move, workspace: objects.Object | None) -> str:
-    target = f"shard {move.value}" if move.value else "the default shard"
+    target = move.target
     parts = (["the Workspace"] if move.workspace else []) + (
         [f"{len(move.updates)} Update{'s' if len(move.updates) != 1 else ''}"] if move.updates else [])
     moved = f"moved {' and '.join(parts)} from {origin(workspace)} to {target}"

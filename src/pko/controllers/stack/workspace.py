@@ -18,7 +18,7 @@ from typing import Any
 
 from pko.api import names
 from pko.api import stack as stack_api
-from pko.controllers.stack import outputrefs
+from pko.controllers.stack import outputrefs, shardmove
 from pko.kube import owners, patchmeta, resources, smp
 from pko.runtime import sharding
 
@@ -174,6 +174,8 @@ def desired(stack: stack_api.Stack, source: Source, outputs: outputrefs.Carried 
     # pko: the Stack's shard label (and what a custom watch selector looks at) goes with it, so the operator that
     # reconciles the Stack reconciles its Workspace (docs/scale.md)
     workspace["metadata"]["labels"] = names.stack_component_labels(name) | shard.carried(stack.metadata.labels)
+    if (lease := shardmove.own_lease(shard)) is not None:  # who to ask whether its operator is gone, on a move
+        workspace["metadata"].setdefault("annotations", {})[names.ANNOTATION_SHARD_LEASE] = lease
     if spec.workspace_template:
         template = copy.deepcopy(dict(spec.workspace_template))
         workspace = smp.merge(workspace, template, patchmeta.WORKSPACE)

@@ -352,5 +352,9 @@ def test_the_workspace_and_updates_carry_the_labels_the_operator_s_watch_selecto
     update = updates.build(stack, ws_api.Workspace.model_validate(WORKSPACE), "m", 1, shard=team)
     assert update["metadata"]["labels"] == {**names.stack_component_labels("app"), "team": "a"}
     assert team.owns(update)
-    # an operator that watches everything carries only the shard label, as before
-    assert "team" not in ws_build.desired(stack, ws_build.Source())["metadata"]["labels"]
+    # the Workspace names the operator's Lease: a shard taking it over asks that Lease whether its operator is gone
+    assert ws["metadata"]["annotations"] == {names.ANNOTATION_SHARD_LEASE: team.lease_name("operator.pulumi.com")}
+    # an operator that watches everything carries only the shard label, as before, and names no Lease
+    everything = ws_build.desired(stack, ws_build.Source())
+    assert "team" not in everything["metadata"]["labels"]
+    assert "annotations" not in everything["metadata"]
