@@ -390,6 +390,8 @@ async def dependency_cache(bed: Bed) -> None:
     ckc, upstream = bed.ckc, bed.registry
     files = programs.typescript("cachedprog")
     files["package-lock.json"] = await asyncio.to_thread(mirror.npm_lockfile, upstream, files)
+    # what the test itself asked of the upstream: on a fresh mirror, npm resolving the lockfile reads packuments
+    resolving = len(_fetched(upstream, "npm"))
     second_ns = await new_namespace(ckc, bed.real_cluster)
     try:
         started = []
@@ -427,7 +429,7 @@ async def dependency_cache(bed: Bed) -> None:
             for ns in (bed.namespace, second_ns)}
         assert len(set(map(tuple, trees.values()))) == 1, trees
         assert len(trees[second_ns]) == 1, trees
-        assert not [p for p in _fetched(upstream, "npm") if not p.endswith(".tgz")]
+        assert not [p for p in _fetched(upstream, "npm")[resolving:] if not p.endswith(".tgz")]
         print(f"dependency cache: first cold start {started[0]:.0f}s, second {started[1]:.0f}s; "
               f"{upstream.served('plugins') / 1e6:.1f} MB of plugins and {len(tarballs)} tarballs from the upstream")
     finally:

@@ -162,6 +162,8 @@ async def test_a_failing_gate_in_wave_two_rolls_waves_one_and_two_back_and_wave_
     site = next(g for g in status["gates"] if g["name"] == "site")
     assert (site["result"], site["failures"]) == (api.GATE_FAILED, 2)
     assert health.token not in json.dumps(done)
+    # the rollout writes its status, then posts the pass's events: wait for the last one
+    await e2e.events_with(kc, "to-v2", namespace, "RolloutRolledBack", kind="StackRollout")
     assert health.token not in json.dumps(await e2e.events_of(kc, "to-v2", namespace, kind="StackRollout"))
     reasons = await _reasons(kc, "to-v2", namespace)
     for expected in ("RolloutStarted", "RolloutWaveStarted", "RolloutWaveCompleted", "RolloutGateFailed",
@@ -248,6 +250,7 @@ async def test_a_rollout_steered_with_kubectl_pko_goes_through_every_wave_to_com
     assert done["status"]["waves"][0]["bakePromoted"] is True
     assert set(_stacks(done).values()) == {api.STACK_SUCCEEDED}
     assert done["status"]["message"] == "6 of 6 Stacks at program shop-v2"
+    await e2e.events_with(kc, "to-v2", namespace, "RolloutCompleted", kind="StackRollout")  # posted after the status
     reasons = await _reasons(kc, "to-v2", namespace)
     assert reasons.count("RolloutWaveCompleted") == 3
     assert "RolloutPromoted" in reasons
