@@ -20,6 +20,7 @@ written through a link).
 from __future__ import annotations
 
 import asyncio
+import functools
 import glob
 import io
 import json
@@ -31,19 +32,21 @@ import tarfile
 import tempfile
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pko.depcache import npmtree, routes
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 LOCKFILE = "package-lock.json"
 OTHER_LOCKFILES = ("yarn.lock", "pnpm-lock.yaml", "bun.lock", "bun.lockb")
 #: Long enough for the first pod of a fleet to wait while the cache builds the tree from its upstream.
 TIMEOUT = 600.0
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 @dataclass(frozen=True)
@@ -162,35 +165,75 @@ def member_target(root: Path, member: tarfile.TarInfo) -> Path:
 
 
 def extract(archive: tarfile.TarFile, root: Path) -> None:
-    """Unpack a tree read as a stream: files 0644 (0755 when executable), links as they are, nothing made or
-    written through a link that leads out (every target, and every link's destination, must resolve inside
-    `root`)."""
-    root.mkdir(parents=True, exist_ok=True)
-    top = root.resolve()
+    """Unpack a tree read as a stream into `root` (made empty here): files 0644 (0755 when executable), links as
+    they are, nothing made or written through a link (every member's folders must be folders this unpack made).
 
-    def inside(path: Path) -> bool:
-        return path.resolve().is_relative_to(top)
+    Why no path is resolved: a tree of the Kubernetes SDK is some 14,000 members, and resolving two paths for each
+    (a ``stat`` per component) was a second of a cold start. The folder starts empty, so the only links in it are
+    the tree's own, which this unpack remembers; a member below one of them is refused, and a link's target, checked
+    by :func:`member_target` to stay inside ``node_modules`` with ``..`` only at its start, is then taken from a
+    real folder, so no chain of links leaves ``node_modules`` either."""
+    root.mkdir(parents=True, exist_ok=True)
+    if any(root.iterdir()):
+        raise UnsafeMember(f"{root} is not empty")
+    folders: set[str] = {""}  # relative paths this unpack made as folders ("" is root)
+    links: set[str] = set()
     for member in archive:
         target = member_target(root, member)
-        if not inside(target.parent) or (member.isdir() and not inside(target)):
+        name = posixpath.normpath(member.name)
+        parent = posixpath.dirname(name)
+        if (name in links and member.isdir()) or _below(parent, links):
             raise UnsafeMember(f"{member.name!r} would be written through a link")
+        _folders(root, parent, folders)
         if member.isdir():
-            target.mkdir(parents=True, exist_ok=True)
+            if name not in folders:
+                target.mkdir(exist_ok=True)
+                folders.add(name)
             continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if target.is_symlink() or target.exists():
-            target.unlink()
+        if name in folders:
+            raise UnsafeMember(f"{member.name!r} would replace a folder")
         if member.issym():
-            if not inside(target.parent / member.linkname):
-                raise UnsafeMember(f"{member.name!r} links outside node_modules")
-            target.symlink_to(member.linkname)
+            _make(functools.partial(target.symlink_to, member.linkname), target, links, name)
+            links.add(name)
             continue
         source = archive.extractfile(member)
         if source is None:
             raise UnsafeMember(f"{member.name!r} has no content")
-        with target.open("wb") as out:
+        mode = 0o755 if member.mode & 0o111 else 0o644
+        handle = _make(functools.partial(os.open, target, _NEW_FILE, mode), target, links, name)
+        with os.fdopen(handle, "wb") as out:
+            os.fchmod(handle, mode)  # whatever the umask
             shutil.copyfileobj(source, out)
-        target.chmod(0o755 if member.mode & 0o111 else 0o644)
+
+
+def _below(path: str, links: set[str]) -> bool:
+    """Whether relative `path` is, or is inside, one of `links`."""
+    while path:
+        if path in links:
+            return True
+        path = posixpath.dirname(path)
+    return False
+
+
+def _folders(root: Path, path: str, folders: set[str]) -> None:
+    """Make relative folder `path` and the folders above it that this unpack has not made yet."""
+    missing: list[str] = []
+    while path not in folders:
+        missing.append(path)
+        path = posixpath.dirname(path)
+    for folder in reversed(missing):
+        (root / folder).mkdir(exist_ok=True)
+        folders.add(folder)
+
+
+def _make(make: Callable[[], T], target: Path, links: set[str], name: str) -> T:
+    """Make `target`; when a member of the same name came before, the later one wins, as with tar."""
+    try:
+        return make()
+    except FileExistsError:
+        target.unlink()  # a folder stays: unlink refuses it
+        links.discard(name)
+        return make()
 
 
 async def install(workdir: Path, project: Mapping[str, Any], env: Mapping[str, str]) -> Offer | str:

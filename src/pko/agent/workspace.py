@@ -203,15 +203,22 @@ class Workspace:
             if nodemodules.offered(self.cli.env):
                 log.info("installing with the package manager: %s", used)
             return await self._install_everything()
-        if used.tree.install_scripts:  # what `npm ci` would have run after unpacking
-            try:
-                await self.cli.run(["rebuild", *used.tree.install_scripts], program="npm",
-                                   description="failed to run the install scripts of the project's packages")
-            except CommandError as err:  # npm itself may tolerate it (an optional package's script): let it say
-                log.warning("installing with the package manager: %s", err)
-                shutil.rmtree(self.workdir / "node_modules", ignore_errors=True)
-                return await self._install_everything()
-        await self.cli.run(["install", "--no-dependencies"], description="failed to install project plugins")
+        plugins = self.cli.run(["install", "--no-dependencies"], description="failed to install project plugins")
+        if not used.tree.install_scripts:
+            await plugins
+            return True
+        # What `npm ci` would have run after unpacking, beside the plugins' install: neither waits for the other (the
+        # CLI locks each plugin it installs, so a package's script installing the same one waits for it, no more).
+        rebuild = self.cli.run(["rebuild", *used.tree.install_scripts], program="npm",
+                               description="failed to run the install scripts of the project's packages")
+        rebuilt, installed = await asyncio.gather(rebuild, plugins, return_exceptions=True)
+        if isinstance(rebuilt, CommandError):  # npm itself may tolerate it (an optional package's script): let it say
+            log.warning("installing with the package manager: %s", rebuilt)
+            shutil.rmtree(self.workdir / "node_modules", ignore_errors=True)
+            return await self._install_everything()
+        for outcome in (rebuilt, installed):
+            if isinstance(outcome, BaseException):
+                raise outcome
         return True
 
     async def _install_everything(self) -> bool:

@@ -7,6 +7,7 @@ import base64
 import hashlib
 import io
 import json
+import os
 import tarfile
 from pathlib import Path
 
@@ -127,6 +128,42 @@ def test_a_tree_member_outside_node_modules_stops_the_unpack(
             pytest.raises(nodemodules.UnsafeMember, match=reason):
         nodemodules.extract(archive, tmp_path / "staging")
     assert not (tmp_path / "etc").exists()
+
+
+def test_nothing_is_written_through_a_link_of_the_tree_even_one_that_stays_inside(tmp_path: Path) -> None:
+    for members in ([("node_modules/l", "a", LINK), ("node_modules/l/index.js", b"x", FILE)],
+                    [("node_modules/l", "a", LINK), ("node_modules/l/deep/index.js", b"x", FILE)],
+                    [("node_modules/l", "a", LINK), ("node_modules/l", None, DIR)]):
+        staging = tmp_path / str(len(list(tmp_path.iterdir())))
+        with tarfile.open(fileobj=_tar(members), mode="r|gz") as archive, \
+                pytest.raises(nodemodules.UnsafeMember, match="would be written through a link"):
+            nodemodules.extract(archive, staging)
+        assert not (staging / "node_modules/a").exists()
+
+
+def test_a_later_member_of_the_same_name_wins_and_modes_ignore_the_umask(tmp_path: Path) -> None:
+    tree = _tar([("node_modules/a/x.js", b"first", FILE), ("node_modules/a/x.js", b"second", FILE),
+                 ("node_modules/.bin/x", "../a/x.js", LINK), ("node_modules/.bin/x", b"file now", FILE),
+                 ("node_modules/a/run.sh", b"#!", FILE)])
+    old = os.umask(0o077)
+    try:
+        with tarfile.open(fileobj=tree, mode="r|gz") as archive:
+            nodemodules.extract(archive, tmp_path)
+    finally:
+        os.umask(old)
+    assert (tmp_path / "node_modules/a/x.js").read_bytes() == b"second"
+    assert not (tmp_path / "node_modules/.bin/x").is_symlink()
+    assert (tmp_path / "node_modules/.bin/x").read_bytes() == b"file now"
+    assert (tmp_path / "node_modules/a/x.js").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "node_modules/a/run.sh").stat().st_mode & 0o777 == 0o755
+
+
+def test_a_tree_is_only_unpacked_into_an_empty_folder(tmp_path: Path) -> None:
+    (tmp_path / "node_modules").mkdir()
+    (tmp_path / "node_modules/planted").symlink_to("/etc")
+    with tarfile.open(fileobj=_tar([("node_modules/planted/passwd", b"x", FILE)]), mode="r|gz") as archive, \
+            pytest.raises(nodemodules.UnsafeMember, match="not empty"):
+        nodemodules.extract(archive, tmp_path)
 
 
 def test_trees_are_only_taken_on_the_platform_they_are_built_for() -> None:
