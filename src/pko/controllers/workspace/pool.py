@@ -56,21 +56,24 @@ class Queued:
 GRANTED = None  # what claim() returns when the Workspace holds a slot
 
 #: Places up to this one are always shown exactly (the next few to start); further back, a place is written again
-#: once it moved by a tenth (:func:`worth_writing`).
+#: once it moved by a :data:`MOVED_ENOUGH` of itself (:func:`worth_writing`).
 EXACT_PLACES = 10
+#: A quarter: a waiter that enters 380 deep is written about 13 times before the front ten (35 times with a tenth,
+#: which made Workspace status writes the most frequent request of a 400-Stack fleet: docs/performance.md).
+MOVED_ENOUGH = 4
 
 
 def worth_writing(shown: str | None, queued: Queued) -> bool:
     """Whether a queued Workspace's status must be written again to show `queued`, when it shows `shown`: a new
-    lane or pool size, a place near the front, or a place that moved by at least a tenth. Each write is a request,
-    and a watch event for every client of Workspaces; a deep queue moves by one place each time a slot frees, and
-    "41 of 180" against "44 of 180" tells a person nothing the next write will not."""
+    lane or pool size, a place near the front, or a place that moved by at least a quarter. Each write is a
+    request, and a watch event for every client of Workspaces; a deep queue moves by one place each time a slot
+    frees, and "41 of 180" against "34 of 180" tells a person nothing the next write will not."""
     if shown is None or lanes.queued_summary(shown) != lanes.queued_summary(queued.message()):
         return True
     place = lanes.queued_place(shown)
     if place is None or queued.position <= EXACT_PLACES:
         return True
-    return abs(place - queued.position) * 10 >= place
+    return abs(place - queued.position) * MOVED_ENOUGH >= place
 
 
 def order(waiters: Mapping[Key, Waiter]) -> list[Key]:

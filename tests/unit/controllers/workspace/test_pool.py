@@ -214,7 +214,7 @@ def test_the_seed_after_a_restart_is_the_workspaces_whose_agent_runs() -> None:
     assert sorted(k.name for k in workspace_setup.running(found)) == ["running", "stalled-running", "starting"]
 
 
-def test_a_queued_place_is_written_again_near_the_front_or_once_it_moved_by_a_tenth() -> None:
+def test_a_queued_place_is_written_again_near_the_front_or_once_it_moved_by_a_quarter() -> None:
     def shown(position: int, waiting: int = 180, lane: int = lanes.CHANGE) -> str:
         return pool.Queued(position, waiting, 20, lane).message()
 
@@ -222,8 +222,9 @@ def test_a_queued_place_is_written_again_near_the_front_or_once_it_moved_by_a_te
     assert lanes.queued_place("waiting for something else") is None
     assert pool.worth_writing(None, pool.Queued(41, 180, 20, lanes.CHANGE))
     assert not pool.worth_writing(shown(41), pool.Queued(41, 180, 20, lanes.CHANGE))
-    assert not pool.worth_writing(shown(41), pool.Queued(38, 170, 20, lanes.CHANGE))  # 3 places: less than a tenth
-    assert pool.worth_writing(shown(41), pool.Queued(36, 170, 20, lanes.CHANGE))
+    assert not pool.worth_writing(shown(41), pool.Queued(36, 170, 20, lanes.CHANGE))  # 5 places: a tenth, not more
+    assert not pool.worth_writing(shown(41), pool.Queued(31, 170, 20, lanes.CHANGE))  # 10: less than a quarter
+    assert pool.worth_writing(shown(41), pool.Queued(30, 170, 20, lanes.CHANGE))
     assert pool.worth_writing(shown(12), pool.Queued(10, 170, 20, lanes.CHANGE))  # near the front: every place
     assert pool.worth_writing(shown(41), pool.Queued(41, 180, 20, lanes.RETRY))  # another lane
     assert pool.worth_writing(shown(41), pool.Queued(41, 180, 30, lanes.CHANGE))  # a pool resized
