@@ -168,7 +168,6 @@ def test_a_quiet_stack_moves_its_workspace_and_every_foreign_update() -> None:
     assert not move.waiting
     assert move.workspace
     assert move.updates == ("s-1", "s-2")
-    assert move.value == "b"
     assert move.labels == {SHARD: "b"}
     assert shardmove.moved_message(move, _obj("s")) == (
         "moved the Workspace and 2 Updates from the default shard to shard b")
@@ -178,7 +177,6 @@ def test_a_move_to_the_default_shard_removes_the_label() -> None:
     default = sharding.shard(watch_label_selector=sharding.DEFAULT_SHARD_SELECTOR)
     move = shardmove.plan(default, {}, _obj("s", "b"), [])
     assert move.workspace
-    assert move.value is None
     assert move.labels == {SHARD: None}  # the merge patch removes the label
     assert shardmove.moved_message(move, _obj("s", "b")) == "moved the Workspace from shard b to the default shard"
 

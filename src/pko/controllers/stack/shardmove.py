@@ -55,11 +55,6 @@ class Move:
     target: str = "the default shard"  # the shard that takes them, for messages
 
     @property
-    def value(self) -> str | None:
-        """The shard label the moved objects get (None: none, the default shard)."""
-        return self.labels.get(names.LABEL_SHARD_KEY)
-
-    @property
     def waiting(self) -> bool:
         return bool(self.running)
 
@@ -71,14 +66,15 @@ def plan(shard: sharding.Shard, stack_labels: Mapping[str, str] | None, workspac
     are in is known to be gone (:func:`origin_gone`), so that its running Updates are taken over too; `templated`:
     the label keys the Stack's workspace and update templates set (:func:`templated_keys`), which stay."""
     foreign = [u for u in updates if not shard.owns(u)]
-    moved = foreign + ([workspace] if workspace is not None and not shard.owns(workspace) else [])
+    workspace_moves = workspace is not None and not shard.owns(workspace)
+    moved = foreign + ([workspace] if workspace is not None and workspace_moves else [])
     labels = shard.carried_patch(stack_labels) | _left_behind(set(stack_labels or {}) | set(templated), moved)
     running = tuple(sorted(objects.name_of(u) for u in foreign if not objects.condition_true(u, conditions.COMPLETE)))
     target = _describe(shard)
     if running and gone is None:
         return Move(running=running, labels=labels, target=target)
     return Move(updates=tuple(sorted(objects.name_of(u) for u in foreign)),
-                workspace=workspace is not None and not shard.owns(workspace), labels=labels,
+                workspace=workspace_moves, labels=labels,
                 interrupted=running, gone=gone if running else None, target=target)
 
 
