@@ -263,9 +263,11 @@ async def create_program_stacks(kc: kclient.Client, namespace: str, names: Itera
 
 async def watch_ready(kc: kclient.Client, bed: cluster.Cluster | None, namespace: str, names: Iterable[str],
                       start: float, timeout: float, ready: Callable[[Object], bool] = is_ready,
-                      progress: Callable[[int, int], None] | None = None) -> dict[str, float]:
+                      progress: Callable[[int, int], None] | None = None,
+                      give_up: bool = False) -> dict[str, float]:
     """Seconds from `start` (monotonic) until each named Stack is first seen `ready` (polled every :data:`POLL`);
-    `bed`: the cluster whose pods a timeout describes (None: a control plane without pods)."""
+    `bed`: the cluster whose pods a timeout describes (None: a control plane without pods). At `timeout`: an
+    error, or with `give_up` the Stacks Ready by then (a fleet that cannot converge is a figure too)."""
     waiting = set(names)
     done: dict[str, float] = {}
     deadline = time.monotonic() + timeout
@@ -280,6 +282,8 @@ async def watch_ready(kc: kclient.Client, bed: cluster.Cluster | None, namespace
         if not waiting:
             break
         if time.monotonic() > deadline:
+            if give_up:
+                break
             pods = diagnose(bed, namespace)[-6000:] if bed is not None else ""
             raise TimeoutError(f"{len(waiting)} Stacks not Ready after {timeout:.0f}s (e.g. {sorted(waiting)[:3]})\n"
                                f"{pods}")
@@ -291,10 +295,11 @@ async def watch_ready(kc: kclient.Client, bed: cluster.Cluster | None, namespace
 WORKSPACE_PODS = "auto.pulumi.com/component=workspace"
 
 
-def count_pods(bed: cluster.Cluster, namespace: str, selector: str = "") -> int:
+def count_pods(bed: cluster.Cluster, namespace: str, selector: str = "",
+               phases: tuple[str, ...] = ("Pending", "Running")) -> int:
     query = f"?labelSelector={urllib.parse.quote(selector)}" if selector else ""
     listing = bed.api_get(f"/api/v1/namespaces/{namespace}/pods{query}") or {}
-    return sum(1 for pod in listing.get("items", []) if pod.get("status", {}).get("phase") in ("Pending", "Running"))
+    return sum(1 for pod in listing.get("items", []) if pod.get("status", {}).get("phase") in phases)
 
 
 async def updates_in(kc: kclient.Client, namespace: str) -> list[Object]:

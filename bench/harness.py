@@ -30,21 +30,25 @@ async def run(real_cluster: cluster.Cluster, kc: kclient.Client, scenarios: Sequ
               operators: Sequence[str], *, stacks: int, changes: int, idle_seconds: float, sleep_seconds: float,
               git: gitserver.GitServer | None = None, say: Callable[[str], None] = print,
               workload: Realistic | None = None, dependency_cache: bool = True,
-              together: bool = False) -> report.Results:
+              together: bool = False, pool: int | None = None, deadline: float | None = None) -> report.Results:
     """Every scenario against every operator, one operator installed at a time; figures by scenario and operator.
     `workload`: the realistic program every Stack runs (None: the small YAML Program); `dependency_cache`: pko
     serves it through its dependency cache. `together`: an operator's scenarios run at once, each in namespaces of
     its own, and those that disturb the operator after them, alone — for the smoke test, which checks that every
-    figure is produced and compares none; a benchmark runs them one at a time, so none skews another's figures."""
+    figure is produced and compares none; a benchmark runs them one at a time, so none skews another's figures.
+    `pool`: pko's --max-active-workspaces (the Go operator has none); `deadline`: how long the fleet scenario waits
+    before it reports the Stacks Ready by then."""
     results: report.Results = {name: {} for name in scenarios}
     ctx = Context(real_cluster, kc, stacks=stacks, changes=changes, idle_seconds=idle_seconds,
-                  sleep_seconds=sleep_seconds, git=git, say=say, workload=workload)
+                  sleep_seconds=sleep_seconds, git=git, say=say, workload=workload, deadline=deadline)
     for op_name in operators:
         operator = b.OPERATORS[op_name]
         values: list[str] = []
         if workload is not None:
             workload.through_cache = op_name == "pko" and dependency_cache
             values = workload.operator_values()
+        if pool is not None and op_name == "pko":
+            values.append(f"controller.maxActiveWorkspaces={pool}")
         say(f"== {operator.name}: installing from its chart"
             + (" (its dependency cache on, the mirrors as upstreams)" if values else ""))
         operator.install(real_cluster, *values, git_ca=git.ca_pem if git is not None else None)
@@ -108,7 +112,10 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="with --program typescript: pko's Stacks name the mirrors as the Go operator's do, "
                              "instead of pko serving them through its dependency cache")
     parser.add_argument("--max-active-workspaces", type=int, default=None,
-                        help="local runtime: pko's pool of active workspaces (default: no bound)")
+                        help="fleet: pko's pool of active workspaces (default: no bound; the Go operator has none)")
+    parser.add_argument("--deadline", type=float, default=None,
+                        help="fleet on the pod runtime: stop waiting after this many seconds and report how many "
+                             "Stacks were Ready (default: wait for all, or fail)")
     parser.add_argument("--restart", action="store_true",
                         help="local runtime: then restart the operator on the Ready fleet (time to verify it all, "
                              "updates run again)")
@@ -126,8 +133,11 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--program typescript runs on the pod runtime")
     if args.restart and args.runtime != "local":
         parser.error("--restart is for --runtime local (the restart scenario measures the pod runtime)")
-    if args.max_active_workspaces is not None and (args.runtime != "local" or args.max_active_workspaces < 1):
-        parser.error("--max-active-workspaces (at least 1) is for --runtime local")
+    if args.max_active_workspaces is not None and (args.max_active_workspaces < 1 or (
+            args.runtime == "pod" and args.scenario != "fleet")):
+        parser.error("--max-active-workspaces (at least 1) is for the fleet scenario")
+    if args.deadline is not None and (args.deadline <= 0 or args.scenario != "fleet" or args.runtime != "pod"):
+        parser.error("--deadline (positive) is for the fleet scenario on the pod runtime")
     if args.stacks < 1 or args.changes < 1 or args.idle_seconds <= 0:
         parser.error("--stacks and --changes must be at least 1, --idle-seconds positive")
     return args
@@ -160,7 +170,8 @@ async def _main(args: argparse.Namespace) -> int:
                     results = await run(real_cluster, kc, scenarios, args.operator_list, stacks=args.stacks,
                                         changes=args.changes, idle_seconds=args.idle_seconds,
                                         sleep_seconds=args.sleep, git=git, say=lambda line: print(line, flush=True),
-                                        workload=workload, dependency_cache=not args.without_dependency_cache)
+                                        workload=workload, dependency_cache=not args.without_dependency_cache,
+                                        pool=args.max_active_workspaces, deadline=args.deadline)
     show(results, scenarios)
     if args.json:
         report.write_json(args.json, results, headlines(scenarios),

@@ -44,6 +44,9 @@ class Context:
     say: Callable[[str], None] = print
     workload: Realistic | None = None  # None: the small YAML Program (`--program yaml`)
     notes: list[str] = field(default_factory=list)
+    #: fleet: stop waiting after this many seconds and report the Stacks Ready by then (None: wait until all are,
+    #: or fail); for an operator that cannot run the whole fleet on the node (the Go operator's pod per Stack)
+    deadline: float | None = None
 
 
 @dataclass(frozen=True)
@@ -120,33 +123,45 @@ async def phases(ctx: Context, namespace: str) -> Figures:
 
 async def fleet(ctx: Context, operator: b.Operator) -> Figures:
     """N Program Stacks applied at once: time to all Ready, per-Stack p50/p95, the operator's CPU, peak RSS and
-    API requests while it converged, the peak number of pods."""
+    API requests while it converged, the peak number of pods (and of Pending ones). With a deadline
+    (`ctx.deadline`), the Stacks Ready by then when not all are (the times are then not a fleet's: NaN)."""
     namespace = await new_namespace(ctx.kc, ctx.bed, "fleet")
     user = operator.username(ctx.bed)
     peak_pods = [0]
     progress = _progress(ctx, operator, "fleet")
+    names = [f"s{i:03d}" for i in range(ctx.stacks)]
+    pending_pods = [0]
 
     def watch(done: int, total: int) -> None:
         peak_pods[0] = max(peak_pods[0], b.count_pods(ctx.bed, namespace, b.WORKSPACE_PODS))
+        pending_pods[0] = max(pending_pods[0], b.count_pods(ctx.bed, namespace, b.WORKSPACE_PODS, ("Pending",)))
         progress(done, total)
-
-    names = [f"s{i:03d}" for i in range(ctx.stacks)]
     try:
         with b.CostMeter(ctx.bed, operator) as cost, b.wall_window() as window:
             start = time.monotonic()
             plugins_before = ctx.workload.plugin_megabytes() if ctx.workload is not None else 0.0
             await b.create_program_stacks(ctx.kc, namespace, names, workload=ctx.workload)
-            done = await b.watch_ready(ctx.kc, ctx.bed, namespace, names, start, timeout=300 + 20 * ctx.stacks,
-                                       progress=watch)
-        times = list(done.values())
+            done = await b.watch_ready(ctx.kc, ctx.bed, namespace, names, start,
+                                       timeout=ctx.deadline or 300 + 20 * ctx.stacks, progress=watch,
+                                       give_up=ctx.deadline is not None)
+        times = list(done.values()) or [float("nan")]
+        everyone = len(done) == len(names)
+        if not everyone:
+            ctx.say(f"  [{operator.name}] {len(done)} of {len(names)} Stacks Ready at the deadline "
+                    f"({ctx.deadline:.0f}s); workspace pods: {b.count_pods(ctx.bed, namespace, b.WORKSPACE_PODS)} "
+                    f"Pending or Running, {b.count_pods(ctx.bed, namespace, b.WORKSPACE_PODS, ('Pending',))} Pending")
         kinds = b.api_breakdown(ctx.bed, user, window[0], window[1])  # read once: the count is its sum
         ctx.say(f"  [{operator.name}] API requests by kind: "
                 + ", ".join(f"{what} {count}" for what, count in kinds.most_common(10)))
-        return {"all Ready (s)": max(times), "Stack Ready p50 (s)": b.percentile(times, 0.5),
-                "Stack Ready p95 (s)": b.percentile(times, 0.95), "operator CPU (s)": cost.cpu_seconds,
+        return {"all Ready (s)": max(times) if everyone else float("nan"),
+                "Ready at the end": float(len(done)),
+                "Stack Ready p50 (s)": b.percentile(times, 0.5) if everyone else float("nan"),
+                "Stack Ready p95 (s)": b.percentile(times, 0.95) if everyone else float("nan"),
+                "operator CPU (s)": cost.cpu_seconds,
                 "operator peak RSS (MB)": cost.peak_rss / 1e6,
                 "API requests": float(sum(kinds.values())),
-                "peak pods": float(peak_pods[0]), **await phases(ctx, namespace),
+                "peak pods": float(peak_pods[0]), "peak Pending pods": float(pending_pods[0]),
+                **await phases(ctx, namespace),
                 **({"plugin MB from the mirror": ctx.workload.plugin_megabytes() - plugins_before}
                    if ctx.workload is not None else {})}
     finally:

@@ -1,0 +1,30 @@
+"""The bench's fleet options: a pool for pko on either runtime, and a deadline after which a fleet that cannot
+converge (the Go operator's pod per Stack on one node) is reported as it stands; both refused where they mean
+nothing, with a message."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.harness import parse
+
+
+def test_a_pool_and_a_deadline_are_taken_for_the_fleet_on_the_pod_runtime() -> None:
+    args = parse(["fleet", "--stacks", "200", "--max-active-workspaces", "20", "--deadline", "900"])
+    assert (args.max_active_workspaces, args.deadline, args.runtime) == (20, 900.0, "pod")
+    assert parse(["fleet", "--runtime", "local", "--operators", "pko", "--max-active-workspaces", "5"]
+                 ).max_active_workspaces == 5
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["idle", "--max-active-workspaces", "20"], "for the fleet scenario"),
+    (["fleet", "--max-active-workspaces", "0"], "at least 1"),
+    (["fleet", "--deadline", "0"], "positive"),
+    (["latency", "--deadline", "60"], "fleet scenario on the pod runtime"),
+    (["fleet", "--runtime", "local", "--operators", "pko", "--deadline", "60"], "fleet scenario on the pod runtime"),
+])
+def test_options_where_they_mean_nothing_are_refused(argv: list[str], message: str,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse(argv)
+    assert message in capsys.readouterr().err
