@@ -64,13 +64,23 @@ def _environment(values: dict[str, str]) -> Iterator[None]:
 
 
 def _agents(pid: int) -> int:
-    """The agent processes among `pid`'s children (`pko agent serve`, or the standalone agent)."""
+    """The agent processes below `pid` (`pko agent serve`, or the standalone agent), not counting what an agent
+    started: a process an agent has just forked carries the agent's command line until it execs the CLI, and was
+    counted as a second agent (the likely reading of 21 agents seen at once in a pool of 20)."""
     count = 0
-    for child in _children(pid):
-        with contextlib.suppress(OSError):
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return 0
+    for child in map(int, children):
+        try:
             words = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
-            if b"serve" in words and any(w.endswith(b"agent") for w in words):
-                count += 1
+        except OSError:
+            continue
+        if b"serve" in words and any(w.endswith(b"agent") for w in words):
+            count += 1
+        else:
+            count += _agents(child)
     return count
 
 

@@ -1,14 +1,19 @@
 """A fleet of Stacks on the `pod` runtime with the operator's API request rate bounded low (the chart's
-`kubeAPI.qps`/`kubeAPI.burst`, i.e. ``--kube-api-qps``/``--kube-api-burst``): every Stack's workspace pod starts and
-its Stack converges, the operator never gets a 429, its request count stays within the token bucket's bound, the
-limit really paced it (requests waited for tokens), and every work queue drains. The figures are printed (they go
-into docs/performance.md).
+`kubeAPI.qps`/`kubeAPI.burst`, i.e. ``--kube-api-qps``/``--kube-api-burst``) and a pool of active workspaces smaller
+than the fleet (the chart's `controller.maxActiveWorkspaces`): every Stack's workspace pod starts and its Stack
+converges, the operator never gets a 429, its request count stays within the token bucket's bound, the limit really
+paced it (requests waited for tokens), every work queue drains; and never more workspace pods ran than the pool
+allows, some Stacks were queued, and idle workspaces slept to give their slots back. The figures are printed (they
+go into docs/performance.md).
 
-`make test` runs 6 Stacks; ``make soak`` (``PKO_SOAK=1``) runs 50.
+Both in one test because each needs the shared operator upgraded (a new operator pod, twice): the pool's own
+test on a real control plane is tests/e2e/test_workspace_pool.py (`local` runtime); this one is where its slots are
+pods. `make test` runs 6 Stacks in a pool of 3; ``make soak`` (``PKO_SOAK=1``) runs 50 in a pool of 20.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections.abc import Iterator
@@ -31,7 +36,9 @@ from pko.testing.clusterbed import (
 from pko.testing.waiting import condition, eventually
 
 STACKS = 50 if os.environ.get("PKO_SOAK") else 6
+POOL = 20 if os.environ.get("PKO_SOAK") else 3
 QPS, BURST = 5, 6
+WORKSPACE_PODS = "auto.pulumi.com/component=workspace"
 
 
 def _totals(real_cluster: cluster.Cluster) -> dict[str, float]:
@@ -45,10 +52,11 @@ def _totals(real_cluster: cluster.Cluster) -> dict[str, float]:
 
 @pytest.fixture
 def rate_limited(real_cluster: cluster.Cluster, operator_release: Release) -> Iterator[None]:
-    """The shared operator upgraded to the low limits (a new operator pod); restored afterwards."""
-    upgrade_pko(real_cluster, operator_release, f"kubeAPI.qps={QPS}", f"kubeAPI.burst={BURST}")
+    """The shared operator upgraded to the low limits and the pool (a new operator pod); restored afterwards."""
+    upgrade_pko(real_cluster, operator_release, f"kubeAPI.qps={QPS}", f"kubeAPI.burst={BURST}",
+                f"controller.maxActiveWorkspaces={POOL}")
     yield
-    upgrade_pko(real_cluster, operator_release, "kubeAPI.qps=", "kubeAPI.burst=")
+    upgrade_pko(real_cluster, operator_release, "kubeAPI.qps=", "kubeAPI.burst=", "controller.maxActiveWorkspaces=")
 
 
 def _ready(obj: dict[str, Any]) -> bool:
@@ -58,10 +66,18 @@ def _ready(obj: dict[str, Any]) -> bool:
             and (status.get("outputs") or {}).get("name") == obj["metadata"]["name"])
 
 
-async def test_a_fleet_of_workspace_pods_converges_under_a_low_qps(
+async def test_a_fleet_of_workspace_pods_converges_under_a_low_qps_within_a_pool(
     ckc: kclient.Client, cnamespace: str, real_cluster: cluster.Cluster, rate_limited: None
 ) -> None:
     ns = cnamespace
+    most_pods = [0]
+
+    async def count_pods() -> None:  # workspace pods not being deleted, the whole time the fleet converges
+        while True:
+            pods = (await ckc.list(resources.POD, ns, selector=WORKSPACE_PODS)).items
+            most_pods[0] = max(most_pods[0], sum(1 for p in pods if not p["metadata"].get("deletionTimestamp")))
+            await asyncio.sleep(0.5)
+    counting = asyncio.create_task(count_pods())
     started = time.monotonic()
     for index in range(STACKS):
         name = f"q{index:02d}"
@@ -80,7 +96,15 @@ async def test_a_fleet_of_workspace_pods_converges_under_a_low_qps(
         await eventually(converged, f"{STACKS} Stacks Ready", 120 + STACKS * 20, interval=1.0)
     except AssertionError as err:
         raise AssertionError(f"{err}\n{diagnose(real_cluster, ns)}") from None
+    finally:
+        counting.cancel()
     converged_after = time.monotonic() - started
+    reasons = {str(e.get("reason")) for e in (await ckc.list(resources.EVENT, ns)).items}
+    print(f"{STACKS} Stacks in a pool of {POOL}: at most {most_pods[0]} workspace pods at once; "
+          f"events {sorted(reasons)}")
+    assert 0 < most_pods[0] <= POOL, f"{most_pods[0]} workspace pods ran at once in a pool of {POOL}"
+    assert "StackQueued" in reasons, "no Stack waited for a slot: the test did not exercise the pool"
+    assert "Sleeping" in reasons, "no idle workspace gave its slot back"
 
     def drained() -> bool:
         totals = _totals(real_cluster)
