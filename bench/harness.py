@@ -50,7 +50,8 @@ async def run(real_cluster: cluster.Cluster, kc: kclient.Client, scenarios: Sequ
         if pool is not None and op_name == "pko":
             values.append(f"controller.maxActiveWorkspaces={pool}")
         say(f"== {operator.name}: installing from its chart"
-            + (" (its dependency cache on, the mirrors as upstreams)" if values else ""))
+            + (" (its dependency cache on, the mirrors as upstreams)" if workload is not None and workload.through_cache
+               else "") + (f" (a pool of {pool})" if pool is not None and op_name == "pko" else ""))
         operator.install(real_cluster, *values, git_ca=git.ca_pem if git is not None else None)
         try:
             for batch in _batches(scenarios, together):

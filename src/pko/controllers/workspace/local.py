@@ -288,6 +288,10 @@ class LocalRuntime:
         """A sleeping workspace has no agent process: stop it (waking starts a fresh one, as a new pod would)."""
         await self.stop(objects.ObjectKey(workspace.metadata.namespace or "", workspace.metadata.name or ""))
 
+    async def stopped(self, key: objects.ObjectKey) -> bool:
+        """:meth:`sleep` waits for the agent's processes to exit: stopped unless one was started since."""
+        return key not in self.agents
+
     async def remove(self, key: objects.ObjectKey) -> None:
         await self.stop(key)
 

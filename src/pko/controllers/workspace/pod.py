@@ -138,6 +138,10 @@ class PodRuntime:
                                      missing_ok=True)
             await self.recorder.normal(workspace, "Migrated", "Replaced the workspace statefulset")
 
+    async def stopped(self, key: objects.ObjectKey) -> bool:
+        """The workspace pod is gone (a pod terminating after the scale to zero still holds its node's room)."""
+        return await self.client.get_or_none(resources.POD, pod_name(key), key.namespace) is None
+
     async def remove(self, key: objects.ObjectKey) -> None:
         """Nothing to delete: the StatefulSet and Service are owned by the Workspace (garbage collection)."""
         self._applied.forget(key)

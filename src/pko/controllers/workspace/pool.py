@@ -100,6 +100,9 @@ class Pool:
         self._seed: Callable[[], Iterable[Key]] | None = seed
         self.holders: dict[Key, float | None] = {}  # key -> last used (epoch seconds) while idle, None while busy
         self.waiters: dict[Key, Waiter] = {}
+        #: slots given back whose agent is still stopping (a pod terminating is still on the node): taken until
+        #: released again with `draining` False
+        self.draining: set[Key] = set()
         self._arrivals = itertools.count()
         self.yielded = 0  # slots given back because somebody waited (pko_workspace_pool_yields_total)
 
@@ -122,7 +125,7 @@ class Pool:
         self.waiters[key] = Waiter(lane, found.arrival if found is not None else next(self._arrivals))
         queue = order(self.waiters)
         position = queue.index(key)
-        if position < self.size - len(self.holders):
+        if position < self._free():
             del self.waiters[key]
             self.holders[key] = None
             return GRANTED
@@ -146,20 +149,32 @@ class Pool:
         idle = sorted((since, key) for key, since in self.holders.items() if since is not None)
         return [key for _, key in idle[:excess]]
 
-    def release(self, key: Key, *, yielded: bool = False) -> None:
+    def release(self, key: Key, *, yielded: bool = False, draining: bool = False) -> None:
         """`key` runs no agent any more (asleep, deleted) or no longer waits: its slot goes to the head of the
-        queue (woken to claim it)."""
+        queue (woken to claim it). With `draining`, its agent is still stopping: the slot stays taken (nobody is
+        woken for it) until a release without."""
         self._seeded()
         held = self.holders.pop(key, False) is not False
         self.waiters.pop(key, None)
         if held and yielded:
             self.yielded += 1
-        free = self.size - len(self.holders)
-        for waiter in order(self.waiters)[:max(free, 0)]:
+        if draining and (held or key in self.draining):
+            self.draining.add(key)
+        else:
+            self.draining.discard(key)
+        for waiter in order(self.waiters)[:max(self._free(), 0)]:
             self.wake(waiter)
 
+    def stopping(self, key: Key) -> bool:
+        """Whether `key` gave its slot back and its agent is still stopping."""
+        return key in self.draining
+
+    def _free(self) -> int:
+        return self.size - len(self.holders) - len(self.draining)
+
     def active(self) -> int:
-        return len(self.holders)
+        """Slots taken: holders, and agents still stopping."""
+        return len(self.holders) + len(self.draining)
 
     def waiting(self) -> int:
         return len(self.waiters)

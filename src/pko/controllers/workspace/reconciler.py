@@ -62,6 +62,9 @@ SLEEPING = fleet.SLEEPING
 WAKING = fleet.WAKING
 QUEUED = conditions.QUEUED  # pko: waiting for a slot of the pool of active workspaces (pool.py)
 
+#: How soon a Workspace whose agent is stopping (its pod terminating) looks again whether it is gone, to give its
+#: slot of the pool back.
+STOPPING_CHECK = 2.0
 #: How often a queued Workspace looks at its place in the queue again (its status shows the position).
 QUEUED_REFRESH = 30.0
 
@@ -256,10 +259,10 @@ class WorkspaceReconciler:
         if not was_sleeping and await self._pending_on_server(key):
             return Result(requeue=True)  # the next pass wakes it
         await self._stop_agent(workspace, revision)
-        self._release(key, yielded=yielded)
+        after = await self._give_back(key, yielded=yielded)
         if not was_sleeping:
             await self.recorder.normal(workspace, "Sleeping", message)
-        return None
+        return after
 
     async def _stop_agent(self, workspace: ws_api.Workspace, revision: fleet.PodRevision) -> None:
         """No agent for this Workspace: the StatefulSet at zero replicas (or the local agent stopped)."""
@@ -288,6 +291,18 @@ class WorkspaceReconciler:
         if self.pool is not None:
             self.pool.release(key, yielded=yielded)
 
+    async def _give_back(self, key: objects.ObjectKey, *, yielded: bool = False) -> Result | None:
+        """Give the slot of `key`, whose agent was told to stop, back to the pool once nothing runs for it: until
+        its pod is gone (terminating, it still takes its room on the node) the slot stays taken, and this looks
+        again shortly. A slot not taken costs no look."""
+        if self.pool is None:
+            return None
+        if (self.pool.holds(key) or self.pool.stopping(key)) and not await self.runtime.stopped(key):
+            self.pool.release(key, yielded=yielded, draining=True)
+            return Result(requeue_after=STOPPING_CHECK)
+        self.pool.release(key, yielded=yielded)
+        return None
+
     async def _slot(self, workspace: ws_api.Workspace, status: _Status, revision: fleet.PodRevision,
                     now: datetime.datetime) -> _Stop | None:
         """Hold a slot of the pool before the agent runs (None: go on). A holder reports how idle it is, and gives
@@ -302,16 +317,17 @@ class WorkspaceReconciler:
             if not self._report(key, status):
                 return None
             if stalled is not None and stalled.status == "True":
-                await self._stop_stalled(workspace, status, revision)
-                return _Stop(None)
+                return _Stop(await self._stop_stalled(workspace, status, revision))
             return _Stop(await self._sleep(workspace, status, revision, fleet.yielded_message(self.pool.size),
                                            yielded=True))
         pending = [u for u in updates if fleet.pending((u,))]
         stalled_here = (stalled is not None and stalled.status == "True"
                         and stalled.observed_generation == workspace.metadata.generation)
         if (fleet.sleeping(status.conditions) and not pending) or (stalled_here and not status.address):
-            self._release(key)
-            return _Stop(None)
+            return _Stop(await self._give_back(key))
+        # woken while its own pod still terminates: that slot frees first
+        if self.pool.stopping(key) and await self._give_back(key) is not None:
+            return _Stop(Result(requeue_after=STOPPING_CHECK))
         queued = self.pool.claim(key, lanes.of_updates(pending))
         if queued is None:
             return None
@@ -326,7 +342,7 @@ class WorkspaceReconciler:
         return _Stop(Result(requeue_after=QUEUED_REFRESH))
 
     async def _stop_stalled(self, workspace: ws_api.Workspace, status: _Status,
-                            revision: fleet.PodRevision) -> None:
+                            revision: fleet.PodRevision) -> Result | None:
         """A Stalled Workspace cannot work until its spec changes: its agent stops and its slot goes to a waiter;
         its conditions stay as they are (the next generation asks for a slot again)."""
         assert self.pool is not None
@@ -334,10 +350,11 @@ class WorkspaceReconciler:
         status.address = None
         await self._save(status)
         await self._stop_agent(workspace, revision)
-        self._release(key, yielded=True)
+        after = await self._give_back(key, yielded=True)
         await self.recorder.normal(workspace, "Yielded",
                                    f"Stopped the agent of a Stalled workspace to give its slot to a waiting one "
                                    f"(--max-active-workspaces {self.pool.size})")
+        return after
 
     async def _pending_on_server(self, key: objects.ObjectKey) -> bool:
         found = await self.client.list(resources.UPDATE, key.namespace)

@@ -4,8 +4,9 @@ Why: the reconciler's steps after the agent runs (connect, initialise once, repo
 it runs; only placing it differs. Two runtimes implement this today — ``pod`` (a StatefulSet and a headless
 Service, as the Go operator: :mod:`~pko.controllers.workspace.pod`) and ``local`` (child processes of the operator:
 :mod:`~pko.controllers.workspace.local`) — and the scale-to-zero and Job-per-operation runtimes to come fit the
-same calls: :meth:`~WorkspaceRuntime.place`, :meth:`~WorkspaceRuntime.sleep` (pko's scale-to-zero),
-:meth:`~WorkspaceRuntime.remove` and :meth:`~WorkspaceRuntime.watch`.
+same calls: :meth:`~WorkspaceRuntime.place`, :meth:`~WorkspaceRuntime.sleep` and
+:meth:`~WorkspaceRuntime.stopped` (pko's scale-to-zero), :meth:`~WorkspaceRuntime.remove` and
+:meth:`~WorkspaceRuntime.watch`.
 
 This module only declares; it must never do I/O.
 """
@@ -68,6 +69,11 @@ class WorkspaceRuntime(Protocol):
     async def sleep(self, workspace: ws_api.Workspace, statefulset: dict[str, Any]) -> None:
         """pko: run nothing for `workspace` until the next :meth:`place` (`statefulset` has no replicas): the
         ``pod`` runtime scales the StatefulSet to zero, the ``local`` one stops the agent's processes."""
+        ...
+
+    async def stopped(self, key: objects.ObjectKey) -> bool:
+        """pko: whether nothing runs for the Workspace `key` any more after :meth:`sleep` (a pod still terminating
+        is on the node: the pool keeps its slot taken until it is gone)."""
         ...
 
     async def remove(self, key: objects.ObjectKey) -> None:

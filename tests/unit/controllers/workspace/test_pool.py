@@ -67,6 +67,38 @@ def test_a_released_slot_goes_to_the_head_of_the_queue_not_to_whoever_asks_first
     assert active.claim(_key("c"), lanes.CHANGE) == pool.Queued(1, 1, 1, lanes.CHANGE)
 
 
+def test_a_slot_whose_agent_is_still_stopping_stays_taken_until_it_is_released_again() -> None:
+    """A pod terminating after its scale to zero is still on the node: its slot goes to the queue once it is gone,
+    not when the agent was told to stop (a pool of 20 had 36 workspace pods on the node at once)."""
+    active, woken = _pool(1)
+    active.claim(_key("a"), lanes.CHANGE)
+    active.claim(_key("b"), lanes.CHANGE)
+    woken.clear()
+    active.release(_key("a"), yielded=True, draining=True)
+    assert woken == []
+    assert active.stopping(_key("a"))
+    assert not active.holds(_key("a"))
+    assert active.claim(_key("b"), lanes.CHANGE) == pool.Queued(1, 1, 1, lanes.CHANGE)
+    assert (active.active(), active.yielded) == (1, 1)
+    assert not active.must_yield(_key("a"))  # already giving it back: nobody else is asked to
+    active.release(_key("a"), draining=True)  # looked again: still stopping
+    assert woken == []
+    assert active.stopping(_key("a"))
+    active.release(_key("a"))  # gone
+    assert woken == [_key("b")]
+    assert not active.stopping(_key("a"))
+    assert active.active() == 0
+    assert active.claim(_key("b"), lanes.CHANGE) is pool.GRANTED
+    assert active.yielded == 1  # counted once
+
+
+def test_a_key_that_holds_no_slot_never_starts_draining() -> None:
+    active, _ = _pool(1)
+    active.release(_key("a"), draining=True)
+    assert not active.stopping(_key("a"))
+    assert active.claim(_key("a"), lanes.CHANGE) is pool.GRANTED
+
+
 def test_the_queue_orders_lanes_then_namespaces_round_robin_then_arrival() -> None:
     waiters = {}
     for arrival, (name, namespace, lane) in enumerate([
