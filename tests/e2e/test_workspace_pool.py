@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import stack_e2e as e2e
 
+from pko.api import lanes
 from pko.kube import client as kclient
 from pko.kube import objects, resources
 from pko.testing import controlplane, gitserver, operator, waiting
@@ -30,6 +31,7 @@ class _Watch:
         self.queued_stacks: set[str] = set()
         self.queued_messages: list[str] = []
         self.deepest_queue = 0.0  # pko_workspace_pool_queue_depth
+        self.places: dict[str, list[int]] = {}  # the places each queued Workspace showed, in order
 
     async def run(self, kc: kclient.Client, namespace: str) -> None:
         runtime = self.op.controllers.local_runtime
@@ -44,6 +46,12 @@ class _Watch:
                 if reconciling.get("reason") == "Queued":
                     self.queued_stacks.add(stack["metadata"]["name"])
                     self.queued_messages.append(reconciling.get("message", ""))
+            for workspace in (await kc.list(resources.WORKSPACE, namespace)).items:
+                ready = e2e.condition(workspace, "Ready")
+                place = lanes.queued_place(ready.get("message", "")) if ready.get("reason") == "Queued" else None
+                shown = self.places.setdefault(workspace["metadata"]["name"], [])
+                if place is not None and (not shown or shown[-1] != place):
+                    shown.append(place)
             await asyncio.sleep(0.05)
 
 
@@ -92,6 +100,9 @@ async def test_a_fleet_larger_than_the_pool_converges_within_it(
         said = await e2e.events_with(kc, queued, namespace, "StackQueued")
         assert "waiting for a workspace slot" in said[0]["message"]
         assert "place in the queue: " in said[0]["message"]  # where it entered the queue
+        # the Workspace shows its place, and follows the queue as it moves (the pool wakes it: its own look at the
+        # queue comes only every 5 minutes)
+        assert any(len(shown) > 1 and shown[-1] < shown[0] for shown in watch.places.values()), watch.places
         # the slots went round: some workspaces slept to make room, and said why
         workspaces = (await kc.list(resources.WORKSPACE, namespace)).items
         sleeping = [w for w in workspaces if e2e.condition(w, "Ready").get("reason") == "Sleeping"]

@@ -17,6 +17,7 @@ Workspace to sleep while an Update of it is pending (checked against the API ser
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import logging
 import time
@@ -65,8 +66,9 @@ QUEUED = conditions.QUEUED  # pko: waiting for a slot of the pool of active work
 #: How soon a Workspace whose agent is stopping (its pod terminating) looks again whether it is gone, to give its
 #: slot of the pool back.
 STOPPING_CHECK = 2.0
-#: How often a queued Workspace looks at its place in the queue again (its status shows the position).
-QUEUED_REFRESH = 30.0
+#: How often a queued Workspace looks at its place in the queue again on its own (its status shows the position):
+#: the pool wakes it when its place moved enough to be shown (pool.py), so this is only a safety net.
+QUEUED_REFRESH = 300.0
 
 #: The Updates of a Workspace, as the operator's cache has them (the controller's wiring provides it).
 UpdatesOf = Callable[[objects.ObjectKey], Sequence[up_api.Update]]
@@ -326,8 +328,8 @@ class WorkspaceReconciler:
         if (fleet.sleeping(status.conditions) and not pending) or (stalled_here and not status.address):
             return _Stop(await self._give_back(key))
         # woken while its own pod still terminates: that slot frees first
-        if self.pool.stopping(key) and await self._give_back(key) is not None:
-            return _Stop(Result(requeue_after=STOPPING_CHECK))
+        if self.pool.stopping(key) and (after := await self._give_back(key)) is not None:
+            return _Stop(after)
         queued = self.pool.claim(key, lanes.of_updates(pending))
         if queued is None:
             return None
@@ -357,8 +359,14 @@ class WorkspaceReconciler:
         return after
 
     async def _pending_on_server(self, key: objects.ObjectKey) -> bool:
-        found = await self.client.list(resources.UPDATE, key.namespace)
-        mine = [up_api.Update.model_validate(u) for u in found.items
+        """Whether an Update for `key` is pending on the API server (the cache may not have it yet). A Stack's
+        Updates carry its name (the Workspace's) as a label, as the Go operator's do; Updates made by hand may carry
+        none. Those two lists, not the namespace's every Update: in a namespace of 1,000 Stacks, decoding every
+        Update twice each time a Workspace went to sleep was a tenth of the operator's CPU."""
+        labelled, unlabelled = await asyncio.gather(
+            self.client.list(resources.UPDATE, key.namespace, labels={names.LABEL_STACK_NAME: key.name}),
+            self.client.list(resources.UPDATE, key.namespace, selector=f"!{names.LABEL_STACK_NAME}"))
+        mine = [up_api.Update.model_validate(u) for u in (*labelled.items, *unlabelled.items)
                 if (u.get("spec") or {}).get("workspaceName") == key.name]
         return fleet.pending(mine)
 

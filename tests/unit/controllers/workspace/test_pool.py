@@ -261,3 +261,44 @@ def test_a_queued_place_is_written_again_near_the_front_or_once_it_moved_by_a_qu
     assert pool.worth_writing(shown(41), pool.Queued(41, 180, 20, lanes.RETRY))  # another lane
     assert pool.worth_writing(shown(41), pool.Queued(41, 180, 30, lanes.CHANGE))  # a pool resized
     assert pool.worth_writing("waiting for something else", pool.Queued(41, 180, 20, lanes.CHANGE))
+
+
+def _queue_of(size: int, count: int) -> tuple[pool.Pool, _Woken, list[objects.ObjectKey]]:
+    """A full pool of `size` with `count` waiters, each told its place (1..count)."""
+    active, woken = _pool(size)
+    for i in range(size):
+        active.claim(_key(f"holder{i}"), lanes.CHANGE)
+    waiters = [_key(f"w{i:02d}") for i in range(count)]
+    for place, key in enumerate(waiters, 1):
+        assert active.claim(key, lanes.CHANGE) == pool.Queued(place, place, size, lanes.CHANGE)
+    woken.clear()
+    return active, woken, waiters
+
+
+def test_as_the_queue_moves_each_waiter_is_woken_when_its_place_moved_enough_to_show() -> None:
+    active, woken, waiters = _queue_of(1, 40)
+    active.release(_key("holder0"))
+    assert woken == [waiters[0]]  # the head, for the slot
+    woken.clear()
+    assert active.claim(waiters[0], lanes.CHANGE) is pool.GRANTED
+    # everyone moved up a place: among the first ten every move shows; further back, not yet
+    assert woken == waiters[1:11]
+    for grant in range(1, 10):
+        active.release(waiters[grant - 1])
+        assert active.claim(waiters[grant], lanes.CHANGE) is pool.GRANTED
+    # after 10 grants: the last waiter (told 40) is at 30, a quarter, woken once; one told 30 was woken at 22 and
+    # not again at 20; one told 20 was woken at 15, at 11 and (among the first ten) at 10
+    assert woken.count(waiters[39]) == 1
+    assert woken.count(waiters[29]) == 1
+    assert woken.count(waiters[19]) == 3
+    assert active.claim(waiters[39], lanes.CHANGE) == pool.Queued(30, 30, 1, lanes.CHANGE)
+
+
+def test_a_more_urgent_newcomer_moves_the_waiters_behind_it_and_those_near_the_front_are_woken() -> None:
+    active, woken, waiters = _queue_of(1, 20)
+    assert active.claim(_key("destroy"), lanes.DESTROY) == pool.Queued(1, 21, 1, lanes.DESTROY)
+    # places 1..9 became 2..10 and show; 10 became 11, which is no longer near the front and moved too little
+    assert woken == waiters[:9]
+    woken.clear()
+    assert active.claim(waiters[0], lanes.CHANGE) == pool.Queued(2, 21, 1, lanes.CHANGE)
+    assert woken == []  # asking again changes nothing
