@@ -295,11 +295,17 @@ async def watch_ready(kc: kclient.Client, bed: cluster.Cluster | None, namespace
 WORKSPACE_PODS = "auto.pulumi.com/component=workspace"
 
 
-def count_pods(bed: cluster.Cluster, namespace: str, selector: str = "",
-               phases: tuple[str, ...] = ("Pending", "Running")) -> int:
+def pod_phases(bed: cluster.Cluster, namespace: str, selector: str = "") -> Counter[str]:
+    """The pods of `namespace` (matching `selector`) by phase, from one listing."""
     query = f"?labelSelector={urllib.parse.quote(selector)}" if selector else ""
     listing = bed.api_get(f"/api/v1/namespaces/{namespace}/pods{query}") or {}
-    return sum(1 for pod in listing.get("items", []) if pod.get("status", {}).get("phase") in phases)
+    return Counter(str(pod.get("status", {}).get("phase")) for pod in listing.get("items", []))
+
+
+def count_pods(bed: cluster.Cluster, namespace: str, selector: str = "",
+               phases: tuple[str, ...] = ("Pending", "Running")) -> int:
+    found = pod_phases(bed, namespace, selector)
+    return sum(found[phase] for phase in phases)
 
 
 async def updates_in(kc: kclient.Client, namespace: str) -> list[Object]:

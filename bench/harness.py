@@ -25,6 +25,9 @@ from pko.kube import client as kclient
 from pko.testing import cluster, gitserver, images, mirror, objectstore
 from pko.testing.clusterbed import PKO_IMAGE
 
+#: The scenarios that run a fleet through pko's pool (`--max-active-workspaces`) and can stop at a deadline.
+POOLED = ("fleet", "killed")
+
 
 async def run(real_cluster: cluster.Cluster, kc: kclient.Client, scenarios: Sequence[str],
               operators: Sequence[str], *, stacks: int, changes: int, idle_seconds: float, sleep_seconds: float,
@@ -47,11 +50,12 @@ async def run(real_cluster: cluster.Cluster, kc: kclient.Client, scenarios: Sequ
         if workload is not None:
             workload.through_cache = op_name == "pko" and dependency_cache
             values = workload.operator_values()
-        if pool is not None and op_name == "pko":
+        pooled = pool is not None and op_name == "pko"
+        if pooled:
             values.append(f"controller.maxActiveWorkspaces={pool}")
         say(f"== {operator.name}: installing from its chart"
             + (" (its dependency cache on, the mirrors as upstreams)" if workload is not None and workload.through_cache
-               else "") + (f" (a pool of {pool})" if pool is not None and op_name == "pko" else ""))
+               else "") + (f" (a pool of {pool})" if pooled else ""))
         operator.install(real_cluster, *values, git_ca=git.ca_pem if git is not None else None)
         try:
             for batch in _batches(scenarios, together):
@@ -102,7 +106,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--changes", type=int, default=20,
                         help="config changes for latency, rounds for startup (default 20)")
     parser.add_argument("--idle-seconds", type=float, default=300, help="how long idle measures (default 300)")
-    parser.add_argument("--sleep", type=float, default=30, help="seconds the concurrency program sleeps (30)")
+    parser.add_argument("--sleep", type=float, default=30,
+                        help="seconds the program of concurrency's and killed's long operations sleeps (30)")
     parser.add_argument("--runtime", choices=["pod", "local"], default="pod",
                         help="workspace runtime: pod, or local (fleet only, pko only: the Go operator has none)")
     parser.add_argument("--program", choices=PROGRAMS, default="yaml",
@@ -113,10 +118,11 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="with --program typescript: pko's Stacks name the mirrors as the Go operator's do, "
                              "instead of pko serving them through its dependency cache")
     parser.add_argument("--max-active-workspaces", type=int, default=None,
-                        help="fleet: pko's pool of active workspaces (default: no bound; the Go operator has none)")
+                        help="fleet, killed: pko's pool of active workspaces (default: no bound; the Go operator "
+                             "has none)")
     parser.add_argument("--deadline", type=float, default=None,
-                        help="fleet on the pod runtime: stop waiting after this many seconds and report how many "
-                             "Stacks were Ready (default: wait for all, or fail)")
+                        help="fleet, killed (pod runtime): stop waiting after this many seconds and report how "
+                             "many Stacks were Ready (default: wait for all, or fail)")
     parser.add_argument("--restart", action="store_true",
                         help="local runtime: then restart the operator on the Ready fleet (time to verify it all, "
                              "updates run again)")
@@ -135,10 +141,10 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.restart and args.runtime != "local":
         parser.error("--restart is for --runtime local (the restart scenario measures the pod runtime)")
     if args.max_active_workspaces is not None and (args.max_active_workspaces < 1 or (
-            args.runtime == "pod" and args.scenario != "fleet")):
-        parser.error("--max-active-workspaces (at least 1) is for the fleet scenario")
-    if args.deadline is not None and (args.deadline <= 0 or args.scenario != "fleet" or args.runtime != "pod"):
-        parser.error("--deadline (positive) is for the fleet scenario on the pod runtime")
+            args.runtime == "pod" and args.scenario not in POOLED)):
+        parser.error("--max-active-workspaces (at least 1) is for the fleet and killed scenarios")
+    if args.deadline is not None and (args.deadline <= 0 or args.scenario not in POOLED or args.runtime != "pod"):
+        parser.error("--deadline (positive) is for the fleet and killed scenarios on the pod runtime")
     if args.stacks < 1 or args.changes < 1 or args.idle_seconds <= 0:
         parser.error("--stacks and --changes must be at least 1, --idle-seconds positive")
     return args

@@ -29,13 +29,16 @@ NAMESPACE = "fleet"
 USER_AGENT = "pko-bench-operator"
 
 
+def _direct_children(pid: int) -> list[int]:
+    try:
+        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
 def _children(pid: int) -> Iterator[int]:
     """Every descendant process of `pid` (the agents and the CLIs they run)."""
-    try:
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except OSError:
-        return
-    for child in map(int, children):
+    for child in _direct_children(pid):
         yield child
         yield from _children(child)
 
@@ -68,11 +71,7 @@ def _agents(pid: int) -> int:
     started: a process an agent has just forked carries the agent's command line until it execs the CLI, and was
     counted as a second agent (the likely reading of 21 agents seen at once in a pool of 20)."""
     count = 0
-    try:
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except OSError:
-        return 0
-    for child in map(int, children):
+    for child in _direct_children(pid):
         try:
             words = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
         except OSError:

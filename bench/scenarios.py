@@ -1,4 +1,4 @@
-"""The seven benchmark scenarios. Each runs against the one operator installed in the bed and returns its figures; the
+"""The eight benchmark scenarios. Each runs against the one operator installed in the bed and returns its figures; the
 harness runs it for every operator in turn and compares them. The same program, Stacks, pod requests and cluster
 for both operators: nothing here knows which operator it measures except through `Operator`.
 
@@ -14,6 +14,7 @@ import subprocess
 import tempfile
 import time
 import urllib.parse
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -24,7 +25,7 @@ from bench import bed as b
 from bench.workload import Realistic
 from pko.kube import client as kclient
 from pko.kube import resources
-from pko.testing import binaries, cluster, crossrun, gitserver, pulumi
+from pko.testing import binaries, cluster, crossrun, gitserver, podprocs, pulumi
 from pko.testing.clusterbed import ROOT, diagnose, new_namespace, passphrase_env
 
 Figures = dict[str, float]
@@ -133,8 +134,9 @@ async def fleet(ctx: Context, operator: b.Operator) -> Figures:
     pending_pods = [0]
 
     def watch(done: int, total: int) -> None:
-        peak_pods[0] = max(peak_pods[0], b.count_pods(ctx.bed, namespace, b.WORKSPACE_PODS))
-        pending_pods[0] = max(pending_pods[0], b.count_pods(ctx.bed, namespace, b.WORKSPACE_PODS, ("Pending",)))
+        phases = b.pod_phases(ctx.bed, namespace, b.WORKSPACE_PODS)
+        peak_pods[0] = max(peak_pods[0], phases["Pending"] + phases["Running"])
+        pending_pods[0] = max(pending_pods[0], phases["Pending"])
         progress(done, total)
     try:
         with b.CostMeter(ctx.bed, operator) as cost, b.wall_window() as window:
@@ -148,8 +150,8 @@ async def fleet(ctx: Context, operator: b.Operator) -> Figures:
         everyone = len(done) == len(names)
         if not everyone:
             ctx.say(f"  [{operator.name}] {len(done)} of {len(names)} Stacks Ready at the deadline "
-                    f"({ctx.deadline:.0f}s); workspace pods: {b.count_pods(ctx.bed, namespace, b.WORKSPACE_PODS)} "
-                    f"Pending or Running, {b.count_pods(ctx.bed, namespace, b.WORKSPACE_PODS, ('Pending',))} Pending")
+                    f"({ctx.deadline:.0f}s); workspace pods by phase: "
+                    f"{dict(b.pod_phases(ctx.bed, namespace, b.WORKSPACE_PODS))}")
         kinds = b.api_breakdown(ctx.bed, user, window[0], window[1])  # read once: the count is its sum
         ctx.say(f"  [{operator.name}] API requests by kind: "
                 + ", ".join(f"{what} {count}" for what, count in kinds.most_common(10)))
@@ -186,7 +188,8 @@ pulumi.export("greeting", "slept")
 """
 
 
-async def _slow_stacks(ctx: Context, operator: b.Operator, namespace: str, count: int, what: str) -> list[float]:
+async def _create_slow_stacks(ctx: Context, namespace: str, names: list[str]) -> None:
+    """Stacks of a Python program from Git that sleeps `ctx.sleep_seconds` in its `up`, then exports "slept"."""
     assert ctx.git is not None
     await crossrun.trust_git_ca(ctx.kc, namespace, ctx.git)
     repo = f"bench/slow-{namespace}"
@@ -194,12 +197,16 @@ async def _slow_stacks(ctx: Context, operator: b.Operator, namespace: str, count
                                "requirements.txt": "pulumi>=3.0.0,<4.0.0\n"})
     template = crossrun.trusting_workspace_template()
     template["spec"]["resources"] = {"requests": {"cpu": b.WORKSPACE_CPU, "memory": "64Mi"}}
-    names = [f"slow{i:03d}" for i in range(count)]
-    start = time.monotonic()
     await asyncio.gather(*(ctx.kc.create(resources.STACK.new(name, namespace, spec={
         "stack": "dev", "projectRepo": ctx.git.https_url(repo), "branch": "main", "backend": "file:///tmp",
         "envRefs": passphrase_env(), "config": {"sleep": str(ctx.sleep_seconds)},
         "workspaceTemplate": template})) for name in names))
+
+
+async def _slow_stacks(ctx: Context, operator: b.Operator, namespace: str, count: int, what: str) -> list[float]:
+    names = [f"slow{i:03d}" for i in range(count)]
+    start = time.monotonic()
+    await _create_slow_stacks(ctx, namespace, names)
     done = await b.watch_ready(ctx.kc, ctx.bed, namespace, names, start, timeout=900 + 30 * count,
                                ready=lambda s: b.is_ready(s, "slept"), progress=_progress(ctx, operator, what))
     return list(done.values())
@@ -220,6 +227,127 @@ async def concurrency(ctx: Context, operator: b.Operator) -> Figures:
         await b.empty_namespace(ctx.kc, ctx.bed, many_ns)
     return {"all succeeded (s)": max(times), "one alone (s)": alone, "all / one": max(times) / alone,
             "Stack Ready p50 (s)": b.percentile(times, 0.5)}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+def long_share(stacks: int) -> tuple[int, int, int]:
+    """How a replay of PKO#1293 splits `stacks`: (long, lost, short). 8 in 280 run long operations (the 8 slots the
+    issue found held by dead operations), at least one; the agents of half of them (rounded down) are killed; the
+    rest are the small Program, at least one."""
+    long_ = max(1, round(stacks * 8 / 280))
+    return long_, long_ // 2, max(1, stacks - long_)
+
+
+def _stalled(stack: b.Object) -> bool:
+    return any(c.get("type") == "Stalled" and c.get("status") == "True"
+               for c in (stack.get("status") or {}).get("conditions") or [])
+
+
+async def _running(ctx: Context, namespace: str) -> set[str]:
+    """The workspaces with an `up` under way: its Update Progressing, the workspace's pod Running (an Update can be
+    waiting for its workspace; pko's, queued for a slot of the pool, too)."""
+    progressing = {ref["name"] for u in await b.updates_in(ctx.kc, namespace)
+                   if any(c.get("type") == "Progressing" and c.get("status") == "True"
+                          for c in (u.get("status") or {}).get("conditions") or [])
+                   for ref in u["metadata"].get("ownerReferences") or [] if ref.get("controller")}
+    query = urllib.parse.quote(b.WORKSPACE_PODS)
+    pods = (ctx.bed.api_get(f"/api/v1/namespaces/{namespace}/pods?labelSelector={query}") or {}).get("items", [])
+    return progressing & {p["metadata"].get("labels", {}).get("auto.pulumi.com/workspace-name") for p in pods
+                          if p.get("status", {}).get("phase") == "Running"}
+
+
+def _kill_container(ctx: Context, pod: b.Object, name: str) -> None:
+    """SIGKILL one container of a pod (as the kernel's OOM killer does): the kubelet starts it again in the same pod."""
+    ctx.bed.ctr("task", "kill", "--signal", "SIGKILL", podprocs.container_id(pod, name), check=False)
+
+
+def _restarts(pods: list[b.Object]) -> int:
+    return sum(s.get("restartCount", 0) for p in pods for s in (p.get("status") or {}).get("containerStatuses") or [])
+
+
+async def killed(ctx: Context, operator: b.Operator) -> Figures:
+    """A replay of PKO#1293 (25 of 25 workers busy, 8 held by dead operations for hours): N Stacks at once, a few of
+    them with long operations (a program that sleeps `--sleep` seconds in its `up`, created first, so they hold
+    slots as long operations do). Once every long one is in its `up` and a third of the others are Ready, the
+    operator's container is SIGKILLed, and so are the agents of half the long ones: those operations are dead, the
+    others still run in their pods. Until every Stack is Ready again: how long, how many Updates each Stack took
+    (1 where the agent lived: its running `up` adopted, not run twice; 2 where it died), the Stacks Stalled at the
+    end, and the most workspace pods at once (pko with a pool: never more than the pool)."""
+    namespace = await new_namespace(ctx.kc, ctx.bed, "killed")
+    long_, lost, short = long_share(ctx.stacks)
+    long_names = [f"slow{i:03d}" for i in range(long_)]
+    names = [*long_names, *(f"s{i:03d}" for i in range(short))]
+    peak_pods = [0]
+
+    def ready(stack: b.Object) -> bool:
+        return b.is_ready(stack, "slept" if stack["metadata"]["name"] in long_names else None)
+
+    def watch(done: int, total: int) -> None:
+        peak_pods[0] = max(peak_pods[0], b.count_pods(ctx.bed, namespace, b.WORKSPACE_PODS))
+        progress(done, total)
+    progress = _progress(ctx, operator, "killed")
+    try:
+        start = time.monotonic()
+        await _create_slow_stacks(ctx, namespace, long_names)
+        await b.create_program_stacks(ctx.kc, namespace, names[long_:])
+        deadline = start + 900 + 10 * len(names)
+        while True:  # the kill point: what the Stacks show, never a fixed time
+            stacks = {s["metadata"]["name"]: s for s in (await ctx.kc.list(resources.STACK, namespace)).items}
+            under_way = await _running(ctx, namespace)
+            done_long = [n for n in long_names if n in stacks and ready(stacks[n])]
+            running = [n for n in long_names if n in under_way and n not in done_long]
+            ready_now = sum(1 for s in stacks.values() if ready(s))
+            watch(ready_now, len(names))
+            if len(running) + len(done_long) == long_ and ready_now - len(done_long) >= short // 3:
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the kill point was never reached\n{diagnose(ctx.bed, namespace)}")
+            await asyncio.sleep(b.POLL)
+        operator_pods = operator.pods(ctx.bed)
+        restarts = _restarts(operator_pods)
+        killed_at = time.monotonic()
+        for pod in operator_pods:
+            _kill_container(ctx, pod, pod["spec"]["containers"][0]["name"])
+        dead = running[:lost]
+        for name in dead:
+            workspace_pod = ctx.bed.api_get(f"/api/v1/namespaces/{namespace}/pods/{name}-workspace-0")
+            if workspace_pod is not None:
+                _kill_container(ctx, workspace_pod, "pulumi")
+        ctx.say(f"  [{operator.name}] killed the operator with {ready_now}/{len(names)} Ready, "
+                f"{len(running)} long operations running, the agents of {len(dead)} of them too")
+        back: float | None = None
+        pending = set(names)
+        done: dict[str, float] = {}
+        end = killed_at + (ctx.deadline or 900 + 10 * len(names))
+        while (pending or back is None) and time.monotonic() < end:
+            if back is None and _restarts(operator.pods(ctx.bed)) > restarts and _operator_ready(ctx, operator):
+                back = time.monotonic() - killed_at
+            for stack in (await ctx.kc.list(resources.STACK, namespace)).items:
+                if stack["metadata"]["name"] in pending and ready(stack):
+                    pending.discard(stack["metadata"]["name"])
+                    done[stack["metadata"]["name"]] = time.monotonic() - killed_at
+            watch(len(names) - len(pending), len(names))
+            await asyncio.sleep(b.POLL)
+        if pending:
+            ctx.say(f"  [{operator.name}] {len(pending)} Stacks not Ready {end - killed_at:.0f}s after the kill "
+                    f"(e.g. {sorted(pending)[:3]})")
+        stacks = {s["metadata"]["name"]: s for s in (await ctx.kc.list(resources.STACK, namespace)).items}
+        per_stack = Counter(ref["name"] for u in await b.updates_in(ctx.kc, namespace)
+                            for ref in u["metadata"].get("ownerReferences") or [] if ref.get("controller"))
+        lived = [n for n in names if n not in dead]
+        return {"all Ready after the kill (s)": max(done.values()) if not pending else float("nan"),
+                "Ready at the kill": float(ready_now), "Ready at the end": float(len(names) - len(pending)),
+                "operator back (s)": float("nan") if back is None else back,
+                "long operations running at the kill": float(len(running)),
+                "long operations run twice (agent alive)": float(sum(
+                    1 for n in running[lost:] if per_stack[n] > 1)),
+                "Updates a Stack (agent alive)": sum(per_stack[n] for n in lived) / len(lived),
+                **({"Updates a Stack (agent killed)": sum(per_stack[n] for n in dead) / len(dead)} if dead else {}),
+                "Stalled at the end": float(sum(1 for s in stacks.values() if _stalled(s))),
+                "peak workspace pods": float(peak_pods[0])}
+    finally:
+        await b.empty_namespace(ctx.kc, ctx.bed, namespace)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -515,6 +643,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("concurrency", "all succeeded (s)", True, concurrency, needs_git=True),
     Scenario("latency", "change→Update p50 (s)", True, latency),
     Scenario("restart", "all reconciled (s)", True, restart, disturbs_operator=True),
+    Scenario("killed", "all Ready after the kill (s)", True, killed, needs_git=True, disturbs_operator=True),
     Scenario("startup", "agent exec→listening (s)", True, startup),
     Scenario("idle", "workspace pods RSS total (MB)", True, idle),
     Scenario("coldstart", "second cold start: Stack→Ready (s)", True, coldstart),

@@ -13,8 +13,9 @@ def test_one_at_a_time_keeps_the_order_asked_for() -> None:
 
 def test_together_runs_the_calm_scenarios_at_once_and_each_disturber_alone_after_them() -> None:
     assert SCENARIOS["restart"].disturbs_operator
+    assert SCENARIOS["killed"].disturbs_operator
     assert _batches(list(SCENARIOS), together=True) == [
-        [name for name in SCENARIOS if name != "restart"], ["restart"]]
+        [name for name in SCENARIOS if name not in ("restart", "killed")], ["restart"], ["killed"]]
 
 
 def test_together_with_only_a_disturber_or_none_makes_no_empty_batch() -> None:

@@ -16,12 +16,19 @@ def test_a_pool_and_a_deadline_are_taken_for_the_fleet_on_the_pod_runtime() -> N
                  ).max_active_workspaces == 5
 
 
+def test_the_replay_of_pko_1293_takes_a_pool_a_deadline_and_its_sleep() -> None:
+    args = parse(["killed", "--operators", "pko", "--stacks", "280", "--max-active-workspaces", "25",
+                  "--sleep", "300", "--deadline", "1800"])
+    assert (args.max_active_workspaces, args.deadline, args.sleep) == (25, 1800.0, 300.0)
+
+
 @pytest.mark.parametrize(("argv", "message"), [
-    (["idle", "--max-active-workspaces", "20"], "for the fleet scenario"),
+    (["idle", "--max-active-workspaces", "20"], "for the fleet and killed scenarios"),
     (["fleet", "--max-active-workspaces", "0"], "at least 1"),
     (["fleet", "--deadline", "0"], "positive"),
-    (["latency", "--deadline", "60"], "fleet scenario on the pod runtime"),
-    (["fleet", "--runtime", "local", "--operators", "pko", "--deadline", "60"], "fleet scenario on the pod runtime"),
+    (["latency", "--deadline", "60"], "fleet and killed scenarios on the pod runtime"),
+    (["fleet", "--runtime", "local", "--operators", "pko", "--deadline", "60"],
+     "fleet and killed scenarios on the pod runtime"),
 ])
 def test_options_where_they_mean_nothing_are_refused(argv: list[str], message: str,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
