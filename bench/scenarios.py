@@ -9,6 +9,7 @@ them, their pods gone), so the next operator starts on an idle node.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import statistics
 import subprocess
 import tempfile
@@ -134,9 +135,10 @@ async def fleet(ctx: Context, operator: b.Operator) -> Figures:
     pending_pods = [0]
 
     def watch(done: int, total: int) -> None:
-        phases = b.pod_phases(ctx.bed, namespace, b.WORKSPACE_PODS)
-        peak_pods[0] = max(peak_pods[0], phases["Pending"] + phases["Running"])
-        pending_pods[0] = max(pending_pods[0], phases["Pending"])
+        phases = b.sampled_pod_phases(ctx.bed, namespace, b.WORKSPACE_PODS)
+        if phases is not None:
+            peak_pods[0] = max(peak_pods[0], phases["Pending"] + phases["Running"])
+            pending_pods[0] = max(pending_pods[0], phases["Pending"])
         progress(done, total)
     try:
         with b.CostMeter(ctx.bed, operator) as cost, b.wall_window() as window:
@@ -252,7 +254,10 @@ async def _running(ctx: Context, namespace: str) -> set[str]:
                           for c in (u.get("status") or {}).get("conditions") or [])
                    for ref in u["metadata"].get("ownerReferences") or [] if ref.get("controller")}
     query = urllib.parse.quote(b.WORKSPACE_PODS)
-    pods = (ctx.bed.api_get(f"/api/v1/namespaces/{namespace}/pods?labelSelector={query}") or {}).get("items", [])
+    try:
+        pods = (ctx.bed.api_get(f"/api/v1/namespaces/{namespace}/pods?labelSelector={query}") or {}).get("items", [])
+    except OSError:  # the API server busy: none seen running this time, the kill point waits for the next look
+        return set()
     return progressing & {p["metadata"].get("labels", {}).get("auto.pulumi.com/workspace-name") for p in pods
                           if p.get("status", {}).get("phase") == "Running"}
 
@@ -284,7 +289,9 @@ async def killed(ctx: Context, operator: b.Operator) -> Figures:
         return b.is_ready(stack, "slept" if stack["metadata"]["name"] in long_names else None)
 
     def watch(done: int, total: int) -> None:
-        peak_pods[0] = max(peak_pods[0], b.count_pods(ctx.bed, namespace, b.WORKSPACE_PODS))
+        phases = b.sampled_pod_phases(ctx.bed, namespace, b.WORKSPACE_PODS)
+        if phases is not None:
+            peak_pods[0] = max(peak_pods[0], phases["Pending"] + phases["Running"])
         progress(done, total)
     progress = _progress(ctx, operator, "killed")
     try:
@@ -321,8 +328,9 @@ async def killed(ctx: Context, operator: b.Operator) -> Figures:
         done: dict[str, float] = {}
         end = killed_at + (ctx.deadline or 900 + 10 * len(names))
         while (pending or back is None) and time.monotonic() < end:
-            if back is None and _restarts(operator.pods(ctx.bed)) > restarts and _operator_ready(ctx, operator):
-                back = time.monotonic() - killed_at
+            with contextlib.suppress(OSError):  # the API server busy: look again at the next poll
+                if back is None and _restarts(operator.pods(ctx.bed)) > restarts and _operator_ready(ctx, operator):
+                    back = time.monotonic() - killed_at
             for stack in (await ctx.kc.list(resources.STACK, namespace)).items:
                 if stack["metadata"]["name"] in pending and ready(stack):
                     pending.discard(stack["metadata"]["name"])
