@@ -295,11 +295,15 @@ async def watch_ready(kc: kclient.Client, bed: cluster.Cluster | None, namespace
 WORKSPACE_PODS = "auto.pulumi.com/component=workspace"
 
 
+def pods(bed: cluster.Cluster, namespace: str, selector: str = "") -> list[Object]:
+    """The pods of `namespace` (matching `selector`), from one listing."""
+    query = f"?labelSelector={urllib.parse.quote(selector)}" if selector else ""
+    return list((bed.api_get(f"/api/v1/namespaces/{namespace}/pods{query}") or {}).get("items", []))
+
+
 def pod_phases(bed: cluster.Cluster, namespace: str, selector: str = "") -> Counter[str]:
     """The pods of `namespace` (matching `selector`) by phase, from one listing."""
-    query = f"?labelSelector={urllib.parse.quote(selector)}" if selector else ""
-    listing = bed.api_get(f"/api/v1/namespaces/{namespace}/pods{query}") or {}
-    return Counter(str(pod.get("status", {}).get("phase")) for pod in listing.get("items", []))
+    return Counter(str(pod.get("status", {}).get("phase")) for pod in pods(bed, namespace, selector))
 
 
 def sampled_pod_phases(bed: cluster.Cluster, namespace: str, selector: str = "") -> Counter[str] | None:

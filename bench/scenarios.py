@@ -14,7 +14,6 @@ import statistics
 import subprocess
 import tempfile
 import time
-import urllib.parse
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -26,7 +25,7 @@ from bench import bed as b
 from bench.workload import Realistic
 from pko.kube import client as kclient
 from pko.kube import resources
-from pko.testing import binaries, cluster, crossrun, gitserver, podprocs, pulumi
+from pko.testing import binaries, cluster, crossrun, gitserver, podprocs, pulumi, waiting
 from pko.testing.clusterbed import ROOT, diagnose, new_namespace, passphrase_env
 
 Figures = dict[str, float]
@@ -241,25 +240,27 @@ def long_share(stacks: int) -> tuple[int, int, int]:
     return long_, long_ // 2, max(1, stacks - long_)
 
 
-def _stalled(stack: b.Object) -> bool:
-    return any(c.get("type") == "Stalled" and c.get("status") == "True"
-               for c in (stack.get("status") or {}).get("conditions") or [])
+def _true(obj: b.Object, type_: str) -> bool:
+    return waiting.condition(obj, type_).get("status") == "True"
+
+
+def _workspace_of(update: b.Object) -> str | None:
+    """The Workspace (and so the Stack) an Update belongs to: its controller."""
+    return next((ref["name"] for ref in update["metadata"].get("ownerReferences") or [] if ref.get("controller")),
+                None)
 
 
 async def _running(ctx: Context, namespace: str) -> set[str]:
     """The workspaces with an `up` under way: its Update Progressing, the workspace's pod Running (an Update can be
     waiting for its workspace; pko's, queued for a slot of the pool, too)."""
-    progressing = {ref["name"] for u in await b.updates_in(ctx.kc, namespace)
-                   if any(c.get("type") == "Progressing" and c.get("status") == "True"
-                          for c in (u.get("status") or {}).get("conditions") or [])
-                   for ref in u["metadata"].get("ownerReferences") or [] if ref.get("controller")}
-    query = urllib.parse.quote(b.WORKSPACE_PODS)
+    progressing = {_workspace_of(u) for u in await b.updates_in(ctx.kc, namespace) if _true(u, "Progressing")}
     try:
-        pods = (ctx.bed.api_get(f"/api/v1/namespaces/{namespace}/pods?labelSelector={query}") or {}).get("items", [])
+        pods = b.pods(ctx.bed, namespace, b.WORKSPACE_PODS)
     except OSError:  # the API server busy: none seen running this time, the kill point waits for the next look
         return set()
-    return progressing & {p["metadata"].get("labels", {}).get("auto.pulumi.com/workspace-name") for p in pods
-                          if p.get("status", {}).get("phase") == "Running"}
+    return {name for name in progressing if name is not None} & {
+        p["metadata"].get("labels", {}).get("auto.pulumi.com/workspace-name") for p in pods
+        if p.get("status", {}).get("phase") == "Running"}
 
 
 def _kill_container(ctx: Context, pod: b.Object, name: str) -> None:
@@ -329,7 +330,7 @@ async def killed(ctx: Context, operator: b.Operator) -> Figures:
         end = killed_at + (ctx.deadline or 900 + 10 * len(names))
         while (pending or back is None) and time.monotonic() < end:
             with contextlib.suppress(OSError):  # the API server busy: look again at the next poll
-                if back is None and _restarts(operator.pods(ctx.bed)) > restarts and _operator_ready(ctx, operator):
+                if back is None and _restarts(now := operator.pods(ctx.bed)) > restarts and _all_ready(now):
                     back = time.monotonic() - killed_at
             for stack in (await ctx.kc.list(resources.STACK, namespace)).items:
                 if stack["metadata"]["name"] in pending and ready(stack):
@@ -341,8 +342,7 @@ async def killed(ctx: Context, operator: b.Operator) -> Figures:
             ctx.say(f"  [{operator.name}] {len(pending)} Stacks not Ready {end - killed_at:.0f}s after the kill "
                     f"(e.g. {sorted(pending)[:3]})")
         stacks = {s["metadata"]["name"]: s for s in (await ctx.kc.list(resources.STACK, namespace)).items}
-        per_stack = Counter(ref["name"] for u in await b.updates_in(ctx.kc, namespace)
-                            for ref in u["metadata"].get("ownerReferences") or [] if ref.get("controller"))
+        per_stack = Counter(_workspace_of(u) for u in await b.updates_in(ctx.kc, namespace))
         lived = [n for n in names if n not in dead]
         return {"all Ready after the kill (s)": max(done.values()) if not pending else float("nan"),
                 "Ready at the kill": float(ready_now), "Ready at the end": float(len(names) - len(pending)),
@@ -352,7 +352,7 @@ async def killed(ctx: Context, operator: b.Operator) -> Figures:
                     1 for n in running[lost:] if per_stack[n] > 1)),
                 "Updates a Stack (agent alive)": sum(per_stack[n] for n in lived) / len(lived),
                 **({"Updates a Stack (agent killed)": sum(per_stack[n] for n in dead) / len(dead)} if dead else {}),
-                "Stalled at the end": float(sum(1 for s in stacks.values() if _stalled(s))),
+                "Stalled at the end": float(sum(1 for s in stacks.values() if _true(s, "Stalled"))),
                 "peak workspace pods": float(peak_pods[0])}
     finally:
         await b.empty_namespace(ctx.kc, ctx.bed, namespace)
@@ -399,10 +399,12 @@ async def latency(ctx: Context, operator: b.Operator) -> Figures:
 
 # ---------------------------------------------------------------------------------------------------------------
 
+def _all_ready(pods: list[b.Object]) -> bool:
+    return bool(pods) and all(_true(p, "Ready") for p in pods)
+
+
 def _operator_ready(ctx: Context, operator: b.Operator) -> bool:
-    pods = operator.pods(ctx.bed)
-    return bool(pods) and all(any(c.get("type") == "Ready" and c.get("status") == "True"
-                                  for c in p.get("status", {}).get("conditions", [])) for p in pods)
+    return _all_ready(operator.pods(ctx.bed))
 
 
 async def restart(ctx: Context, operator: b.Operator) -> Figures:
@@ -517,9 +519,7 @@ async def startup(ctx: Context, operator: b.Operator) -> Figures:
 # ---------------------------------------------------------------------------------------------------------------
 
 def _workspace_rss(ctx: Context, namespace: str) -> list[int]:
-    query = urllib.parse.quote(b.WORKSPACE_PODS)
-    pods = (ctx.bed.api_get(f"/api/v1/namespaces/{namespace}/pods?labelSelector={query}") or {}).get("items", [])
-    found = (b.pod_rss_bytes(p["metadata"]["uid"]) for p in pods)
+    found = (b.pod_rss_bytes(p["metadata"]["uid"]) for p in b.pods(ctx.bed, namespace, b.WORKSPACE_PODS))
     return [rss for rss in found if rss is not None]
 
 

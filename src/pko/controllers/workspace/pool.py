@@ -81,9 +81,7 @@ def worth_writing(shown: str | None, queued: Queued) -> bool:
     if shown is None or lanes.queued_summary(shown) != lanes.queued_summary(queued.message()):
         return True
     place = lanes.queued_place(shown)
-    if place is None or queued.position <= EXACT_PLACES:
-        return True
-    return abs(place - queued.position) * MOVED_ENOUGH >= place
+    return place is None or queued.position <= EXACT_PLACES or moved_enough(place, queued.position)
 
 
 def order(waiters: Mapping[Key, Waiter]) -> list[Key]:
@@ -120,7 +118,7 @@ class Pool:
         self._queue: list[Key] | None = None
         self._places: dict[Key, int] = {}
         #: the place each waiter was last given; when the queue moves, those whose place moved enough are woken to
-        #: show it (:meth:`_nudge`), so a waiter needs no timer to follow the queue
+        #: show it (:meth:`_changed`), so a waiter needs no timer to follow the queue
         self._told: dict[Key, int] = {}
 
     def _seeded(self) -> None:
