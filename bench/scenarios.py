@@ -251,16 +251,18 @@ def _workspace_of(update: b.Object) -> str | None:
 
 
 async def _running(ctx: Context, namespace: str) -> set[str]:
-    """The workspaces with an `up` under way: its Update Progressing, the workspace's pod Running (an Update can be
-    waiting for its workspace; pko's, queued for a slot of the pool, too)."""
+    """The workspaces with an `up` under way: its Update Progressing and the Pulumi CLI running `pulumi up` in the
+    workspace's pod, seen in the node's /proc (an Update can be Progressing before its `up` reaches the agent, or
+    be waiting for its workspace; pko's, queued for a slot of the pool, too)."""
     progressing = {_workspace_of(u) for u in await b.updates_in(ctx.kc, namespace) if _true(u, "Progressing")}
     try:
         pods = b.pods(ctx.bed, namespace, b.WORKSPACE_PODS)
     except OSError:  # the API server busy: none seen running this time, the kill point waits for the next look
         return set()
-    return {name for name in progressing if name is not None} & {
-        p["metadata"].get("labels", {}).get("auto.pulumi.com/workspace-name") for p in pods
-        if p.get("status", {}).get("phase") == "Running"}
+    running = {str(p["metadata"]["uid"]): p["metadata"].get("labels", {}).get("auto.pulumi.com/workspace-name")
+               for p in pods if p.get("status", {}).get("phase") == "Running"}
+    upping = await asyncio.to_thread(podprocs.running_command, running, "up")
+    return {name for name in progressing if name is not None} & {running[uid] for uid in upping}
 
 
 def _kill_container(ctx: Context, pod: b.Object, name: str) -> None:

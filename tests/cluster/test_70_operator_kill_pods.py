@@ -29,7 +29,7 @@ from typing import Any
 
 from pko.kube import client as kclient
 from pko.kube import objects, resources
-from pko.testing import cluster, faults, filebackend
+from pko.testing import cluster, faults, filebackend, podprocs
 from pko.testing.clusterbed import OPERATOR_NAMESPACE, Release, RoundFleet
 from pko.testing.waiting import at_round, condition, eventually
 
@@ -38,22 +38,6 @@ ROUNDS = 20 if SOAK else 3
 STACKS = 10 if SOAK else 3
 FINALIZER = "finalizer.stack.pulumi.com"
 MOMENTS = ("right after the change", "while an up runs", "as the first Updates complete")
-
-
-def _pulumi_installs(pod_uids: set[str]) -> list[int]:
-    """`pulumi install` processes running in the pods `pod_uids` (their cgroup names the pod, on the node)."""
-    marks = pod_uids | {uid.replace("-", "_") for uid in pod_uids}
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not (entry.name.isdigit() and faults.is_pulumi_install(int(entry.name))):
-            continue
-        try:
-            cgroup = (entry / "cgroup").read_text()
-        except OSError:
-            continue
-        if any(mark in cgroup for mark in marks):
-            found.append(int(entry.name))
-    return found
 
 
 async def _kill_operator(ckc: kclient.Client, real_cluster: cluster.Cluster) -> str:
@@ -87,7 +71,7 @@ async def test_operator_sigkill_rounds_on_the_pod_runtime(ckc: kclient.Client, c
 
     async def installing() -> bool:
         uids = {str(p["metadata"]["uid"]) for p in (await ckc.list(resources.POD, ns)).items}
-        return bool(uids and await asyncio.to_thread(_pulumi_installs, uids))
+        return bool(uids and await asyncio.to_thread(podprocs.running_command, uids, "install"))
 
     await eventually(installing, "a `pulumi install` in a new workspace pod", 300, interval=0.05)
     print(f"round 0: SIGKILL {await _kill_operator(ckc, real_cluster)} during `pulumi install` in a workspace pod")

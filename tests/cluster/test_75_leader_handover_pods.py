@@ -5,7 +5,7 @@ pods, the leader's pod is deleted (as a node drain or `kubectl delete pod` does)
 up every in-flight Update: it waits for the `up` already running in a workspace pod rather than starting a second
 one, so every Stack converges at its new generation, every Update completes, and the backends (directories on the
 node mounted into the pods) show no round's `up` succeeding twice and no lock. The workspace pods are the same
-throughout.
+throughout, and no `up` is interrupted by the handover: pko's agent keeps each running past the old leader's call.
 """
 
 from __future__ import annotations
@@ -91,5 +91,10 @@ async def test_the_new_leader_picks_up_in_flight_updates_in_workspace_pods(
         ups = filebackend.succeeded_ups(states[name])
         assert set(ups) >= {"0", "1"}, f"{name}: the backend lacks rounds: {dict(ups)}"
         tally.count(name, states[name])
+        # the `up`s in flight went on in their pods and the new leader followed them (pko.agent.kept): none was
+        # interrupted by the handover and run again
+        unfinished = [e.get("result") for e in filebackend.history(states[name])
+                      if e.get("kind") == "update" and e.get("result") != "succeeded"]
+        assert not unfinished, f"{name}: an up ended {unfinished} across the handover"
     assert tally.clean(), "\n".join(tally.details)
     print(tally.line())

@@ -10,6 +10,7 @@ keeps talking is not cancelled however long it runs — unless it passes its har
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,12 @@ else:
         time.sleep(0.5)
 pulumi.export("done", True)
 """
+
+
+def _results(backend: Path) -> list[str]:
+    """The results of the `up`s the backend recorded as over."""
+    entries = [json.loads(p.read_text()) for p in (backend / ".pulumi" / "history").rglob("*.history.json")]
+    return [str(e.get("result")) for e in entries if e.get("kind") == "update"]
 
 
 async def _create(kc: kclient.Client, git: gitserver.GitServer, namespace: str, tmp_path: Path, name: str, *,
@@ -102,6 +109,9 @@ async def test_a_silent_operation_is_cancelled_and_leaves_the_stack_unlocked(
     stack = await kc.get(resources.STACK, "silent", namespace)
     assert "sent no output for 4s" in e2e.last_update(stack)["message"]
     assert e2e.last_update(stack)["state"] == "failed"
+    # The operator had the agent stop that `up` (pko's agent keeps an `up` running when only its call goes away:
+    # OperationControl.Cancel) and waited for it: the backend recorded it as over, though its program still blocks.
+    assert "failed" in _results(backend), "the timed-out up is still running in the agent"
 
     # The program may finish now: the retry succeeds, so the cancelled CLI left the stack unlocked.
     release.touch()

@@ -46,6 +46,12 @@ async def test_every_scenario_yields_figures_for_both_operators(
     assert results["idle"]["pko"]["cold request→Ready (s)"] > 0, results["idle"]
     assert "cold request→Ready (s)" not in results["idle"]["go"], results["idle"]
     assert results["restart"]["pko"]["updates re-run"] == 0, results["restart"]
+    # PKO#1293's replay: the operator SIGKILLed while the long `up` runs in its (live) workspace pod; pko's agent
+    # keeps that `up` running and the restarted operator follows it to its end (pko.agent.kept): one Update, not two
+    killed = results["killed"]["pko"]
+    assert killed["long operations running at the kill"] == 1, killed
+    assert killed["long operations run twice (agent alive)"] == 0, killed
+    assert killed["Updates a Stack (agent alive)"] == 1, killed
     printed: list[str] = []
     harness.show(results, list(SCENARIOS), printed.append)
     found = {m.group(1) for m in (HEADLINE.match(line) for line in printed) if m}

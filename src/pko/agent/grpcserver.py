@@ -104,6 +104,7 @@ def build_server(service: AutomationService, auth: KubeAuth | None = None) -> gr
         ],
     )
     agent_pb2_grpc.add_AutomationServiceServicer_to_server(service, server)
+    agent_pb2_grpc.add_OperationControlServicer_to_server(service, server)  # pko: kept `up`s (pko.agent.kept)
     return server
 
 

@@ -24,8 +24,9 @@ from pko.agent.errors import AgentError
 from pko.protocol import status
 from pko.protocol.proto import agent_pb2
 
-# what this agent adds to the protocol, announced on SelectStack (resume-update: pko.agent.resume)
-CAPABILITY = "update-plans,destroy-preview,resume-update"
+# what this agent adds to the protocol, announced on SelectStack (resume-update: pko.agent.resume; keep-running:
+# pko.agent.kept)
+CAPABILITY = "update-plans,destroy-preview,resume-update,keep-running"
 CAPABILITIES_HEADER = "pko-agent-capabilities"
 PLAN_DIR = ".pko-plans"
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")

@@ -4,7 +4,9 @@ Operations act on the selected stack (``FAILED_PRECONDITION "no stack is selecte
 operations run the CLI with an event log, stream every engine event as a ``Struct`` while the CLI runs, and finish
 with one result (summary, permalink, outputs, project info) — or with ``UNKNOWN "<op> failed: ..."`` plus a
 ``PulumiErrorInfo`` detail for known failures. A client cancelling the call interrupts the CLI (Ctrl-C) and waits for
-it to wind down, so the stack is never left locked.
+it to wind down, so the stack is never left locked — except an `up` the operator asked to keep running
+(`operation_id`, pko.agent.kept): it goes on without its caller until it ends, a resume follows it, or
+`OperationControl.Cancel` stops it; no other operation starts in the workspace meanwhile.
 
 It must never log config values, outputs or event contents, and never block the event loop.
 """
@@ -24,7 +26,7 @@ from typing import Any, TypeVar
 import grpc
 from google.protobuf import json_format, struct_pb2
 
-from pko.agent import cliargs, errors, eventlog, plans, results, resume, stalelocks
+from pko.agent import cliargs, errors, eventlog, kept, plans, results, resume, stalelocks
 from pko.agent.config import plan_config
 from pko.agent.errors import AgentError
 from pko.agent.pulumicmd import CommandError, CommandResult
@@ -69,8 +71,8 @@ class _Seen:
             self.result = result
 
 
-class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
-    """Serves one workspace."""
+class AutomationService(agent_pb2_grpc.AutomationServiceServicer, agent_pb2_grpc.OperationControlServicer):
+    """Serves one workspace (and pko's OperationControl for its kept `up`)."""
 
     def __init__(self, workspace: Workspace, pulumi_log_level: int = 0):
         self.ws = workspace
@@ -78,6 +80,7 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
         self.stopping = False
         self._stack_lock = asyncio.Lock()
         self.plans = plans.PlanStore(workspace.workdir)
+        self._kept: kept.Kept[agent_pb2.UpStream] | None = None  # the latest `up` kept running past its caller
 
     # --- plumbing ---------------------------------------------------------------------------------------------
 
@@ -262,13 +265,13 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
             released.append(notices_.stale_lock_released(name, lock["pid"], host, _now()))
         return released
 
-    async def _stream(self, context: grpc.aio.ServicerContext[Any, Any], op: str, description: str,
-                      args: Callable[[str, str], list[str]], on_event: Callable[[struct_pb2.Struct], StreamMessage],
-                      finish: Callable[[str, CommandResult], Awaitable[StreamMessage]],
-                      env_overrides: dict[str, str] | None = None,
-                      watch: Callable[[dict[str, Any]], None] | None = None) -> AsyncIterator[StreamMessage]:
+    async def _messages(self, op: str, description: str, args: Callable[[str, str], list[str]],
+                        on_event: Callable[[struct_pb2.Struct], StreamMessage],
+                        finish: Callable[[str, CommandResult], Awaitable[StreamMessage]],
+                        env_overrides: dict[str, str] | None = None,
+                        watch: Callable[[dict[str, Any]], None] | None = None) -> AsyncIterator[StreamMessage]:
         """Events while the operation runs (each also to `watch`, as the engine wrote it), then the result `finish`
-        builds; errors end the call with a status."""
+        builds; any failure raised as an :class:`AgentError`."""
         try:
             stack = await self.ensure_stack()
             outcome: CommandResult | None = None
@@ -279,13 +282,51 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
                     yield item
             assert outcome is not None
             yield await finish(stack, outcome)
-        except AgentError as err:
-            await _abort(context, err)
+        except AgentError:
+            raise
         except CommandError as err:
-            await _abort(context, AgentError(grpc.StatusCode.UNKNOWN, str(err)))
+            raise AgentError(grpc.StatusCode.UNKNOWN, str(err)) from None
         except Exception as err:  # like a Go handler returning a plain error: UNKNOWN with its text
             log.exception("unexpected error")
-            await _abort(context, AgentError(grpc.StatusCode.UNKNOWN, str(err)))
+            raise AgentError(grpc.StatusCode.UNKNOWN, str(err)) from None
+
+    def _busy(self) -> AgentError | None:
+        """The refusal of a new operation while a kept `up` still runs (its CLI holds the stack)."""
+        held = self._kept
+        if held is None or not held.running:
+            return None
+        message = (f"an up (operation {held.operation_id}, started {held.started.isoformat()}) is still running in "
+                   "this workspace")
+        # as the CLI's own refusal of a locked stack; the operator retries it as a passing failure (pko.protocol)
+        return AgentError(grpc.StatusCode.FAILED_PRECONDITION, message,
+                          agent_pb2.PulumiErrorInfo(code=409, reason="UpdateConflict", message=message))
+
+    async def _stream(self, context: grpc.aio.ServicerContext[Any, Any], op: str, description: str,
+                      args: Callable[[str, str], list[str]], on_event: Callable[[struct_pb2.Struct], StreamMessage],
+                      finish: Callable[[str, CommandResult], Awaitable[StreamMessage]],
+                      env_overrides: dict[str, str] | None = None,
+                      watch: Callable[[dict[str, Any]], None] | None = None) -> AsyncIterator[StreamMessage]:
+        """The operation's messages for this call; errors end the call with a status."""
+        try:
+            busy = self._busy()
+            if busy is not None:
+                raise busy
+            async for message in self._messages(op, description, args, on_event, finish, env_overrides, watch):
+                yield message
+        except AgentError as err:
+            await _abort(context, err)
+
+    async def _follow(self, context: grpc.aio.ServicerContext[Any, Any],
+                      held: kept.Kept[agent_pb2.UpStream]) -> AsyncIterator[agent_pb2.UpStream]:
+        """A kept `up`'s messages for this call; its failure ends the call with a status. The call going away
+        leaves the `up` running."""
+        try:
+            async for message in held.follow():
+                yield message
+        except kept.Cancelled as err:
+            await _abort(context, AgentError(grpc.StatusCode.CANCELLED, str(err)))
+        except AgentError as err:
+            await _abort(context, err)
 
     def _summarize(self, result: agent_pb2.UpResult | agent_pb2.RefreshResult | agent_pb2.DestroyResult,
                    outcome: CommandResult, summary: agent_pb2.UpdateSummary | None) -> None:
@@ -350,6 +391,14 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
             return agent_pb2.UpStream(result=result)
 
         if request.HasField("resume_after"):
+            held = self._kept
+            if held is not None and request.operation_id and held.operation_id == request.operation_id:
+                # the operator lost its call, not the `up`: it ran on here (pko.agent.kept)
+                log.info("up: following the kept operation %s (%s)", held.operation_id,
+                         "running" if held.running else "over")
+                async for message in self._follow(context, held):
+                    yield message
+                return
             try:
                 resumed = await self._resumed(request.resume_after.ToDatetime(tzinfo=datetime.UTC))
             except AgentError as err:
@@ -369,15 +418,44 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer):
             except AgentError as err:
                 await _abort(context, err)
                 return
-        try:
-            async for message in self._stream(
-                    context, "up", "failed to run update",
-                    lambda stack, events: cliargs.up_args(request, stack, events, self.pulumi_log_level) + extra,
-                    lambda event: agent_pb2.UpStream(event=event), finish, watch=seen.watch):
-                yield message
-        finally:
-            if request.HasField("plan_digest"):
-                self.plans.discard(request.plan_digest)
+
+        async def run() -> AsyncIterator[agent_pb2.UpStream]:
+            try:
+                async for message in self._messages(
+                        "up", "failed to run update",
+                        lambda stack, events: cliargs.up_args(request, stack, events, self.pulumi_log_level) + extra,
+                        lambda event: agent_pb2.UpStream(event=event), finish, watch=seen.watch):
+                    yield message
+            finally:
+                if request.HasField("plan_digest"):
+                    self.plans.discard(request.plan_digest)
+
+        busy = self._busy()
+        if busy is not None:
+            await _abort(context, busy)
+            return
+        if not request.operation_id:
+            try:
+                async for message in run():
+                    yield message
+            except AgentError as err:
+                await _abort(context, err)
+            return
+        self._kept = held = kept.Kept(request.operation_id, run())
+        log.info("up: kept running as operation %s", request.operation_id)
+        async for message in self._follow(context, held):
+            yield message
+
+    # --- pko's OperationControl -------------------------------------------------------------------------------
+
+    async def Cancel(self, request: agent_pb2.CancelRequest,
+                     context: grpc.aio.ServicerContext[Any, Any]) -> agent_pb2.CancelResult:
+        held = self._kept
+        if held is None or not request.operation_id or held.operation_id != request.operation_id:
+            await _abort(context, AgentError(grpc.StatusCode.NOT_FOUND,
+                                             f"no operation {request.operation_id!r} is kept in this workspace"))
+            raise AssertionError("unreachable: abort raises")
+        return agent_pb2.CancelResult(running=await held.cancel())
 
     async def Preview(self, request: agent_pb2.PreviewRequest,
                       context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[agent_pb2.PreviewStream]:

@@ -59,6 +59,7 @@ class Connection:
     channel: grpc.aio.Channel
     stub: agent_client.AutomationStub
     metadata: tuple[tuple[str, str], ...]
+    control: agent_client.ControlStub  # pko's OperationControl: only for an agent announcing "keep-running"
 
     async def close(self) -> None:
         await self.channel.close(None)
@@ -128,4 +129,4 @@ class Connector:
             await channel.close(None)
             raise ConnectionFailed(f"unable to connect to the workspace agent at {target}: timed out") from err
         return Connection(target, channel, agent_client.stub(channel),
-                          (("authorization", f"Bearer {token}"),))
+                          (("authorization", f"Bearer {token}"),), agent_client.control_stub(channel))

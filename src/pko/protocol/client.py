@@ -22,6 +22,7 @@ from pko.protocol.proto import agent_pb2, agent_pb2_grpc
 
 if TYPE_CHECKING:
     AutomationStub: TypeAlias = agent_pb2_grpc.AutomationServiceAsyncStub
+    ControlStub: TypeAlias = agent_pb2_grpc.OperationControlAsyncStub
 
 StreamMessage: TypeAlias = (
     agent_pb2.PreviewStream | agent_pb2.RefreshStream | agent_pb2.UpStream | agent_pb2.DestroyStream
@@ -43,6 +44,11 @@ error_info = status.error_info
 def stub(channel: grpc.aio.Channel) -> AutomationStub:
     """The generated stub on `channel`, typed."""
     return agent_pb2_grpc.AutomationServiceStub(channel)
+
+
+def control_stub(channel: grpc.aio.Channel) -> ControlStub:
+    """pko's ``OperationControl`` stub on `channel` (only an agent announcing "keep-running" serves it), typed."""
+    return agent_pb2_grpc.OperationControlStub(channel)
 
 
 def pulumi_error_info(err: grpc.aio.AioRpcError) -> agent_pb2.PulumiErrorInfo | None:

@@ -35,6 +35,7 @@ _TRANSIENT_TEXT = re.compile("|".join((
     r"\b(SlowDown|RequestTimeout|ServiceUnavailable|InternalError|Throttling|TooManyRequests)\b",  # object stores
     r"\[(429|500|502|503|504)\]",                      # Pulumi Cloud: "[503] Service Unavailable"
     r"(status(Code)?|HTTP)[ :=]*(429|500|502|503|504)\b", r"Too Many Requests",
+    r"is still running in this workspace",            # pko's agent: a kept `up` holds the workspace (pko.agent.kept)
 )), re.IGNORECASE)
 
 

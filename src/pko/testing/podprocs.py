@@ -7,6 +7,7 @@ holds the lock, and read the lock again once it is dead.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,25 @@ def holder(pid_in_pod: int, pod_uid: str) -> int | None:
         if int(nspid) == pid_in_pod:
             return int(entry.name)
     return None
+
+
+def running_command(pod_uids: Iterable[str], verb: str) -> set[str]:
+    """The pods among `pod_uids` in which a Pulumi CLI runs `pulumi <verb>` now (``up``, ``install``): the moment a
+    fault test strikes at, read on the node rather than guessed from an Update's status."""
+    marks = {mark: uid for uid in pod_uids for mark in (uid, uid.replace("-", "_"))}
+    found: set[str] = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            if Path(argv[0].decode(errors="replace")).name != "pulumi" or verb.encode() not in argv[1:]:
+                continue
+            cgroup = (entry / "cgroup").read_text()
+        except OSError:
+            continue
+        found.update(uid for mark, uid in marks.items() if mark in cgroup)
+    return found
 
 
 def dead(pid: int) -> bool:

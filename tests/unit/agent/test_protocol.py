@@ -38,6 +38,10 @@ def test_service_and_package() -> None:
         "Destroy": ("DestroyRequest", "DestroyStream", True),
         "PulumiVersion": ("PulumiVersionRequest", "PulumiVersionResult", False),
     }
+    # pko's own service beside it (kept `up`s): the reference's service stays as the contract has it
+    control = agent_pb2.DESCRIPTOR.services_by_name["OperationControl"]
+    assert {m.name: (m.input_type.name, m.output_type.name, m.server_streaming) for m in control.methods} == {
+        "Cancel": ("CancelRequest", "CancelResult", False)}
     assert agent_pb2.DESCRIPTOR.GetOptions().go_package == (
         "github.com/pulumi/pulumi-kubernetes-operator/v2/agent/pkg/proto")
 
@@ -93,7 +97,8 @@ CONTRACT: dict[str, dict[str, tuple[int, int, bool, bool]]] = {
 PKO_ADDED: dict[str, dict[str, tuple[int, int, bool, bool]]] = {
     "PreviewRequest": {"save_plan": (100, B, False, True)},
     "PreviewResult": {"plan_digest": (100, S, False, True), "change_summary": (101, M, True, False)},
-    "UpRequest": {"plan_digest": (100, S, False, True), "resume_after": (101, M, False, True)},
+    "UpRequest": {"plan_digest": (100, S, False, True), "resume_after": (101, M, False, True),
+                  "operation_id": (102, S, False, True)},
     "DestroyRequest": {"preview_only": (100, B, False, True)},
     "DestroyResult": {"plan_digest": (100, S, False, True), "change_summary": (101, M, True, False),
                       "resources": (102, S, True, False)},

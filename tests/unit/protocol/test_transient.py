@@ -22,6 +22,9 @@ PASSING = [
     "HTTP 502",
     "failed to set config: error: context deadline exceeded",
     "failed to select stack: error: net/http: TLS handshake timeout",
+    # a kept `up` still holds the workspace (pko.agent.kept): it ends on its own
+    "an up (operation 6f1c0e3a-0b7e-4d7e-9a53-0c4b1f3f2a11, started 2026-12-01T21:30:00+00:00) is still running in "
+    "this workspace",
 ]
 
 FINAL = [

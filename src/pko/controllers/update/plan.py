@@ -46,6 +46,7 @@ CAPABILITIES_HEADER = "pko-agent-capabilities"
 CAPABILITY_PLANS = "update-plans"
 CAPABILITY_DESTROY_PREVIEW = "destroy-preview"
 CAPABILITY_RESUME = "resume-update"
+CAPABILITY_KEEP_RUNNING = "keep-running"  # the agent keeps an `up` running past its caller (pko.agent.kept)
 MAX_PLANNED_RESOURCES = 100  # URNs kept on the Update (and the Stack's status) for a destroy preview
 UNKNOWN_ERROR = "An unknown error occurred"
 

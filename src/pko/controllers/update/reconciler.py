@@ -6,8 +6,10 @@ decides (see :mod:`pko.controllers.update.plan`), marks the Update Progressing a
 semaphore bounds how many operations run at once (default 200). When the task ends it writes the result and
 re-queues the Update (for its TTL). An Update found Progressing with no task of ours (the operator restarted
 mid-operation) is marked Failed/Aborted, as the reference does, and its Stack runs the same `up` again — unless
-it is an `up` and its workspace runs pko's agent: then the agent is asked to resume it (pko.agent.resume), which
-returns the backend's record of that `up` when it finished after all (else the Update is Aborted all the same).
+it is an `up` and its workspace runs pko's agent: then the agent is asked to resume it. pko's agent keeps an `up`
+running when its caller goes away (pko.agent.kept: asked by the Update's UID), so the resume follows the same `up`
+to its end; an agent that lost it (it restarted) returns the backend's record of that `up` when it finished after
+all (pko.agent.resume), else the Update is Aborted all the same.
 For the same reason a finished operation's result is written until the API server takes it (an outage is waited
 out).
 
@@ -48,6 +50,7 @@ events_log = logging.getLogger("pko.pulumi")
 CONNECT_TIMEOUT = 10.0
 RETRY_AFTER = 5.0
 RECORD_BACKOFF = (0.5, 1.0, 2.0, 5.0)  # between attempts to write an operation's result (the last one repeats)
+STOP_TIMEOUT = 60.0  # for an agent to interrupt a kept `up` on purpose and see its CLI stop
 RESUME_WINDOW = 300.0  # after this long since our start, an interrupted `up` whose workspace is not back is aborted
 DEFAULT_MAX_OPERATIONS = 200
 
@@ -93,7 +96,8 @@ class UpdateReconciler:
         return len(self.active)
 
     async def close(self) -> None:
-        """Cancel in-flight operations (each asks its agent to stop pulumi gracefully) and wait for them."""
+        """Cancel in-flight operations and wait for them: each asks its agent to stop pulumi gracefully, except a
+        kept `up`, which runs on for the next operator to follow."""
         tasks = list(self.active.values())
         for task in tasks:
             task.cancel()
@@ -206,6 +210,7 @@ class UpdateReconciler:
         kind = spec.type or ""
         gate = plan.plan_gate(update.metadata.annotations or {}, kind)
         drifted = drift.Collector() if drift.is_drift_check(update) else None
+        kept = ""  # the `up`'s name when the agent keeps it running past this call (pko.agent.kept)
         try:
             select = conn.stub.SelectStack(
                 agent_pb2.SelectStackRequest(stack_name=spec.stack_name or "", create=True), metadata=conn.metadata)
@@ -220,7 +225,11 @@ class UpdateReconciler:
             if resume_after is not None and not plan.supports(await select.initial_metadata(),
                                                               plan.CAPABILITY_RESUME):
                 return plan.failed(plan.REASON_ABORTED)  # a Go agent: the reference's answer
-            stream = self._call(kind, spec, conn, gate, resume_after)
+            # pko: an `up` the agent keeps running if this operator goes away (restart, upgrade, OOM kill); the
+            # next one follows it by the Update's UID (pko.agent.kept)
+            kept = (update.metadata.uid or "") if kind == up_api.UP and plan.supports(
+                await select.initial_metadata(), plan.CAPABILITY_KEEP_RUNNING) else ""
+            stream = self._call(kind, spec, conn, gate, resume_after, kept)
             silence = plan.idle_timeout(spec, self.idle_timeout)
             limit = plan.timeout(spec, self.timeout)
             began = resume_after or self.clock()  # a resumed operation keeps its first start's deadline
@@ -235,7 +244,9 @@ class UpdateReconciler:
                 except TimeoutError:
                     # silent for too long (a hung provider, an agent behind a dead connection), or past its
                     # deadline: cancelling the call makes the agent cancel the CLI, which releases the stack's lock
-                    # as it stops
+                    # as it stops; a kept `up` is stopped by name first (its call going away would not stop it)
+                    if kept:
+                        await self._stop_kept(conn, kept)
                     stream.cancel()
                     if deadline:
                         log.warning("ran for longer than %.0fs: cancelled the %s", limit, kind)
@@ -269,7 +280,9 @@ class UpdateReconciler:
                         outcome.drift = drifted.result()
                     return outcome
         except grpc.aio.AioRpcError as err:
-            if resume_after is not None:  # nothing to resume: the reference's answer (the Stack retries)
+            if resume_after is not None and (not kept or err.code() == grpc.StatusCode.FAILED_PRECONDITION):
+                # nothing to resume: the reference's answer (the Stack retries); a kept `up` that was followed and
+                # failed is a failed `up`, told as any other
                 log.info("the agent could not resume the interrupted up: %s", err.details())
                 return plan.failed(plan.REASON_ABORTED)
             info = agent_client.pulumi_error_info(err)
@@ -280,6 +293,16 @@ class UpdateReconciler:
         except ValueError as err:
             return plan.failed("InvalidSpec", str(err))
         return plan.from_error(f"didn't receive a{'n' if kind == 'up' else ''} {kind} result", None)
+
+    async def _stop_kept(self, conn: connect.Connection, operation_id: str) -> None:
+        """Ask the agent to interrupt the kept `up` and wait until its CLI has stopped, releasing the stack's lock;
+        when the agent cannot be asked (a dead connection) its `up` ends on its own and the workspace refuses other
+        operations until then."""
+        try:
+            await conn.control.Cancel(agent_pb2.CancelRequest(operation_id=operation_id), metadata=conn.metadata,
+                                      timeout=STOP_TIMEOUT)
+        except grpc.aio.AioRpcError as err:
+            log.warning("could not stop the kept up %s: %s", operation_id, err.details())
 
     async def _resource_count(self, conn: connect.Connection) -> int | None:
         """How many resources the selected stack holds (the agent's Info); None when the backend does not say."""
@@ -344,7 +367,7 @@ class UpdateReconciler:
 
     def _call(self, kind: str, spec: up_api.UpdateSpec, conn: connect.Connection,
               gate: plan.PlanGate | None = None,
-              resume_after: datetime.datetime | None = None) -> agent_client.StreamCall:
+              resume_after: datetime.datetime | None = None, kept: str = "") -> agent_client.StreamCall:
         common: dict[str, Any] = {}
         if spec.parallel is not None:
             common["parallel"] = spec.parallel
@@ -359,6 +382,8 @@ class UpdateReconciler:
                  plan_digest=gate.plan_digest if gate else None)
             if resume_after is not None:
                 request.resume_after.FromDatetime(resume_after)
+            if kept:
+                request.operation_id = kept
             stream = conn.stub.Up(request, wait_for_ready=True, metadata=conn.metadata)
         elif kind == up_api.PREVIEW:
             request_p = agent_pb2.PreviewRequest(target=target, replace=list(spec.replace or []), **common)

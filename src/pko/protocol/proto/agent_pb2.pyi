@@ -26,6 +26,45 @@ else:
 DESCRIPTOR: _descriptor.FileDescriptor
 
 @_typing.final
+class CancelRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OPERATION_ID_FIELD_NUMBER: _builtins.int
+    operation_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        operation_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["operation_id", b"operation_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CancelRequest: _TypeAlias = CancelRequest  # noqa: Y015
+
+@_typing.final
+class CancelResult(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUNNING_FIELD_NUMBER: _builtins.int
+    running: _builtins.bool
+    """Whether the operation was still running when the call came."""
+    def __init__(
+        self,
+        *,
+        running: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["running", b"running"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CancelResult: _TypeAlias = CancelResult  # noqa: Y015
+
+@_typing.final
 class WhoAmIRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -700,6 +739,7 @@ class UpRequest(_message.Message):
     CONTINUE_ON_ERROR_FIELD_NUMBER: _builtins.int
     PLAN_DIGEST_FIELD_NUMBER: _builtins.int
     RESUME_AFTER_FIELD_NUMBER: _builtins.int
+    OPERATION_ID_FIELD_NUMBER: _builtins.int
     parallel: _builtins.int
     message: _builtins.str
     expect_no_changes: _builtins.bool
@@ -710,6 +750,14 @@ class UpRequest(_message.Message):
     """pko: apply exactly the update plan a save_plan preview saved under this SHA-256 (`pulumi up --plan`);
     FAILED_PRECONDITION when the workspace no longer holds it. Sent only to an agent that announced the
     "update-plans" capability (initial metadata `pko-agent-capabilities` of SelectStack).
+    """
+    operation_id: _builtins.str
+    """pko: names this `up` (the operator sends its Update's UID) and asks the agent to keep it running when the
+    caller goes away — an operator that restarts, is upgraded or loses its connection — instead of interrupting
+    the CLI. The agent holds the operation (its latest events, then its result) under this id; an UpRequest with
+    resume_after and the same operation_id attaches to it: the events kept so far, the rest as they come, then the
+    result. A deliberate stop is OperationControl.Cancel. Sent only to an agent that announced the "keep-running"
+    capability; preview, refresh and destroy are interrupted with their call as before.
     """
     @_builtins.property
     def replace(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
@@ -741,10 +789,11 @@ class UpRequest(_message.Message):
         continue_on_error: _builtins.bool | None = ...,
         plan_digest: _builtins.str | None = ...,
         resume_after: _timestamp_pb2.Timestamp | None = ...,
+        operation_id: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_continue_on_error", b"_continue_on_error", "_expect_no_changes", b"_expect_no_changes", "_message", b"_message", "_parallel", b"_parallel", "_plan_digest", b"_plan_digest", "_refresh", b"_refresh", "_resume_after", b"_resume_after", "_target_dependents", b"_target_dependents", "continue_on_error", b"continue_on_error", "expect_no_changes", b"expect_no_changes", "message", b"message", "parallel", b"parallel", "plan_digest", b"plan_digest", "refresh", b"refresh", "resume_after", b"resume_after", "target_dependents", b"target_dependents"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_continue_on_error", b"_continue_on_error", "_expect_no_changes", b"_expect_no_changes", "_message", b"_message", "_operation_id", b"_operation_id", "_parallel", b"_parallel", "_plan_digest", b"_plan_digest", "_refresh", b"_refresh", "_resume_after", b"_resume_after", "_target_dependents", b"_target_dependents", "continue_on_error", b"continue_on_error", "expect_no_changes", b"expect_no_changes", "message", b"message", "operation_id", b"operation_id", "parallel", b"parallel", "plan_digest", b"plan_digest", "refresh", b"refresh", "resume_after", b"resume_after", "target_dependents", b"target_dependents"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_continue_on_error", b"_continue_on_error", "_expect_no_changes", b"_expect_no_changes", "_message", b"_message", "_parallel", b"_parallel", "_plan_digest", b"_plan_digest", "_refresh", b"_refresh", "_resume_after", b"_resume_after", "_target_dependents", b"_target_dependents", "continue_on_error", b"continue_on_error", "expect_no_changes", b"expect_no_changes", "message", b"message", "parallel", b"parallel", "plan_digest", b"plan_digest", "policy_pack", b"policy_pack", "refresh", b"refresh", "replace", b"replace", "resume_after", b"resume_after", "target", b"target", "target_dependents", b"target_dependents"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_continue_on_error", b"_continue_on_error", "_expect_no_changes", b"_expect_no_changes", "_message", b"_message", "_operation_id", b"_operation_id", "_parallel", b"_parallel", "_plan_digest", b"_plan_digest", "_refresh", b"_refresh", "_resume_after", b"_resume_after", "_target_dependents", b"_target_dependents", "continue_on_error", b"continue_on_error", "expect_no_changes", b"expect_no_changes", "message", b"message", "operation_id", b"operation_id", "parallel", b"parallel", "plan_digest", b"plan_digest", "policy_pack", b"policy_pack", "refresh", b"refresh", "replace", b"replace", "resume_after", b"resume_after", "target", b"target", "target_dependents", b"target_dependents"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__continue_on_error: _TypeAlias = _typing.Literal["continue_on_error"]  # noqa: Y015
     _WhichOneofArgType__continue_on_error: _TypeAlias = _typing.Literal["_continue_on_error", b"_continue_on_error"]  # noqa: Y015
@@ -752,6 +801,8 @@ class UpRequest(_message.Message):
     _WhichOneofArgType__expect_no_changes: _TypeAlias = _typing.Literal["_expect_no_changes", b"_expect_no_changes"]  # noqa: Y015
     _WhichOneofReturnType__message: _TypeAlias = _typing.Literal["message"]  # noqa: Y015
     _WhichOneofArgType__message: _TypeAlias = _typing.Literal["_message", b"_message"]  # noqa: Y015
+    _WhichOneofReturnType__operation_id: _TypeAlias = _typing.Literal["operation_id"]  # noqa: Y015
+    _WhichOneofArgType__operation_id: _TypeAlias = _typing.Literal["_operation_id", b"_operation_id"]  # noqa: Y015
     _WhichOneofReturnType__parallel: _TypeAlias = _typing.Literal["parallel"]  # noqa: Y015
     _WhichOneofArgType__parallel: _TypeAlias = _typing.Literal["_parallel", b"_parallel"]  # noqa: Y015
     _WhichOneofReturnType__plan_digest: _TypeAlias = _typing.Literal["plan_digest"]  # noqa: Y015
@@ -768,6 +819,8 @@ class UpRequest(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__expect_no_changes) -> _WhichOneofReturnType__expect_no_changes | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__message) -> _WhichOneofReturnType__message | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__operation_id) -> _WhichOneofReturnType__operation_id | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__parallel) -> _WhichOneofReturnType__parallel | None: ...
     @_typing.overload

@@ -536,3 +536,87 @@ class AutomationService:
             timeout,
             metadata,
             _registered_method=True)
+
+
+class OperationControlStub:
+    """pko: operations an agent keeps running past their caller (UpRequest.operation_id). The Go agent does not serve
+    it; the operator calls it only on an agent that announced the "keep-running" capability. Calls are authenticated
+    and authorised as AutomationService's are.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Cancel = channel.unary_unary(
+                '/agent.OperationControl/Cancel',
+                request_serializer=pko_dot_protocol_dot_proto_dot_agent__pb2.CancelRequest.SerializeToString,
+                response_deserializer=pko_dot_protocol_dot_proto_dot_agent__pb2.CancelResult.FromString,
+                _registered_method=True)
+
+
+class OperationControlServicer:
+    """pko: operations an agent keeps running past their caller (UpRequest.operation_id). The Go agent does not serve
+    it; the operator calls it only on an agent that announced the "keep-running" capability. Calls are authenticated
+    and authorised as AutomationService's are.
+    """
+
+    def Cancel(self, request, context):
+        """Stop a kept operation on purpose (an idle timeout, a deadline): interrupt its CLI and answer once the CLI has
+        stopped, so the stack is not left locked. NOT_FOUND when no operation of that id is kept; an operation already
+        over is left as it is (`running` false).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_OperationControlServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Cancel': grpc.unary_unary_rpc_method_handler(
+                    servicer.Cancel,
+                    request_deserializer=pko_dot_protocol_dot_proto_dot_agent__pb2.CancelRequest.FromString,
+                    response_serializer=pko_dot_protocol_dot_proto_dot_agent__pb2.CancelResult.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'agent.OperationControl', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('agent.OperationControl', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class OperationControl:
+    """pko: operations an agent keeps running past their caller (UpRequest.operation_id). The Go agent does not serve
+    it; the operator calls it only on an agent that announced the "keep-running" capability. Calls are authenticated
+    and authorised as AutomationService's are.
+    """
+
+    @staticmethod
+    def Cancel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agent.OperationControl/Cancel',
+            pko_dot_protocol_dot_proto_dot_agent__pb2.CancelRequest.SerializeToString,
+            pko_dot_protocol_dot_proto_dot_agent__pb2.CancelResult.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)

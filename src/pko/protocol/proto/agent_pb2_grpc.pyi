@@ -175,3 +175,52 @@ class AutomationServiceServicer(metaclass=_abc_1.ABCMeta):
         """The version of the Pulumi CLI the agent drives."""
 
 def add_AutomationServiceServicer_to_server(servicer: AutomationServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
+
+class OperationControlStub:
+    """pko: operations an agent keeps running past their caller (UpRequest.operation_id). The Go agent does not serve
+    it; the operator calls it only on an agent that announced the "keep-running" capability. Calls are authenticated
+    and authorised as AutomationService's are.
+    """
+
+    @_typing.overload
+    def __new__(cls, channel: _grpc.Channel) -> _Self: ...
+    @_typing.overload
+    def __new__(cls, channel: _aio.Channel) -> OperationControlAsyncStub: ...
+    Cancel: _grpc.UnaryUnaryMultiCallable[_agent_pb2.CancelRequest, _agent_pb2.CancelResult]
+    """Stop a kept operation on purpose (an idle timeout, a deadline): interrupt its CLI and answer once the CLI has
+    stopped, so the stack is not left locked. NOT_FOUND when no operation of that id is kept; an operation already
+    over is left as it is (`running` false).
+    """
+
+@_typing.type_check_only
+class OperationControlAsyncStub(OperationControlStub):
+    """pko: operations an agent keeps running past their caller (UpRequest.operation_id). The Go agent does not serve
+    it; the operator calls it only on an agent that announced the "keep-running" capability. Calls are authenticated
+    and authorised as AutomationService's are.
+    """
+
+    def __init__(self, channel: _aio.Channel) -> None: ...
+    Cancel: _aio.UnaryUnaryMultiCallable[_agent_pb2.CancelRequest, _agent_pb2.CancelResult]  # type: ignore[assignment]
+    """Stop a kept operation on purpose (an idle timeout, a deadline): interrupt its CLI and answer once the CLI has
+    stopped, so the stack is not left locked. NOT_FOUND when no operation of that id is kept; an operation already
+    over is left as it is (`running` false).
+    """
+
+class OperationControlServicer(metaclass=_abc_1.ABCMeta):
+    """pko: operations an agent keeps running past their caller (UpRequest.operation_id). The Go agent does not serve
+    it; the operator calls it only on an agent that announced the "keep-running" capability. Calls are authenticated
+    and authorised as AutomationService's are.
+    """
+
+    @_abc_1.abstractmethod
+    def Cancel(
+        self,
+        request: _agent_pb2.CancelRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_agent_pb2.CancelResult, _abc.Awaitable[_agent_pb2.CancelResult]]:
+        """Stop a kept operation on purpose (an idle timeout, a deadline): interrupt its CLI and answer once the CLI has
+        stopped, so the stack is not left locked. NOT_FOUND when no operation of that id is kept; an operation already
+        over is left as it is (`running` false).
+        """
+
+def add_OperationControlServicer_to_server(servicer: OperationControlServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
