@@ -19,6 +19,9 @@ made smaller) drains as the extra holders go idle.
 A waiter is told its place when it asks (`claim`); when the queue changes, the pool wakes the waiters whose place
 moved enough to be worth showing (a quarter of it, or any move among the first ten), so a fleet's waiters follow
 the queue without each looking at it on a timer: with 1,000 waiters, the looks were most of the operator's work.
+A waiter is woken to show its place at most every :data:`SHOW_EVERY` seconds (a move sooner is shown when that
+time is up, with any that follow): each grant moves the first ten places by one, and showing each move at once was
+ten Workspace status writes a grant. A slot is never delayed: the head of the queue is woken at once for it.
 
 Single event loop, no locks: every method is synchronous and only *enqueues* reconciles (`wake`); the Workspace
 reconciler decides and acts. Must never: take a slot from a busy holder, or let a waiter overtake the queue's
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import collections
 import itertools
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -67,6 +71,10 @@ EXACT_PLACES = 10
 MOVED_ENOUGH = 4
 
 
+#: The least time between two wakes of a waiter to show its place (seconds).
+SHOW_EVERY = 10.0
+
+
 def moved_enough(shown: int, place: int) -> bool:
     """Whether a waiter shown at place `shown` is worth showing `place` now: near the front, every move; further
     back, a move by a quarter of its place."""
@@ -100,11 +108,15 @@ class Pool:
     """The slots, their holders (with when each was last used, None while busy) and the waiters."""
 
     def __init__(self, size: int, wake: Callable[[Key], None],
-                 seed: Callable[[], Iterable[Key]] = lambda: ()) -> None:
+                 seed: Callable[[], Iterable[Key]] = lambda: (),
+                 wake_later: Callable[[Key, float], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         if size < 1:
             raise ValueError(f"a pool of active workspaces needs at least one slot, not {size}")
         self.size = size
         self.wake = wake  # enqueue a Workspace's reconcile
+        self.wake_later = wake_later or (lambda key, delay: wake(key))  # ... after `delay` seconds
+        self.clock = clock
         self._seed: Callable[[], Iterable[Key]] | None = seed
         self.holders: dict[Key, float | None] = {}  # key -> last used (epoch seconds) while idle, None while busy
         self.waiters: dict[Key, Waiter] = {}
@@ -117,9 +129,10 @@ class Pool:
         #: fleet of 1,000 asks for its place far more often than the queue changes)
         self._queue: list[Key] | None = None
         self._places: dict[Key, int] = {}
-        #: the place each waiter was last given; when the queue moves, those whose place moved enough are woken to
-        #: show it (:meth:`_changed`), so a waiter needs no timer to follow the queue
-        self._told: dict[Key, int] = {}
+        #: the place each waiter was last given, and when; when the queue moves, those whose place moved enough
+        #: are woken to show it (:meth:`_changed`), so a waiter needs no timer to follow the queue
+        self._told: dict[Key, tuple[int, float]] = {}
+        self._woken: set[Key] = set()  # waiters woken (now or later) to show their place, until they ask
 
     def _seeded(self) -> None:
         if self._seed is not None:
@@ -141,6 +154,7 @@ class Pool:
             self.waiters[key] = Waiter(lane, found.arrival if found is not None else next(self._arrivals))
             self._changed(but=key)
         queue, position = self._order(), self._places[key]
+        self._woken.discard(key)
         if position < self._free():
             del self.waiters[key]
             self._told.pop(key, None)
@@ -149,7 +163,7 @@ class Pool:
             return GRANTED
         for holder in self._to_yield():
             self.wake(holder)
-        self._told[key] = position + 1
+        self._told[key] = (position + 1, self.clock())
         return Queued(position + 1, len(queue), self.size, lane)
 
     def _order(self) -> list[Key]:
@@ -160,12 +174,18 @@ class Pool:
 
     def _changed(self, but: Key | None = None) -> None:
         """The queue changed: order it again, and wake the waiters (but `but`, which is asking) whose place moved
-        enough to be shown."""
+        enough to be shown — at once, or once :data:`SHOW_EVERY` has passed since they were last told."""
         self._queue = None
+        now = self.clock()
         for place, key in enumerate(self._order(), 1):
             told = self._told.get(key)
-            if key != but and told is not None and moved_enough(told, place):
-                self._told[key] = place
+            if key == but or told is None or key in self._woken or not moved_enough(told[0], place):
+                continue
+            self._woken.add(key)
+            wait = told[1] + SHOW_EVERY - now
+            if wait > 0:
+                self.wake_later(key, wait)
+            else:
                 self.wake(key)
 
     def used(self, key: Key, last_used: float | None) -> None:
@@ -191,6 +211,7 @@ class Pool:
         self._seeded()
         held = self.holders.pop(key, False) is not False
         self._told.pop(key, None)
+        self._woken.discard(key)
         if self.waiters.pop(key, None) is not None:
             self._changed()
         if held and yielded:

@@ -99,7 +99,8 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings,
     workspaces = mgr.informer(resources.WORKSPACE)
     if settings.max_active_workspaces is not None:
         reconciler.pool = pool.Pool(settings.max_active_workspaces, lambda key: controller.queue.add(key),
-                                    seed=lambda: running(workspaces.store))
+                                    seed=lambda: running(workspaces.store),
+                                    wake_later=lambda key, delay: controller.queue.add_after(key, delay))
         metrics.workspace_pool(mgr.registry, reconciler.pool)
     controller.watch(workspaces, predicate=handlers.generation_changed)
     runtime.watch(mgr, controller)

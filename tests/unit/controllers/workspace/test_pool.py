@@ -5,6 +5,7 @@ back (least recently used first; never a busy one), the seed after a restart, th
 
 from __future__ import annotations
 
+import collections
 import datetime
 from typing import Any
 
@@ -263,39 +264,82 @@ def test_a_queued_place_is_written_again_near_the_front_or_once_it_moved_by_a_qu
     assert pool.worth_writing("waiting for something else", pool.Queued(41, 180, 20, lanes.CHANGE))
 
 
-def _queue_of(size: int, count: int) -> tuple[pool.Pool, _Woken, list[objects.ObjectKey]]:
-    """A full pool of `size` with `count` waiters, each told its place (1..count)."""
-    active, woken = _pool(size)
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _queue_of(size: int, count: int) -> tuple[pool.Pool, _Woken, list[objects.ObjectKey], _Clock,
+                                              list[tuple[objects.ObjectKey, float]]]:
+    """A full pool of `size` with `count` waiters, each told its place (1..count) at the clock's time; wakes for
+    later are recorded with their delay."""
+    clock, later = _Clock(), []
+    woken = _Woken()
+    active = pool.Pool(size, woken, wake_later=lambda key, delay: later.append((key, delay)), clock=clock)
     for i in range(size):
         active.claim(_key(f"holder{i}"), lanes.CHANGE)
     waiters = [_key(f"w{i:02d}") for i in range(count)]
     for place, key in enumerate(waiters, 1):
         assert active.claim(key, lanes.CHANGE) == pool.Queued(place, place, size, lanes.CHANGE)
     woken.clear()
-    return active, woken, waiters
+    return active, woken, waiters, clock, later
 
 
 def test_as_the_queue_moves_each_waiter_is_woken_when_its_place_moved_enough_to_show() -> None:
-    active, woken, waiters = _queue_of(1, 40)
+    active, woken, waiters, clock, later = _queue_of(1, 40)
+    clock.now += pool.SHOW_EVERY
     active.release(_key("holder0"))
     assert woken == [waiters[0]]  # the head, for the slot
     woken.clear()
     assert active.claim(waiters[0], lanes.CHANGE) is pool.GRANTED
     # everyone moved up a place: among the first ten every move shows; further back, not yet
     assert woken == waiters[1:11]
+    counts = collections.Counter(woken)
     for grant in range(1, 10):
+        for key in woken:  # each woken waiter looks (its reconcile) and is told its place
+            active.claim(key, lanes.CHANGE)
+        woken.clear()
+        clock.now += pool.SHOW_EVERY
         active.release(waiters[grant - 1])
         assert active.claim(waiters[grant], lanes.CHANGE) is pool.GRANTED
+        counts.update(woken)
     # after 10 grants: the last waiter (told 40) is at 30, a quarter, woken once; one told 30 was woken at 22 and
     # not again at 20; one told 20 was woken at 15, at 11 and (among the first ten) at 10
-    assert woken.count(waiters[39]) == 1
-    assert woken.count(waiters[29]) == 1
-    assert woken.count(waiters[19]) == 3
+    assert counts[waiters[39]] == 1
+    assert counts[waiters[29]] == 1
+    assert counts[waiters[19]] == 3
+    assert later == []  # each had been told more than SHOW_EVERY before
     assert active.claim(waiters[39], lanes.CHANGE) == pool.Queued(30, 30, 1, lanes.CHANGE)
 
 
+def test_a_waiter_is_woken_to_show_its_place_at_most_every_show_every_seconds_but_a_slot_never_waits() -> None:
+    active, woken, waiters, clock, later = _queue_of(1, 20)
+    active.release(_key("holder0"))
+    assert woken == [waiters[0]]  # the slot: at once, though the head was told its place just now
+    woken.clear()
+    assert active.claim(waiters[0], lanes.CHANGE) is pool.GRANTED
+    # the first ten moved, but were told their place just now: each is woken once SHOW_EVERY is up, not now
+    assert woken == []
+    assert later == [(key, pool.SHOW_EVERY) for key in waiters[1:11]]
+    later.clear()
+    clock.now += 4
+    for grant in range(1, 4):  # more grants before they looked: the moves are shown together, no wake is added
+        active.release(waiters[grant - 1])
+        assert woken == [waiters[grant]]
+        woken.clear()
+        assert active.claim(waiters[grant], lanes.CHANGE) is pool.GRANTED
+    # only those not woken yet: three newly among the first ten, two behind them moved by a quarter (15 → 11,
+    # 16 → 12), each once
+    assert later == [(key, pool.SHOW_EVERY - 4) for key in waiters[11:16]]
+    assert active.claim(waiters[10], lanes.CHANGE) == pool.Queued(7, 16, 1, lanes.CHANGE)
+
+
 def test_a_more_urgent_newcomer_moves_the_waiters_behind_it_and_those_near_the_front_are_woken() -> None:
-    active, woken, waiters = _queue_of(1, 20)
+    active, woken, waiters, clock, _ = _queue_of(1, 20)
+    clock.now += pool.SHOW_EVERY
     assert active.claim(_key("destroy"), lanes.DESTROY) == pool.Queued(1, 21, 1, lanes.DESTROY)
     # places 1..9 became 2..10 and show; 10 became 11, which is no longer near the front and moved too little
     assert woken == waiters[:9]
