@@ -30,7 +30,7 @@ async def test_plans_are_saved_applied_once_and_a_destroy_preview_deletes_nothin
 
     select = stub.SelectStack(agent_pb2.SelectStackRequest(stack_name="dev", create=True))
     await select
-    announced = ("pko-agent-capabilities", "update-plans,destroy-preview,resume-update")
+    announced = ("pko-agent-capabilities", "update-plans,destroy-preview,resume-update,keep-running")
     assert announced in tuple(await select.initial_metadata())
 
     preview = await drive(stub.Preview(agent_pb2.PreviewRequest(save_plan=True)))
