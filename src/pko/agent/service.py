@@ -49,6 +49,15 @@ async def _abort(context: grpc.aio.ServicerContext[Any, Any], err: AgentError) -
     await context.abort(err.rpc.code, err.rpc.message, err.rpc.trailing_metadata())
 
 
+def _seconds(text: str | None, default: float) -> float:
+    """A positive number of seconds from the environment, else `default`."""
+    try:
+        value = float(text) if text else default
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
 def _now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
@@ -81,6 +90,7 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer, agent_pb2_grpc
         self._stack_lock = asyncio.Lock()
         self.plans = plans.PlanStore(workspace.workdir)
         self._kept: kept.Kept[agent_pb2.UpStream] | None = None  # the latest `up` kept running past its caller
+        self.abandon_after = _seconds(os.environ.get("PKO_KEPT_UNFOLLOWED_SECONDS"), kept.ABANDON_AFTER)
 
     # --- plumbing ---------------------------------------------------------------------------------------------
 
@@ -441,7 +451,7 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer, agent_pb2_grpc
             except AgentError as err:
                 await _abort(context, err)
             return
-        self._kept = held = kept.Kept(request.operation_id, run())
+        self._kept = held = kept.Kept(request.operation_id, run(), abandon_after=self.abandon_after)
         log.info("up: kept running as operation %s", request.operation_id)
         async for message in self._follow(context, held):
             yield message

@@ -51,8 +51,9 @@ async def _until_a_step_starts(call: Any) -> list[dict[str, Any]]:
     raise AssertionError("the up ended before its first step")
 
 
-async def _prepared(start_agent: AgentFactory, tmp_path: Path, count: int = STEPS) -> Agent:
-    agent = await start_agent(copy_program("slow-python", tmp_path / "ws"))
+async def _prepared(start_agent: AgentFactory, tmp_path: Path, count: int = STEPS,
+                    env: dict[str, str] | None = None) -> Agent:
+    agent = await start_agent(copy_program("slow-python", tmp_path / "ws"), env=env)
     select = agent.stub.SelectStack(agent_pb2.SelectStackRequest(stack_name="dev", create=True))
     await select
     capabilities = dict(await select.initial_metadata())["pko-agent-capabilities"].split(",")
@@ -143,3 +144,26 @@ async def test_cancel_stops_a_kept_up_and_leaves_the_stack_unlocked(
     assert after.result.summary.result == "succeeded"
     assert [e.get("result") for e in sorted(_ups(state), key=lambda e: int(e["startTime"]))] == [
         "failed", "succeeded"]
+
+
+async def test_a_kept_up_nobody_follows_is_cancelled_and_leaves_the_stack_unlocked(
+    tmp_path: Path, start_agent: AgentFactory, pulumi_env: dict[str, str],
+) -> None:
+    """The operator gave up on it (its Update aborted): after PKO_KEPT_UNFOLLOWED_SECONDS without a follower the
+    agent interrupts it, so an `up` nobody waits for — a hung one would never end — does not hold the workspace."""
+    state = Path(pulumi_env["PULUMI_BACKEND_URL"].removeprefix("file://"))
+    agent = await _prepared(start_agent, tmp_path, count=8, env={"PKO_KEPT_UNFOLLOWED_SECONDS": "2"})
+    call = agent.stub.Up(_kept_up("uid-4"))
+    await asyncio.wait_for(_until_a_step_starts(call), 120)
+    call.cancel()
+    for _ in range(600):
+        if "up interrupted: the Pulumi CLI has stopped" in agent.log():
+            break
+        await asyncio.sleep(0.1)
+    log = agent.log()
+    assert "nobody followed the kept operation uid-4 for 2s: cancelling it" in log, log[-3000:]
+    assert "up interrupted: the Pulumi CLI has stopped" in log, log[-3000:]
+    assert [e.get("result") for e in _ups(state)] == ["failed"]
+    assert not list((state / ".pulumi" / "locks").rglob("*.json")), "the stack is left locked"
+    after = await drive(agent.stub.Up(agent_pb2.UpRequest()))  # the workspace is free again
+    assert after.error is None, f"{after.error}\n{agent.log()[-3000:]}"

@@ -147,3 +147,38 @@ async def test_a_follower_attached_mid_run_gets_the_backlog_then_the_rest_in_ord
     await source.queue.put("result")
     await source.queue.put(None)
     assert await asyncio.wait_for(follower, 5) == ["a", "b", "c", "result"]
+
+
+async def test_an_operation_nobody_follows_for_long_is_cancelled() -> None:
+    """An operator that gave up on it (its Update aborted) never follows it again: it must not hold the workspace
+    for ever."""
+    source = Source()
+    held = kept.Kept("u1", source.run(), abandon_after=0.2)
+    first = asyncio.create_task(collect(held))
+    await source.queue.put("a")
+    await settle()
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    await asyncio.wait_for(held.wait(), 5)
+    assert source.stopped
+    with pytest.raises(kept.Cancelled, match="nobody followed it"):
+        await collect(held)
+
+
+async def test_a_follower_that_comes_back_in_time_keeps_it_running() -> None:
+    source = Source()
+    held = kept.Kept("u1", source.run(), abandon_after=0.3)
+    first = asyncio.create_task(collect(held))
+    await settle()
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    await asyncio.sleep(0.1)
+    second = asyncio.create_task(collect(held))  # the restarted operator, in time
+    await asyncio.sleep(0.5)  # past the first deadline
+    assert held.running
+    assert not source.stopped
+    await source.queue.put("result")
+    await source.queue.put(None)
+    assert await asyncio.wait_for(second, 5) == ["result"]
