@@ -14,6 +14,7 @@ import pytest
 import stack_e2e as e2e
 
 from pko.api import lanes
+from pko.controllers.workspace import pool
 from pko.kube import client as kclient
 from pko.kube import objects, resources
 from pko.testing import controlplane, gitserver, operator, waiting
@@ -80,6 +81,8 @@ async def test_a_fleet_larger_than_the_pool_converges_within_it(
 ) -> None:
     for key, value in pulumi_env.items():
         monkeypatch.setenv(key, value)
+    # a waiter is shown its moves at most every SHOW_EVERY seconds; this queue of three drains faster than 30 s
+    monkeypatch.setattr(pool, "SHOW_EVERY", 2.0)
     repo = f"pool-{namespace}"
     commit = e2e.create_repo(git, repo)
     names = [f"s{i}" for i in range(FLEET)]

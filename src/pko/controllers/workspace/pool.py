@@ -71,8 +71,10 @@ EXACT_PLACES = 10
 MOVED_ENOUGH = 4
 
 
-#: The least time between two wakes of a waiter to show its place (seconds).
-SHOW_EVERY = 10.0
+#: The least time between two wakes of a waiter to show its place (seconds): as often as each waiter used to look
+#: at the queue itself, so the pushed queue writes no more than those looks did (at 400 Stacks with 10 s it still
+#: wrote half as much again: docs/performance.md).
+SHOW_EVERY = 30.0
 
 
 def moved_enough(shown: int, place: int) -> bool:
