@@ -50,6 +50,25 @@ def running_command(pod_uids: Iterable[str], verb: str) -> set[str]:
     return found
 
 
+def running_with_env(verb: str, variable: str, value: str) -> list[int]:
+    """The pids of the Pulumi CLIs running `pulumi <verb>` now whose environment sets `variable` to `value`: on the
+    local runtime, where no pod uid tells workspaces apart, a Stack's own ``PULUMI_BACKEND_URL`` does."""
+    entry_wanted = f"{variable}={value}".encode()
+    found: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            if Path(argv[0].decode(errors="replace")).name != "pulumi" or verb.encode() not in argv[1:]:
+                continue
+            if entry_wanted in (entry / "environ").read_bytes().split(b"\0") and not dead(int(entry.name)):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
 def dead(pid: int) -> bool:
     """Whether the node's process `pid` is gone (or a zombie)."""
     try:
