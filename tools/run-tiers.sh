@@ -27,7 +27,15 @@ py=${1:?usage: run-tiers.sh PYTHON [PYTEST ARGS...]}
 shift
 out=$(mktemp -d "${TMPDIR:-/tmp}/pko-tiers.XXXXXX")
 # Process accounting (root only) for the CPU table the run ends with (pko.testing.cpuacct); always turned off again.
-trap '"$py" -m pko.testing.cpuacct stop; rm -rf "$out"' EXIT
+trap '"$py" -m pko.testing.cpuacct stop; rm -rf "$out"; rmdir "$cgroups"/pko-tests-*-$$ 2>/dev/null' EXIT
+# Each stream in a cgroup of its own (root only), for the table of CPU per test each stream ends with
+# (pko.testing.testcpu): v1's cpuacct hierarchy, else v2's; none when neither can be written.
+cgroups=""
+for base in /sys/fs/cgroup/cpuacct /sys/fs/cgroup; do
+  if [ -w "$base" ] && { [ -f "$base/cpuacct.usage" ] || [ -f "$base/cgroup.controllers" ]; }; then
+    cgroups=$base; break
+  fi
+done
 names=(cluster e2e local)
 declare -A tiers=(
   [cluster]="tests/cluster tests/interop"
@@ -55,9 +63,18 @@ for dir in tests/*/; do  # a new tier must be named in a stream, or make test wo
 done
 
 run() {  # run NAME : one pytest session over the stream's tiers, its JUnit report in $out/NAME.xml
-  local name=$1
+  local name=$1 metered="" group
+  if [ -n "$cgroups" ]; then
+    group=$cgroups/pko-tests-$name-$$
+    if mkdir -p "$group" 2>/dev/null && echo "$BASHPID" >"$group/cgroup.procs" 2>/dev/null; then
+      metered=$group
+      # the real cluster's pods live in the cgroups its kubelet and containerd make, not in the stream's
+      [ "$name" = cluster ] && metered+=":$cgroups/kubepods:$cgroups/k8s.io"
+    fi
+  fi
   # shellcheck disable=SC2086  # the tier list is words
-  "$py" -m pytest ${tiers[$name]} --junitxml="$out/$name.xml" -ra --durations=25 "${extra[@]}"
+  PKO_TEST_CPU_CGROUPS=$metered "$py" -m pytest ${tiers[$name]} --junitxml="$out/$name.xml" -ra --durations=25 \
+    -p pko.testing.testcpu "${extra[@]}"
 }
 extra=("$@")
 # The Go processes the test bed starts (the Pulumi CLI, its language hosts and providers in the local runtime,
@@ -83,7 +100,7 @@ else
        $(((SECONDS - started) % 60)); exit "$rc") >"$out/$name.log" 2>&1 &
     pids[$name]=$!
   done
-  run "$last"; status[$last]=$?
+  (run "$last"); status[$last]=$?  # a subshell: the stream's cgroup is its own, not this script's
   printf '\n[make test] the %s stream took %dm%02ds\n' "$last" $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60))
   for name in "${!pids[@]}"; do
     wait "${pids[$name]}"; status[$name]=$?
