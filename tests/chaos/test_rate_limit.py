@@ -26,7 +26,9 @@ STACKS = 200 if SOAK else 20
 # Under 2 requests a second, even 4 Stacks (about 35 requests each) queue their requests for a minute: far longer
 # than the 4s renew deadline the Lease must survive.
 LEASE_STACKS = 8 if SOAK else 4
-QPS, BURST = 25.0, 25
+# Low enough that the fleet's first reconciles (20 Stacks at once) wait for tokens: at 25/s with a burst of 25, 20
+# Stacks' 503 requests in 73 s never waited once (CI), so the test no longer showed the limit pacing anything.
+QPS, BURST = 10.0, 10
 
 
 def _metrics(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -65,7 +67,10 @@ async def test_a_fleet_converges_under_a_low_qps(ckc: kclient.Client, cns: str, 
     assert requests > STACKS, "the limiter saw too few requests: it is not on the operator's client"
     assert requests <= QPS * elapsed + BURST, f"{requests} requests in {elapsed:.0f}s exceed {QPS}/s + {BURST}"
     assert waited > 0, "the limit never paced a request: the test did not exercise it"
-    log = op.tail(10_000_000)
+    # a 429 for being too many; not the one a watch gets while the API server's cache of a kind is still being
+    # filled ("storage is (re)initializing", retried like any transient: a control plane just started, or restarted
+    # by an earlier chaos test, answers it for a second or two)
+    log = "\n".join(line for line in op.tail(10_000_000).splitlines() if "storage is (re)initializing" not in line)
     for sign in (" 429 ", "TooManyRequests", "Too Many Requests"):
         assert sign not in log
     assert await op.terminate() == 0, op.tail()
