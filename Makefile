@@ -103,7 +103,8 @@ check: bins lint
 # The long versions of the fault tests (docs/reliability.md): 20 operator SIGKILL rounds over 10 Stacks on the local
 # runtime and 20 over 10 workspace pods on the real cluster (root, as the cluster tier), 200 Stacks under a low
 # --kube-api-qps on the local runtime and 50 workspace pods under one, 150 generated Workspaces
-# (docs/hostile-input.md), and the migration Go -> pko -> Go (make test runs Go -> pko). Ends with the runs' summed tally
+# (docs/hostile-input.md), the migration Go -> pko -> Go (make test runs Go -> pko), and the benchmark smoke with
+# every scenario under both operators (make test: the Go operator's calm ones). Ends with the runs' summed tally
 # `soak: rounds=R updates=U lost=0 duplicated=0 locked=0 orphaned=0` (non-zero counts fail).
 # PKO_CHAOS_SEED=<seed> replays a run's kill points.
 .PHONY: soak
@@ -112,7 +113,7 @@ soak: tools
 	PKO_SOAK=1 PKO_SOAK_TALLY=.soak-tally $(PY) -m pytest tests/chaos/test_operator_kill.py \
 		tests/chaos/test_rate_limit.py tests/chaos/hostile/test_fuzzed_workspaces.py \
 		tests/cluster/test_70_operator_kill_pods.py tests/cluster/test_80_rate_limit_pods.py \
-		tests/interop/test_30_migration.py -s -p no:logging \
+		tests/interop/test_30_migration.py tests/interop/test_90_bench_smoke.py -s -p no:logging \
 		-o timeout=7200; status=$$?; cat .soak-tally 2>/dev/null; \
 	awk '{for (i = 2; i <= NF; i++) { split($$i, kv, "="); sum[kv[1]] += kv[2] }} END { if (NR) printf \
 		"soak: rounds=%d updates=%d lost=%d duplicated=%d locked=%d orphaned=%d\n", sum["rounds"], sum["updates"], \

@@ -1,6 +1,6 @@
-"""Updates do not hold a controller worker while their Pulumi operation runs: with `workers=4`, 12 Updates of a
-program that sleeps 5 s run at the same time. The Go operator runs each operation inside `Reconcile`, so at most
-`MAX_CONCURRENT_RECONCILES` operations overlap there.
+"""Updates do not hold a controller worker while their Pulumi operation runs: with `workers=2`, 8 Updates of a
+program that sleeps 5 s run at the same time (more than two of them at once is the proof). The Go operator runs
+each operation inside `Reconcile`, so at most `MAX_CONCURRENT_RECONCILES` operations overlap there.
 
 The overlap is measured from what Pulumi itself recorded (each Update's `status.startTime`/`endTime`), not from a
 wall-clock budget. The 50 x 5 s figure with 25 workers is `bench/updates/run.py` (by hand: it needs the box)."""
@@ -22,8 +22,8 @@ from pko.kube import client as kclient
 from pko.kube import objects, owners, resources
 from pko.testing import controlplane, gitserver, operator, waiting
 
-WORKERS = 4
-COUNT = 12
+WORKERS = 2
+COUNT = 8
 SLEEP_SECONDS = 5
 PROGRAM = {
     "Pulumi.yaml": "name: sleepy\nruntime: python\ndescription: Sleeps, then exports how long it slept.\n",
