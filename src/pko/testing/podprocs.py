@@ -7,7 +7,7 @@ holds the lock, and read the lock again once it is dead.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,18 +31,26 @@ def holder(pid_in_pod: int, pod_uid: str) -> int | None:
     return None
 
 
-def running_command(pod_uids: Iterable[str], verb: str) -> set[str]:
-    """The pods among `pod_uids` in which a Pulumi CLI runs `pulumi <verb>` now (``up``, ``install``): the moment a
-    fault test strikes at, read on the node rather than guessed from an Update's status."""
-    marks = {mark: uid for uid in pod_uids for mark in (uid, uid.replace("-", "_"))}
-    found: set[str] = set()
+def _clis(verb: str) -> Iterator[Path]:
+    """The /proc entries of the Pulumi CLIs that run `pulumi <verb>` now."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
-            if Path(argv[0].decode(errors="replace")).name != "pulumi" or verb.encode() not in argv[1:]:
-                continue
+        except OSError:
+            continue
+        if Path(argv[0].decode(errors="replace")).name == "pulumi" and verb.encode() in argv[1:]:
+            yield entry
+
+
+def running_command(pod_uids: Iterable[str], verb: str) -> set[str]:
+    """The pods among `pod_uids` in which a Pulumi CLI runs `pulumi <verb>` now (``up``, ``install``): the moment a
+    fault test strikes at, read on the node rather than guessed from an Update's status."""
+    marks = {mark: uid for uid in pod_uids for mark in (uid, uid.replace("-", "_"))}
+    found: set[str] = set()
+    for entry in _clis(verb):
+        try:
             cgroup = (entry / "cgroup").read_text()
         except OSError:
             continue
@@ -53,16 +61,11 @@ def running_command(pod_uids: Iterable[str], verb: str) -> set[str]:
 def running_with_env(verb: str, variable: str, value: str) -> list[int]:
     """The pids of the Pulumi CLIs running `pulumi <verb>` now whose environment sets `variable` to `value`: on the
     local runtime, where no pod uid tells workspaces apart, a Stack's own ``PULUMI_BACKEND_URL`` does."""
-    entry_wanted = f"{variable}={value}".encode()
+    wanted = f"{variable}={value}".encode()
     found: list[int] = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    for entry in _clis(verb):
         try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-            if Path(argv[0].decode(errors="replace")).name != "pulumi" or verb.encode() not in argv[1:]:
-                continue
-            if entry_wanted in (entry / "environ").read_bytes().split(b"\0") and not dead(int(entry.name)):
+            if wanted in (entry / "environ").read_bytes().split(b"\0") and not dead(int(entry.name)):
                 found.append(int(entry.name))
         except OSError:
             continue
