@@ -117,8 +117,11 @@ async def test_a_lock_left_in_the_bucket_by_a_killed_cli_is_released_by_the_rest
             return False
         pids = [json.loads(await asyncio.to_thread(pod_store.get, key))["pid"] for key in held]
         holders = [podprocs.holder(pid, str(pod["metadata"]["uid"])) for pid in pids]
-        seen.update(pod=pod, held=held, holders=holders)
-        return all(pid is not None for pid in holders)
+        if not all(pid is not None for pid in holders):
+            return False
+        seen.update(pod=pod, held=held, holders=holders, argv=[podprocs.argv(pid) for pid in holders if pid],
+                    containers={podprocs.container_of(pid) for pid in holders if pid})
+        return None not in seen["containers"]
 
     try:
         await eventually(locked_by_a_live_cli, "the workspace pod's `pulumi up` to hold a lock in the bucket", 600,
@@ -129,7 +132,9 @@ async def test_a_lock_left_in_the_bucket_by_a_killed_cli_is_released_by_the_rest
 
     # killed at once, while the lock is seen held (waiting for anything else first, e.g. the Stack's status to name
     # the Update, let the CLI finish and release it on a busy machine)
-    real_cluster.ctr("task", "kill", "--signal", "SIGKILL", podprocs.container_id(pod))
+    # the container the holder runs in, read from the process: the pod's status may lag a restart
+    for container in seen["containers"]:
+        real_cluster.ctr("task", "kill", "--signal", "SIGKILL", container)
     deadline = time.monotonic() + 30
     while not all(podprocs.dead(pid) for pid in seen["holders"]):
         assert time.monotonic() < deadline, "the CLI outlived its container's SIGKILL"
@@ -137,9 +142,13 @@ async def test_a_lock_left_in_the_bucket_by_a_killed_cli_is_released_by_the_rest
     if pod_store.keys(locks_prefix) != held:  # say what happened: the CLI's own log, and the store's
         killed = real_cluster.kubectl("logs", "-n", ns, "slow-workspace-0", "-c", "pulumi", "--previous",
                                       check=False).stdout[-3000:]
-        raise AssertionError(f"a SIGKILLed CLI cannot release its lock, yet {held} is gone (holders {seen['holders']}, "
-                             f"dead {time.monotonic() - deadline + 30:.2f}s after the kill)\nthe killed container's "
-                             f"log:\n{killed}\nthe store's log:\n{pod_store.log_path.read_text()[-2000:]}")
+        statuses = [(s.get("containerID"), s.get("restartCount"), s.get("lastState"))
+                    for s in pod["status"]["containerStatuses"]]
+        raise AssertionError(f"a SIGKILLed CLI cannot release its lock, yet {held} is gone (holders {seen['holders']} "
+                             f"running {seen['argv']} in {seen['containers']}, dead "
+                             f"{time.monotonic() - deadline + 30:.2f}s after the kill; the pod's containers then: "
+                             f"{statuses})\nthe killed container's log:\n{killed}\nthe store's "
+                             f"log:\n{pod_store.log_path.read_text()[-2000:]}")
     # the Update whose CLI held the lock: the Stack's first (its name ends in the hex milliseconds of its creation)
     updates = (await ckc.list(resources.UPDATE, ns, labels={names.LABEL_STACK_NAME: "slow"})).items
     first = min((objects.name_of(u) for u in updates), key=lambda n: (len(n), n))

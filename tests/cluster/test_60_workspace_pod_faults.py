@@ -102,7 +102,9 @@ async def test_a_workspace_pod_fault_mid_update(ckc: kclient.Client, cnamespace:
     first = current["name"]
 
     if fault == "container-sigkill":
-        real_cluster.ctr("task", "kill", "--signal", "SIGKILL", podprocs.container_id(pod))
+        # the container the holder runs in, read from the process: the pod's status may lag a restart
+        for container in {podprocs.container_of(pid) or podprocs.container_id(pod) for pid in seen["holders"]}:
+            real_cluster.ctr("task", "kill", "--signal", "SIGKILL", container)
         # the CLI died with its container: its lock is left in the volume, which the restarted container keeps
         deadline = time.monotonic() + 30
         while not all(podprocs.dead(pid) for pid in seen["holders"]):

@@ -80,6 +80,35 @@ def dead(pid: int) -> bool:
         return True
 
 
+def container_of(pid: int) -> str | None:
+    """The containerd id of the container the node's process `pid` runs in: the last component of its cgroup path
+    under the pod's (kubelet's cgroupfs layout, ``/kubepods/<qos>/pod<uid>/<id>``), or None once it is gone.
+
+    A fault test kills the container its lock holder runs in, read from the process itself: the pod's status may
+    still name a container that restarted a moment before."""
+    try:
+        return container_in(Path(f"/proc/{pid}/cgroup").read_text())
+    except OSError:
+        return None
+
+
+def container_in(cgroup: str) -> str | None:
+    """The container id a process's ``/proc/<pid>/cgroup`` text names (cgroupfs or systemd layout), if any."""
+    for line in cgroup.splitlines():
+        last = line.rsplit("/", 1)[-1].removeprefix("cri-containerd-").removesuffix(".scope")
+        if "/kubepods" in line and len(last) == 64 and all(c in "0123456789abcdef" for c in last):
+            return last
+    return None
+
+
+def argv(pid: int) -> list[str]:
+    """The command line of the node's process `pid` (empty once it is gone)."""
+    try:
+        return [a.decode(errors="replace") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a]
+    except OSError:
+        return []
+
+
 def container_id(pod: dict[str, Any], name: str = "pulumi") -> str:
     """The containerd id of the pod's container `name`."""
     status = next(s for s in pod["status"]["containerStatuses"] if s["name"] == name)
