@@ -39,6 +39,16 @@ def testbed_dir() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def cli_version_cache(testbed_dir: Path) -> Iterator[Path]:
+    """One `pulumi version` per CLI binary for the whole session: every local-runtime operator the tests start
+    hands its agents this file (pko.agent.cliversion), as one `pko operator` hands its own agents one."""
+    path = testbed_dir / "pulumi-versions.json"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PKO_PULUMI_VERSION_CACHE", str(path))
+        yield path
+
+
 def _start(testbed_dir: Path, name: str, controller_manager: bool) -> Iterator[controlplane.ControlPlane]:
     try:
         cp = controlplane.start(testbed_dir / name, controller_manager=controller_manager)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from pko.agent import envfile
+from pko.agent import cliversion, envfile
 from pko.agent.pulumicmd import CommandError, PulumiCLI
 
 if TYPE_CHECKING:
@@ -94,8 +94,16 @@ class Workspace:
                    binary: str = "pulumi") -> Workspace:
         """Open `workdir` (symlinks resolved), load `env_file` (absent is fine) and query the CLI version."""
         workspace = cls._prepare(workdir, env_file, base_env, binary)
-        version = await workspace.cli.run(["version"], description="failed to get the pulumi version")
-        workspace.pulumi_version = cli_version(version.stdout)
+        env = workspace.cli.env
+        cache = Path(env[cliversion.ENV]) if env.get(cliversion.ENV) else None
+        key = cliversion.identity(binary, env) if cache is not None else None
+        known = cliversion.lookup(cache, key) if cache is not None and key is not None else None
+        if known is None:
+            version = await workspace.cli.run(["version"], description="failed to get the pulumi version")
+            known = cli_version(version.stdout)
+            if cache is not None and key is not None and known:
+                cliversion.remember(cache, key, known)
+        workspace.pulumi_version = known
         return workspace
 
     @classmethod

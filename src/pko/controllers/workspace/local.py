@@ -54,6 +54,8 @@ log = logging.getLogger(__name__)
 START_TIMEOUT = 60.0
 LIFELINE_ENV = "PKO_AGENT_PARENT_PID"  # read by `pko agent` (see pko.cli.lifeline)
 INSTANCE_ENV = "PKO_AGENT_INSTANCE"  # inherited by everything an agent starts: finds what a dead agent left
+VERSION_CACHE_ENV = "PKO_PULUMI_VERSION_CACHE"  # read by pko.agent.cliversion: one `pulumi version` per binary
+VERSION_CACHE = ".pulumi-versions.json"  # under the root: no namespace's name starts with a dot
 STOP_GRACE = 30.0
 
 
@@ -316,6 +318,7 @@ class LocalRuntime:
     def _base_env(self) -> dict[str, str]:
         env = dict(os.environ)
         env[LIFELINE_ENV] = str(os.getpid())  # the agent exits when this operator process dies
+        env.setdefault(VERSION_CACHE_ENV, str(self.root / VERSION_CACHE))
         if self.kubeconfig:
             env["KUBECONFIG"] = self.kubeconfig
         return env
