@@ -104,7 +104,7 @@ check: bins lint
 # runtime and 20 over 10 workspace pods on the real cluster (root, as the cluster tier), 200 Stacks under a low
 # --kube-api-qps on the local runtime and 50 workspace pods under one, 150 generated Workspaces
 # (docs/hostile-input.md), the migration Go -> pko -> Go (make test runs Go -> pko), and the benchmark smoke with
-# every scenario under both operators (make test: the Go operator's calm ones). Ends with the runs' summed tally
+# every scenario under both operators (make test: three under the Go operator). Ends with the runs' summed tally
 # `soak: rounds=R updates=U lost=0 duplicated=0 locked=0 orphaned=0` (non-zero counts fail).
 # PKO_CHAOS_SEED=<seed> replays a run's kill points.
 .PHONY: soak
