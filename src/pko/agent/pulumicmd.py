@@ -19,7 +19,7 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,6 +60,9 @@ class PulumiCLI:
         self.binary = binary
         self.interrupt_grace = interrupt_grace
         self._running: set[asyncio.subprocess.Process] = set()
+        #: told of every command that exits non-zero, checked or not (the workspace forgets a stack it is told is
+        #: gone)
+        self.on_failure: Callable[[CommandResult], None] | None = None
 
     @property
     def running(self) -> int:
@@ -102,6 +105,8 @@ class PulumiCLI:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await readers
         result = CommandResult(stdout, stderr, code)
+        if code != 0 and self.on_failure is not None:
+            self.on_failure(result)
         if check and code != 0:
             raise CommandError(description, result)
         return result

@@ -144,11 +144,12 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer, agent_pb2_grpc
             if not request.stack_name:
                 raise AgentError(grpc.StatusCode.INVALID_ARGUMENT, "invalid stack name")
             async with self._stack_lock:
-                # Each Update selects its stack first: when this agent selected it already and the CLI still has
-                # it selected, that one read is the only command run. Nothing here lists the backend's stacks
-                # (pko: the reference's `Stack.Info` does, so every workspace start costs O(stacks in the
-                # backend)); the summary carries the name, the one field the operators read.
-                current = await self.ws.current_stack_name() if self.ws.selected == request.stack_name else None
+                # Each Update selects its stack first: when this agent selected it already, no command runs (the
+                # workspace is the agent's alone; a command that finds the stack gone from the backend makes it
+                # forget the selection, and the next selection creates it again). Nothing here lists the
+                # backend's stacks (pko: the reference's `Stack.Info` does, so every workspace start costs
+                # O(stacks in the backend)); the summary carries the name, the one field the operators read.
+                current = request.stack_name if self.ws.selected == request.stack_name else None
                 if current != request.stack_name:
                     if request.create:
                         if await self.ws.select_or_create_stack(request.stack_name, request.secrets_provider):

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from pko.agent import cliversion, envfile
-from pko.agent.pulumicmd import CommandError, PulumiCLI
+from pko.agent.pulumicmd import CommandError, CommandResult, PulumiCLI
 
 if TYPE_CHECKING:
     from pko.agent.config import ConfigPlan
@@ -86,7 +86,8 @@ class Workspace:
     cli: PulumiCLI
     pulumi_version: str = ""
     #: The stack this agent last selected (or created, which selects it): the workspace is the agent's alone, so
-    #: the selection cannot change behind its back and each operation need not list the stacks to find it.
+    #: the selection cannot change behind its back and each operation need not list the stacks to find it (nor ask
+    #: the CLI again). Forgotten when a command says the stack is gone from the backend.
     selected: str | None = None
 
     @classmethod
@@ -115,7 +116,15 @@ class Workspace:
             env.update(envfile.read(env_file))
         env.update(AUTOMATION_ENV)
         read_project(resolved)
-        return cls(resolved, PulumiCLI(resolved, env, binary))
+        workspace = cls(resolved, PulumiCLI(resolved, env, binary))
+        workspace.cli.on_failure = workspace._forget_a_missing_stack
+        return workspace
+
+    def _forget_a_missing_stack(self, result: CommandResult) -> None:
+        """A command refused because the stack is not in the backend (removed behind this agent's back): the next
+        selection asks the CLI again, and creates it when asked to."""
+        if _STACK_404.search(result.stderr):
+            self.selected = None
 
     def project(self) -> dict[str, Any]:
         return read_project(self.workdir)

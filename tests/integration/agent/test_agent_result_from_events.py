@@ -2,7 +2,7 @@
 CLI again only for the plaintext of outputs that the events carry encrypted (one `stack output --show-secrets`),
 and never for the stack's history when the request named its message — and the result is the one the reference's
 two listings plus history give (compared here with those listings made by the real CLI). Selecting the stack the
-agent selected already runs no `stack select`.
+agent selected already runs no command; a stack removed behind its back is created again at the next selection.
 
 The agent runs the real Pulumi CLI through a `pulumi` on its PATH that records each command line's first words
 before it execs the real one, so the test sees which commands ran."""
@@ -94,8 +94,8 @@ async def test_up_result_from_its_events(tmp_path: Path, start_agent: AgentFacto
     ran = _calls(bindir)[before:]
     assert ran.count("stack output") == output_calls, ran
     assert "stack history" not in ran, ran
-    assert "stack select" not in ran, ran  # the agent knows which stack it selected...
-    assert ran.count("stack --show-name") == 1, ran  # ... and checks the CLI still has it selected,
+    assert "stack select" not in ran, ran  # the agent knows which stack it selected, and asks no command for
+    assert "stack --show-name" not in ran, ran  # it: the workspace is its own
     assert not [call for call in _calls(bindir) if call.startswith("stack ls")]  # never listing the backend
 
     summary = up.result.summary
@@ -109,6 +109,32 @@ async def test_up_result_from_its_events(tmp_path: Path, start_agent: AgentFacto
     expected = results.outputs(_listing(pulumi_env, workspace), _listing(pulumi_env, workspace, "--show-secrets"))
     assert dict(up.result.outputs) == expected
     assert len(expected) >= 3
+
+
+async def test_a_stack_removed_behind_the_agents_back_is_created_again_at_the_next_selection(
+        tmp_path: Path, start_agent: AgentFactory, pulumi_env: dict[str, str]) -> None:
+    """The selection the agent trusts is forgotten when a command finds the stack gone: the operation in flight
+    fails with the CLI's own words, and the next Update's selection creates the stack again."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "Pulumi.yaml").write_text(PLAIN)
+    agent = await start_agent(workspace)
+    select = agent_pb2.SelectStackRequest(stack_name="dev", create=True)
+    await agent.stub.SelectStack(select)
+    first = await drive(agent.stub.Up(agent_pb2.UpRequest(message="first")))
+    assert first.error is None, first.error
+
+    _cli(pulumi_env, workspace, "stack", "rm", "--yes", "--force", "dev")  # someone else removes it
+    gone = await drive(agent.stub.Up(agent_pb2.UpRequest(message="gone")))
+    assert gone.error is not None
+    assert "no stack named 'dev' found" in (gone.error.details() or ""), gone.error
+
+    await agent.stub.SelectStack(select)  # the next Update's selection: the stack is made again
+    again = await drive(agent.stub.Up(agent_pb2.UpRequest(message="again")))
+    assert again.error is None, again.error
+    assert again.result.summary.message == "again"
+    history = json.loads(_cli(pulumi_env, workspace, "stack", "history", "--json", "--stack", "dev"))
+    assert [h["message"] for h in history] == ["again"]
 
 
 async def test_up_without_a_message_takes_the_history(tmp_path: Path, start_agent: AgentFactory,
