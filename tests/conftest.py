@@ -64,10 +64,12 @@ def control_plane(testbed_dir: Path) -> Iterator[controlplane.ControlPlane]:
     yield from _start(testbed_dir, "cluster", controller_manager=False)
 
 
-@pytest.fixture(scope="session")
-def control_plane_with_kcm(testbed_dir: Path) -> Iterator[controlplane.ControlPlane]:
-    """A separate control plane that also runs kube-controller-manager (garbage collection, StatefulSet → Pod)."""
-    yield from _start(testbed_dir, "cluster-kcm", controller_manager=True)
+@pytest.fixture(scope="module")
+def control_plane_with_kcm(testbed_dir: Path, request: pytest.FixtureRequest) -> Iterator[controlplane.ControlPlane]:
+    """A separate control plane that also runs kube-controller-manager (garbage collection, StatefulSet → Pod), for
+    one module: two modules of a stream use it, and kept for the session it spent the rest of the stream's half
+    hour busy with nothing (its controllers' resyncs, about as much CPU as a test)."""
+    yield from _start(testbed_dir, f"cluster-kcm-{request.module.__name__.rsplit('.', 1)[-1]}", controller_manager=True)
 
 
 @pytest.fixture(scope="session")
