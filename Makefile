@@ -101,7 +101,8 @@ check: bins lint
 	$(PY) -m pytest tests/unit tests/deploy tests/e2e/test_program_stack.py -q -ra --durations=10
 
 # The long versions of the fault tests (docs/reliability.md): 20 operator SIGKILL rounds over 10 Stacks on the local
-# runtime and 20 over 10 workspace pods on the real cluster (root, as the cluster tier), 200 Stacks under a low
+# runtime and 20 over 10 workspace pods on the real cluster (root, as the cluster tier), a leader handover under
+# 10 changing Stacks (make test: 6), 200 Stacks under a low
 # --kube-api-qps on the local runtime and 50 workspace pods under one, 150 generated Workspaces
 # (docs/hostile-input.md), the migration Go -> pko -> Go (make test runs Go -> pko), and the benchmark smoke with
 # every scenario under both operators (make test: three under the Go operator). Ends with the runs' summed tally
@@ -112,7 +113,8 @@ soak: tools
 	@rm -f .soak-tally
 	PKO_SOAK=1 PKO_SOAK_TALLY=.soak-tally $(PY) -m pytest tests/chaos/test_operator_kill.py \
 		tests/chaos/test_rate_limit.py tests/chaos/hostile/test_fuzzed_workspaces.py \
-		tests/cluster/test_70_operator_kill_pods.py tests/cluster/test_80_rate_limit_pods.py \
+		tests/cluster/test_70_operator_kill_pods.py tests/cluster/test_75_leader_handover_pods.py \
+		tests/cluster/test_80_rate_limit_pods.py \
 		tests/interop/test_30_migration.py tests/interop/test_90_bench_smoke.py -s -p no:logging \
 		-o timeout=7200; status=$$?; cat .soak-tally 2>/dev/null; \
 	awk '{for (i = 2; i <= NF; i++) { split($$i, kv, "="); sum[kv[1]] += kv[2] }} END { if (NR) printf \
