@@ -149,8 +149,7 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer, agent_pb2_grpc
                 # forget the selection, and the next selection creates it again). Nothing here lists the
                 # backend's stacks (pko: the reference's `Stack.Info` does, so every workspace start costs
                 # O(stacks in the backend)); the summary carries the name, the one field the operators read.
-                current = request.stack_name if self.ws.selected == request.stack_name else None
-                if current != request.stack_name:
+                if self.ws.selected != request.stack_name:
                     if request.create:
                         if await self.ws.select_or_create_stack(request.stack_name, request.secrets_provider):
                             log.info("created a stack: %s", request.stack_name)
