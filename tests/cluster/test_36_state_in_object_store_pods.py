@@ -116,7 +116,7 @@ async def test_a_lock_left_in_the_bucket_by_a_killed_cli_is_released_by_the_rest
         if not held:
             return False
         pids = [json.loads(await asyncio.to_thread(pod_store.get, key))["pid"] for key in held]
-        holders = [podprocs.holder(pid, str(pod["metadata"]["uid"])) for pid in pids]
+        holders = [podprocs.holder(pid, str(pod["metadata"]["uid"]), "up") for pid in pids]
         if not all(pid is not None for pid in holders):
             return False
         seen.update(pod=pod, held=held, holders=holders, argv=[podprocs.argv(pid) for pid in holders if pid],

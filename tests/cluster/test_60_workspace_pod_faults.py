@@ -47,13 +47,13 @@ def _share(real_cluster: cluster.Cluster, pod: dict[str, Any]) -> Path:
 
 
 def _holder(lock: Path, pod_uid: str) -> int | None:
-    """The node's pid of the live Pulumi CLI in the pod `pod_uid` that holds `lock` (the lock names the CLI's pid in
+    """The node's pid of the live `pulumi up` in the pod `pod_uid` that holds `lock` (the lock names the CLI's pid in
     its container), if it is alive."""
     try:
         pid_in_pod = json.loads(lock.read_text())["pid"]
     except (OSError, ValueError, KeyError):
         return None
-    return podprocs.holder(pid_in_pod, pod_uid)
+    return podprocs.holder(pid_in_pod, pod_uid, "up")
 
 
 @pytest.mark.parametrize("fault", ["container-sigkill", "pod-deleted"])

@@ -12,15 +12,14 @@ from pathlib import Path
 from typing import Any
 
 
-def holder(pid_in_pod: int, pod_uid: str) -> int | None:
-    """The node's pid of the live Pulumi CLI with pid `pid_in_pod` in the pod `pod_uid`, if there is one."""
+def holder(pid_in_pod: int, pod_uid: str, verb: str) -> int | None:
+    """The node's pid of the live Pulumi CLI running `pulumi <verb>` with pid `pid_in_pod` in the pod `pod_uid`, if
+    there is one. The verb matters: an ``up``'s lock is what the fault tests strike at, and a stack's creation
+    (``stack select --create`` on a bucket) holds a lock of its own for a moment, released before a kill lands."""
     marks = (pod_uid, pod_uid.replace("-", "_"))
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    for entry in _clis(verb):
         try:
-            argv0 = (entry / "cmdline").read_bytes().split(b"\0", 1)[0].decode(errors="replace")
-            if Path(argv0).name != "pulumi" or not any(mark in (entry / "cgroup").read_text() for mark in marks):
+            if not any(mark in (entry / "cgroup").read_text() for mark in marks):
                 continue
             nspid = next(line.split()[-1] for line in (entry / "status").read_text().splitlines()
                          if line.startswith("NSpid:"))
