@@ -27,11 +27,14 @@ def _get(url: str) -> tuple[int, str]:
         return getattr(err, "code", 0) or 0, str(err)
 
 
-async def _eventually_ok(url: str, process: subprocess.Popen[bytes], timeout: float = 60.0) -> str:
+async def _eventually_ok(url: str, process: subprocess.Popen[bytes], timeout: float = 60.0,
+                         log: Path | None = None) -> str:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while loop.time() < deadline:
-        assert process.poll() is None, "pko operator exited early"
+        if process.poll() is not None:
+            tail = log.read_text(errors="replace")[-3000:] if log is not None else "(its output was not kept)"
+            raise AssertionError(f"pko operator exited early with {process.returncode}:\n{tail}")
         code, body = await asyncio.to_thread(_get, url)
         if code == 200:
             return body
@@ -66,8 +69,8 @@ async def test_operator_process_runs_a_stack_and_stops_cleanly(
         env=dict(pulumi_env), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
     )
     try:
-        await _eventually_ok(f"http://127.0.0.1:{health}/healthz", process)
-        await _eventually_ok(f"http://127.0.0.1:{health}/readyz", process)
+        await _eventually_ok(f"http://127.0.0.1:{health}/healthz", process, log=tmp_path / "operator.log")
+        await _eventually_ok(f"http://127.0.0.1:{health}/readyz", process, log=tmp_path / "operator.log")
         backend = tmp_path / "state"
         backend.mkdir()
         await kc.create(resources.PROGRAM.new("cmd", namespace, program={"outputs": {"answer": 42}}))

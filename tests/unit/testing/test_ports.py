@@ -28,3 +28,16 @@ def test_a_taken_port_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(ports._pick, "randint", lambda low, high: next(picks, None) or randint(low, high))
         assert ports.free_port() != taken
         assert next(picks, None) is None  # both taken picks were tried and refused
+
+
+def test_a_port_handed_out_is_not_handed_out_again_while_its_caller_has_not_bound_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Callers pick several ports before anything binds them (an operator's health, metrics and file-server ports):
+    the bind check alone passed the same port twice, and the operator's second listener failed to start."""
+    first = ports.free_port()
+    picks = iter([first, first])  # the generator draws the same port again, twice
+    randint = ports._pick.randint
+    monkeypatch.setattr(ports._pick, "randint", lambda low, high: next(picks, None) or randint(low, high))
+    second = ports.free_port()
+    assert second != first
+    assert next(picks, None) is None  # the repeat was drawn and refused, not skipped by luck
