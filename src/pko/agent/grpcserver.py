@@ -6,7 +6,9 @@ while the running ones finish, then waits for every interrupted CLI command to w
 at once with status 1. Then what the CLI left running goes too (:mod:`pko.agent.orphans`: the agent adopts the
 processes its CLI orphans). A SIGTERM that comes after our parent died is not a second signal: the local runtime's
 operator is threaded, and the death signal it leaves its agents (PR_SET_PDEATHSIG) comes once per exiting thread —
-nor is one within two seconds of the first (those threads exit before the agent is re-parented).
+nor is one within two seconds of the first (those threads exit before the agent is re-parented). Should that
+signal never come, the agent sees its parent exit all the same (:func:`pko.agent.lifeline.watch`) and shuts down
+as on the first SIGTERM.
 
 It must never log request contents or tokens.
 """
@@ -23,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from pko.agent import orphans
+from pko.agent import lifeline, orphans
 from pko.agent.errors import AgentError
 from pko.agent.service import AutomationService
 from pko.protocol.proto import agent_pb2_grpc
@@ -149,8 +151,16 @@ async def serve(service: AutomationService, host: str, port: int, auth: KubeAuth
         service.cancel()
         stop.set()
 
+    def parent_gone(pid: int) -> None:
+        if signals:
+            return  # its death signal came first: already winding down
+        log.info("the operator that started this agent (pid %d) has exited without its death signal reaching us",
+                 pid)
+        on_signal(signal.SIGTERM)
+
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, on_signal, signum)
+    unwatch = lifeline.watch(loop, parent_gone)  # the `local` runtime's operator; nothing in a pod
     try:
         await stop.wait()
         await server.stop(SHUTDOWN_GRACE)
@@ -166,6 +176,7 @@ async def serve(service: AutomationService, host: str, port: int, auth: KubeAuth
             # what a cancelled CLI left running (its language host, plugins) was re-parented to us: stop it
             await orphans.stop_all()
     finally:
+        unwatch()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
     log.info("server stopped")

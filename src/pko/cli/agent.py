@@ -19,7 +19,7 @@ import sys
 from collections.abc import Mapping, Sequence
 
 import pko
-from pko.cli import lifeline
+from pko.agent import lifeline
 
 AUTH_NONE = "none"  # servecmd.AUTH_NONE, spelled here so that parsing the flags imports no command
 

@@ -16,7 +16,7 @@ environment variables the kernel cannot take are named and refused (found by
 tests/chaos/hostile/test_fuzzed_workspaces.py).
 
 Must never: log resolved env values or file contents (they hold secrets), or leave a child process behind (the
-agents are told to exit with their operator, so even a SIGKILLed operator leaves none: pko.cli.lifeline; a
+agents are told to exit with their operator, so even a SIGKILLed operator leaves none: pko.agent.lifeline; a
 Workspace's own env cannot turn that off).
 """
 
@@ -52,7 +52,7 @@ from pko.runtime import manager
 log = logging.getLogger(__name__)
 
 START_TIMEOUT = 60.0
-LIFELINE_ENV = "PKO_AGENT_PARENT_PID"  # read by `pko agent` (see pko.cli.lifeline)
+LIFELINE_ENV = "PKO_AGENT_PARENT_PID"  # read by `pko agent` (see pko.agent.lifeline)
 INSTANCE_ENV = "PKO_AGENT_INSTANCE"  # inherited by everything an agent starts: finds what a dead agent left
 VERSION_CACHE_ENV = "PKO_PULUMI_VERSION_CACHE"  # read by pko.agent.cliversion: one `pulumi version` per binary
 VERSION_CACHE = ".pulumi-versions.json"  # under the root: no namespace's name starts with a dot
