@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from agent_testlib import AGENT_COMMAND, AgentFactory, copy_program, start_time, wait_gone
+from agent_testlib import AGENT_COMMAND, AgentFactory, alive, copy_program, start_time, wait_gone
 
 from pko.testing import ports
 
@@ -56,7 +57,11 @@ async def test_an_agent_whose_death_signal_is_blocked_still_exits_with_its_opera
     started = start_time(agent_pid)
     release.touch()  # the operator dies; its death signal stays pending in the agent, blocked
     assert await agent.wait_exit(10) == 0
-    assert await asyncio.to_thread(wait_gone, agent_pid, 30.0, started), agent.log()[-3000:]
+    try:
+        assert await asyncio.to_thread(wait_gone, agent_pid, 30.0, started), agent.log()[-3000:]
+    finally:
+        if alive(agent_pid, started):  # a failure here must not leave it running: it would never go by itself
+            os.kill(agent_pid, signal.SIGKILL)
     log = agent.log()
     assert "has exited without its death signal reaching us" in log, log[-3000:]
     assert "server stopped" in log, log[-3000:]
@@ -87,5 +92,5 @@ def test_an_operator_that_dies_while_its_agent_starts_leaves_no_agent_behind(
         agent_pid = int(pidfile.read_text())
         if not wait_gone(agent_pid, 30.0):
             left.append(f"{agent_pid}:\n{log_path.read_text()[-2000:]}")
-            os.kill(agent_pid, 9)
+            os.kill(agent_pid, signal.SIGKILL)
     assert not left, "agents outlived their operator:\n" + "\n".join(left)
