@@ -154,8 +154,7 @@ async def serve(service: AutomationService, host: str, port: int, auth: KubeAuth
     def parent_gone(pid: int) -> None:
         if signals:
             return  # its death signal came first: already winding down
-        log.info("the operator that started this agent (pid %d) has exited without its death signal reaching us",
-                 pid)
+        log.info("the operator that started this agent (pid %d) has exited, and no death signal has come", pid)
         on_signal(signal.SIGTERM)
 
     for signum in (signal.SIGTERM, signal.SIGINT):

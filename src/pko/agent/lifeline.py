@@ -59,13 +59,9 @@ def watch(loop: asyncio.AbstractEventLoop, gone: Callable[[int], None],
     expected = expected_parent(env)
     if expected is None:
         return lambda: None
-    fired = False
 
-    def fire() -> None:
-        nonlocal fired
-        if not fired:
-            fired = True
-            gone(expected)
+    def fire() -> None:  # each way below fires at most once
+        gone(expected)
 
     pidfd = _open_pidfd(expected)
     if os.getppid() != expected:  # already gone (then its pid may name another process: the pidfd is not ours)
