@@ -7,9 +7,9 @@ host override ``SOURCE_CONTROLLER_LOCALHOST``, cap ``FLUX_MAX_UNTAR_SIZE_BYTES``
 (``--project-name --project-runtime`` writes ``Pulumi.yaml``).
 A directory already holding a checkout is left as it is (a restarted init container must not fail).
 
-A refusal is logged and, in a pod, also written to the container's termination log (:func:`report_failure`): the
+A refusal is logged and, in a pod, also written to the container's termination log: the
 kubelet shows it in the container's last state, where the Workspace's `Ready` message picks it up, rather than
-only "back-off restarting failed container".
+only "back-off restarting failed container" (:mod:`pko.agent.termination`).
 
 It must never log credentials from the environment. The Flux fetcher (urllib, ssl) and the GitHub App exchange (httpx,
 PyJWT, cryptography) are imported only when their source is used: they were most of the import time of a plain git
@@ -18,7 +18,6 @@ checkout, which every workspace pod's init container pays.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,9 +28,6 @@ import yaml
 from pko.sources import git
 
 log = logging.getLogger("pko.agent.init")
-
-TERMINATION_LOG = Path("/dev/termination-log")  # the kubelet's default terminationMessagePath
-TERMINATION_MESSAGE_LIMIT = 4096  # bytes the kubelet keeps of it
 
 
 class InitError(Exception):
@@ -87,20 +83,6 @@ def git_auth(env: Mapping[str, str]) -> git.GitAuth:
             raise InitError(f"unable to fetch git source: {err}") from err
         return git.GitAuth(username="x-access-token", password=token)
     return git.GitAuth.from_env(env)
-
-
-def report_failure(message: str, path: Path = TERMINATION_LOG) -> None:
-    """Write `message` to the termination log when there is one: the kubelet creates (and mounts) it in a pod;
-    elsewhere (the local runtime, a laptop) it does not exist and nothing is written. Best effort: failing to
-    report must not hide the failure itself."""
-    if not path.is_file():
-        return
-    data = message.encode()
-    if len(data) > TERMINATION_MESSAGE_LIMIT:  # a tool's own error comes last: keep the head and the tail
-        head = TERMINATION_MESSAGE_LIMIT // 4
-        data = data[:head] + b"\n...\n" + data[len(data) - (TERMINATION_MESSAGE_LIMIT - head - 5):]
-    with contextlib.suppress(OSError):
-        path.write_bytes(data)
 
 
 def write_project(target: Path, name: str, runtime: str) -> Path:

@@ -110,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(pko.__version__)
         return 0
     if args.command == "init":
-        from pko.agent import initcmd
+        from pko.agent import initcmd, termination
 
         options = initcmd.InitOptions(args.target_dir, args.git_url, args.git_revision, args.flux_url,
                                       args.flux_digest, args.project_name, args.project_runtime)
@@ -118,12 +118,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             initcmd.run(options, os.environ)
         except initcmd.InitError as err:
             log.error("%s", err)
-            initcmd.report_failure(str(err))
+            termination.report_failure(str(err))
             return 1
         return 0
     import asyncio
 
-    from pko.agent import initcmd, servecmd
+    from pko.agent import servecmd, termination
 
     serve = servecmd.ServeOptions(
         workspace=args.workspace, skip_install=args.skip_install, stack=args.stack,
@@ -138,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except servecmd.ServeError as err:
         log.error("%s", err)
         # in a pod, the Workspace's status quotes it (an install that fails restarts the container, with back-off)
-        initcmd.report_failure(str(err))
+        termination.report_failure(str(err))
         return 1
     return 0
 

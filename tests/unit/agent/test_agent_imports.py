@@ -46,13 +46,14 @@ def _loaded(modules: list[str], packages: tuple[str, ...]) -> list[str]:
     return [m for m in modules if any(m == p or m.startswith(p + ".") for p in packages)]
 
 
-def run_agent(tmp_path: Path, *args: str) -> list[str]:
+def run_agent(tmp_path: Path, *args: str, code: int = 0) -> list[str]:
+    """The modules loaded once ``agent <args>`` has run to its end, which returned `code`."""
     out = tmp_path / "modules.json"
     done = subprocess.run([sys.executable, "-c", RUN, str(out), *args], capture_output=True, text=True, timeout=60,
                           check=False)
     assert done.returncode == 0, done.stderr
     result = json.loads(out.read_text())
-    assert result["code"] == 0, done.stderr
+    assert result["code"] == code, done.stderr
     modules: list[str] = result["modules"]
     return modules
 
@@ -88,6 +89,15 @@ def test_serve_loads_grpc_while_it_starts_and_the_kube_client_only_for_kube_auth
     modules = json.loads(done.stdout)
     assert "pko.agent.workspace" in modules
     assert _loaded(modules, (*GRPC, *KUBE, *HTTP)) == []
+
+
+def test_a_failing_serve_reports_without_loading_inits_git_client(tmp_path: Path) -> None:
+    """`serve` that fails (here: its workspace is missing) writes the termination message through a module of its
+    own: neither `init`'s command module nor its git client (dulwich) is loaded on the serve path."""
+    modules = run_agent(tmp_path, "serve", "--workspace", str(tmp_path / "missing"), "--port", "0", code=1)
+    assert _loaded(modules, ("pko.agent.initcmd", "pko.sources", "dulwich", *HTTP, *SSH)) == []
+    assert "pko.agent.servecmd" in modules  # the command ran
+    assert "pko.agent.termination" in modules  # and reported
 
 
 SERVE_KUBE = """
