@@ -9,6 +9,7 @@ from typing import Any
 
 from pko.kube import client as kclient
 from pko.kube import resources
+from pko.runtime import ports
 from pko.testing import operator
 from pko.testing.waiting import condition, wait_for
 
@@ -52,6 +53,14 @@ async def test_program_stack_becomes_ready_with_masked_outputs(
     assert "currentUpdate" not in status
     assert stack["metadata"]["finalizers"] == ["finalizer.stack.pulumi.com"]
     assert any(backend.rglob("*.json")), "the stack's state went to the Stack's own backend"
+    # its agent listens on a port of the process's picker: below the range outgoing connections take their local
+    # ports from, and not one handed to anything else of this process (the test bed's servers) a moment before
+    runtime = running_operator.controllers.local_runtime
+    assert runtime is not None
+    agents = [agent for agent in runtime.agents.values() if agent.alive]
+    assert agents
+    assert all(ports.LOW <= agent.port <= ports.HIGH and agent.port in ports._handed for agent in agents), \
+        [agent.port for agent in agents]
 
     # The Update that ran carries the reference's shape, and was released by the Stack.
     # The release is a separate write after the status save (as in the reference), so it is waited for.

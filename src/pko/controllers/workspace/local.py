@@ -32,7 +32,6 @@ import posixpath
 import re
 import shutil
 import signal
-import socket
 import sys
 import time
 import uuid
@@ -47,7 +46,7 @@ from pko.controllers.workspace import runtime
 from pko.kube import client as kclient
 from pko.kube import objects, resources
 from pko.runtime import controller as ctl
-from pko.runtime import manager
+from pko.runtime import manager, ports
 
 log = logging.getLogger(__name__)
 
@@ -127,13 +126,6 @@ def env_problem(env: dict[str, str]) -> str | None:
         if "\0" in value:
             return f'environment variable "{name}" holds a NUL byte'
     return None
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _decode(data: dict[str, str] | None) -> dict[str, str]:
@@ -358,7 +350,7 @@ class LocalRuntime:
         if problem is not None:
             raise StartFailed(problem)
 
-        port = _free_port()
+        port = ports.free_port()  # below the ephemeral range; never one this process handed out a moment ago
         spec = workspace.spec or ws_api.WorkspaceSpec()
         argv = [*self.agent_command, "serve", "--workspace", str(workspace_dir), "--skip-install",
                 "--env-file", str(env_file), "--auth-mode", "kube",

@@ -1,4 +1,5 @@
-"""free_port picks listener ports below the ephemeral range, and never one that is taken."""
+"""free_port picks listener ports below the ephemeral range, never one that is taken, and never one it handed out a
+moment ago; the test bed's ports are the same picker."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import socket
 
 import pytest
 
-from pko.testing import ports
+from pko.runtime import ports
+from pko.testing import ports as testbed_ports
 
 
 def test_a_port_is_below_the_ephemeral_range_and_bindable() -> None:
@@ -41,3 +43,11 @@ def test_a_port_handed_out_is_not_handed_out_again_while_its_caller_has_not_boun
     second = ports.free_port()
     assert second != first
     assert next(picks, None) is None  # the repeat was drawn and refused, not skipped by luck
+
+
+def test_the_test_bed_and_the_local_runtime_draw_from_one_memory() -> None:
+    """An operator the tests run in-process starts its `local` agents on ports of the same picker as the test bed's
+    listeners, so neither is handed a port the other picked and has not bound yet."""
+    assert testbed_ports.free_port is ports.free_port
+    handed = testbed_ports.free_port()
+    assert handed in ports._handed
