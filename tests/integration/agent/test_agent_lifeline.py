@@ -3,7 +3,8 @@
 The kernel's parent-death SIGTERM is the first line (see test_agent_cancellation); these tests take it away, as a
 parent can without knowing: a SIGTERM it blocked or ignored is blocked or ignored in the agent it execs. Found by
 the chaos tier: an agent started a moment before its operator's SIGKILL logged that it was listening and lived on
-under init.
+under init. The watch that stands behind the signal is a pidfd, or a poll of the parent pid where there is none
+(the last test).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 from agent_testlib import AGENT_COMMAND, AgentFactory, alive, copy_program, start_time, wait_gone
 
+from pko.agent import lifeline
 from pko.testing import ports
 
 pytestmark = pytest.mark.pulumi
@@ -94,3 +96,43 @@ def test_an_operator_that_dies_while_its_agent_starts_leaves_no_agent_behind(
             left.append(f"{agent_pid}:\n{log_path.read_text()[-2000:]}")
             os.kill(agent_pid, signal.SIGKILL)
     assert not left, "agents outlived their operator:\n" + "\n".join(left)
+
+
+#: A process that watches its parent without a pidfd (as on kernels before 5.3): `os.pidfd_open` is taken away
+#: before :func:`lifeline.watch` looks for it, so only the poll of the parent pid can tell it its parent is gone.
+POLLING_CHILD = """import asyncio, os, sys, time
+del os.pidfd_open
+from pko.agent import lifeline
+told = sys.argv[1]
+async def main():
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+    assert lifeline._open_pidfd(os.getppid()) is None
+    stop = lifeline.watch(loop, lambda pid: done.set_result(pid))
+    open(told + ".watching", "w").close()
+    pid = await asyncio.wait_for(done, 30)
+    stop()
+    open(told + ".tmp", "w").write(str(pid))
+    os.rename(told + ".tmp", told)
+asyncio.run(main())
+"""
+POLLING_PARENT = """import os, subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[2]],
+                         env={**os.environ, "PKO_AGENT_PARENT_PID": str(os.getpid())})
+while not os.path.exists(sys.argv[2] + ".watching"):
+    time.sleep(0.01)
+print(os.getpid(), flush=True)
+os._exit(0)
+"""
+
+
+def test_without_a_pidfd_the_watch_polls_and_tells_of_the_parents_exit(tmp_path: Path) -> None:
+    told = tmp_path / "told"
+    parent = subprocess.run([sys.executable, "-c", POLLING_PARENT, POLLING_CHILD, str(told)], capture_output=True,
+                            text=True, timeout=60, check=True)
+    parent_pid = int(parent.stdout)
+    deadline = time.monotonic() + 4 * lifeline.POLL_SECONDS + 5
+    while not told.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert told.exists(), "the watch never told of its parent's exit"
+    assert told.read_text() == str(parent_pid)
