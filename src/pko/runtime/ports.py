@@ -23,12 +23,8 @@ _handed: dict[int, float] = {}  # port -> when this process handed it out
 _lock = threading.Lock()
 
 
-def _recently_handed(port: int, now: float) -> bool:
-    at = _handed.get(port)
-    return at is not None and now - at < REMEMBER
-
-
 def _forget_old(now: float) -> None:
+    """Drop what was handed out :data:`REMEMBER` seconds ago or more: what stays in `_handed` is recent."""
     for port in [port for port, at in _handed.items() if now - at >= REMEMBER]:
         del _handed[port]
 
@@ -41,7 +37,7 @@ def free_port() -> int:
         _forget_old(now)
         for _ in range(200):
             port = _pick.randint(LOW, HIGH)
-            if _recently_handed(port, now):
+            if port in _handed:
                 continue
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
                 try:
@@ -54,7 +50,7 @@ def free_port() -> int:
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
                 sock.bind(("127.0.0.1", 0))
                 chosen: int = sock.getsockname()[1]
-            if not _recently_handed(chosen, now):
+            if chosen not in _handed:
                 _handed[chosen] = now
                 return chosen
         raise OSError("no free loopback port: every pick was taken or handed out a moment ago")

@@ -15,9 +15,9 @@ import time
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
-from pko.runtime.ports import HIGH, LOW, REMEMBER, free_port
+from pko.runtime.ports import free_port
 
-__all__ = ["HIGH", "LOW", "REMEMBER", "Server", "free_port", "start_on_free_port"]
+__all__ = ["Server", "free_port", "start_on_free_port"]
 
 
 class Server(Protocol):

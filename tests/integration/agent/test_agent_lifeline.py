@@ -100,7 +100,7 @@ def test_an_operator_that_dies_while_its_agent_starts_leaves_no_agent_behind(
 
 #: A process that watches its parent without a pidfd (as on kernels before 5.3): `os.pidfd_open` is taken away
 #: before :func:`lifeline.watch` looks for it, so only the poll of the parent pid can tell it its parent is gone.
-POLLING_CHILD = """import asyncio, os, sys, time
+POLLING_CHILD = """import asyncio, os, sys
 del os.pidfd_open
 from pko.agent import lifeline
 told = sys.argv[1]
@@ -117,8 +117,8 @@ async def main():
 asyncio.run(main())
 """
 POLLING_PARENT = """import os, subprocess, sys, time
-child = subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[2]],
-                         env={**os.environ, "PKO_AGENT_PARENT_PID": str(os.getpid())})
+subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[2]],
+                 env={**os.environ, "PKO_AGENT_PARENT_PID": str(os.getpid())})
 while not os.path.exists(sys.argv[2] + ".watching"):
     time.sleep(0.01)
 print(os.getpid(), flush=True)
