@@ -75,11 +75,7 @@ class PulumiCLI:
         :class:`CommandError` on a non-zero exit when `check`. `env_overrides` win over the workspace environment
         for this command only."""
         binary = program or self.binary
-        proc = await asyncio.create_subprocess_exec(
-            binary, *args, cwd=self.workdir, env={**self.env, **(env_overrides or {})},
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, process_group=0,
-        )
+        proc, cancelled = await self._start(binary, args, {**self.env, **(env_overrides or {})})
         self._running.add(proc)
         assert proc.stdout is not None
         assert proc.stderr is not None
@@ -89,6 +85,8 @@ class PulumiCLI:
         )
         try:
             try:
+                if cancelled:
+                    raise asyncio.CancelledError  # held while the command started; now it winds down like any
                 stdout, stderr = await asyncio.shield(readers)
                 code = await proc.wait()
             except asyncio.CancelledError:
@@ -110,6 +108,26 @@ class PulumiCLI:
         if check and code != 0:
             raise CommandError(description, result)
         return result
+
+    async def _start(self, binary: str, args: Sequence[str],
+                     env: Mapping[str, str]) -> tuple[asyncio.subprocess.Process, bool]:
+        """Start a command, and whether the caller was cancelled meanwhile. A cancel is held until the command has
+        started: asyncio's own answer to one that lands while it connects the pipes of a process it has already
+        forked is to SIGKILL that process alone — no Ctrl-C, and what it has started yet (a plugin) outlives it."""
+        spawn = asyncio.ensure_future(asyncio.create_subprocess_exec(
+            binary, *args, cwd=self.workdir, env=dict(env), stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, process_group=0,
+        ))
+        try:
+            return await asyncio.shield(spawn), False
+        except asyncio.CancelledError:
+            try:
+                return await asyncio.shield(spawn), True
+            except asyncio.CancelledError:  # a second cancel kills, as in a wind-down: once it has started
+                spawn.add_done_callback(_kill_started)
+                raise
+            except Exception:
+                raise asyncio.CancelledError from None  # it never started: nothing to wind down
 
     async def _wind_down(self, proc: asyncio.subprocess.Process) -> None:
         """Ctrl-C the CLI and wait for it to finish cleanly; kill it on a second cancel or after the grace."""
@@ -149,6 +167,11 @@ def _signal(proc: asyncio.subprocess.Process, signum: int, *, group: bool = Fals
                 os.killpg(proc.pid, signum)
             else:
                 os.kill(proc.pid, signum)
+
+
+def _kill_started(spawn: asyncio.Future[asyncio.subprocess.Process]) -> None:
+    if not spawn.cancelled() and spawn.exception() is None:
+        _signal(spawn.result(), signal.SIGKILL, group=True)
 
 
 def _sweep_group(proc: asyncio.subprocess.Process) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -58,3 +59,27 @@ async def test_a_command_that_ignores_ctrl_c_is_killed_with_its_children(tmp_pat
     with pytest.raises(asyncio.CancelledError):
         await task
     assert wait_gone(child, 5.0, started), f"the cancelled command's child {child} outlived it"
+
+
+async def test_a_command_cancelled_while_it_starts_is_wound_down_with_its_children(tmp_path: Path) -> None:
+    """A cancel that lands after the command was forked but before its pipes are connected (seen under load: a
+    child outlived a cancelled command) gets the same Ctrl-C, grace and group kill as any other — asyncio alone
+    would SIGKILL the command there and nothing it had started."""
+    pidfile = tmp_path / "child.pid"
+    script = _script(tmp_path, CHILD.format(pidfile=pidfile))  # starts its child, writes it down, exits
+    cli = PulumiCLI(tmp_path, dict(os.environ), binary=str(script), interrupt_grace=30)
+    # ignored signals are inherited: the command ignores Ctrl-C from its first instruction, so it runs to its end
+    # when it is given its Ctrl-C and grace, and not when it is killed at once
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        task = asyncio.create_task(cli.run(["up"]))
+        await asyncio.sleep(0)  # the task is now starting the command
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert pidfile.exists(), "the command was killed as it started, not given its Ctrl-C and grace"
+    child, started = _written(pidfile)
+    assert wait_gone(child, 5.0, started), f"the cancelled command's child {child} outlived it"
+    assert cli.running == 0
