@@ -33,14 +33,16 @@ async def run(real_cluster: cluster.Cluster, kc: kclient.Client, scenarios: Sequ
               operators: Sequence[str], *, stacks: int, changes: int, idle_seconds: float, sleep_seconds: float,
               git: gitserver.GitServer | None = None, say: Callable[[str], None] = print,
               workload: Realistic | None = None, dependency_cache: bool = True,
-              together: bool = False, pool: int | None = None, deadline: float | None = None) -> report.Results:
+              together: bool = False, pool: int | None = None, deadline: float | None = None,
+              share_volume: str | None = None) -> report.Results:
     """Every scenario against every operator, one operator installed at a time; figures by scenario and operator.
     `workload`: the realistic program every Stack runs (None: the small YAML Program); `dependency_cache`: pko
     serves it through its dependency cache. `together`: an operator's scenarios run at once, each in namespaces of
     its own, and those that disturb the operator after them, alone — for the smoke test, which checks that every
     figure is produced and compares none; a benchmark runs them one at a time, so none skews another's figures.
     `pool`: pko's --max-active-workspaces (the Go operator has none); `deadline`: how long the fleet scenario waits
-    before it reports the Stacks Ready by then."""
+    before it reports the Stacks Ready by then; `share_volume`: pko's --workspace-share-volume-size (each
+    workspace's /share on a claim kept while it sleeps)."""
     results: report.Results = {name: {} for name in scenarios}
     ctx = Context(real_cluster, kc, stacks=stacks, changes=changes, idle_seconds=idle_seconds,
                   sleep_seconds=sleep_seconds, git=git, say=say, workload=workload, deadline=deadline)
@@ -53,9 +55,12 @@ async def run(real_cluster: cluster.Cluster, kc: kclient.Client, scenarios: Sequ
         pooled = pool is not None and op_name == "pko"
         if pooled:
             values.append(f"controller.maxActiveWorkspaces={pool}")
+        if share_volume and op_name == "pko":
+            values.append(f"controller.workspaceShareVolume.size={share_volume}")
         say(f"== {operator.name}: installing from its chart"
             + (" (its dependency cache on, the mirrors as upstreams)" if workload is not None and workload.through_cache
-               else "") + (f" (a pool of {pool})" if pooled else ""))
+               else "") + (f" (a pool of {pool})" if pooled else "")
+            + (f" (each workspace's /share on a {share_volume} claim)" if share_volume and op_name == "pko" else ""))
         operator.install(real_cluster, *values, git_ca=git.ca_pem if git is not None else None)
         try:
             for batch in _batches(scenarios, together):
@@ -126,6 +131,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--restart", action="store_true",
                         help="local runtime: then restart the operator on the Ready fleet (time to verify it all, "
                              "updates run again)")
+    parser.add_argument("--share-volume", default=None, metavar="SIZE",
+                        help="pko: keep each workspace's /share on a claim of this size (--workspace-share-volume-size)"
+                             ", so a wake reuses what the last pod installed")
     parser.add_argument("--json", type=Path, help="write the figures as JSON here")
     parser.add_argument("--plot", type=Path, help="write a PNG chart per scenario into this directory")
     args = parser.parse_args(argv)
@@ -145,6 +153,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--max-active-workspaces (at least 1) is for the fleet and killed scenarios")
     if args.deadline is not None and (args.deadline <= 0 or args.scenario not in POOLED or args.runtime != "pod"):
         parser.error("--deadline (positive) is for the fleet and killed scenarios on the pod runtime")
+    if args.share_volume is not None and args.runtime != "pod":
+        parser.error("--share-volume is for the pod runtime")
     if args.stacks < 1 or args.changes < 1 or args.idle_seconds <= 0:
         parser.error("--stacks and --changes must be at least 1, --idle-seconds positive")
     return args
@@ -178,13 +188,15 @@ async def _main(args: argparse.Namespace) -> int:
                                         changes=args.changes, idle_seconds=args.idle_seconds,
                                         sleep_seconds=args.sleep, git=git, say=lambda line: print(line, flush=True),
                                         workload=workload, dependency_cache=not args.without_dependency_cache,
-                                        pool=args.max_active_workspaces, deadline=args.deadline)
+                                        pool=args.max_active_workspaces, deadline=args.deadline,
+                                        share_volume=args.share_volume)
     show(results, scenarios)
     if args.json:
         report.write_json(args.json, results, headlines(scenarios),
                           {"stacks": args.stacks, "changes": args.changes, "idle_seconds": args.idle_seconds,
                            "sleep": args.sleep, "operators": args.operator_list, "runtime": args.runtime,
                           "program": args.program, "dependency_cache": not args.without_dependency_cache,
+                           "share_volume": args.share_volume,
                            "workspace_cpu_request": b.WORKSPACE_CPU})
     if args.plot:
         for path in report.plot(args.plot, results):

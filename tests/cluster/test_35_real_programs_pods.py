@@ -42,7 +42,7 @@ from pko.testing.clusterbed import (
     started_scenarios,
     workspace_template,
 )
-from pko.testing.waiting import condition, wait_for, wait_gone
+from pko.testing.waiting import condition, eventually, wait_for, wait_gone
 
 RANDOM_PLUGIN = f"pulumi-resource-random-v{programs.RANDOM_VERSION}-linux-amd64.tar.gz"
 KUBERNETES_PLUGIN = f"pulumi-resource-kubernetes-v{programs.KUBERNETES_VERSION}-linux-amd64.tar.gz"
@@ -399,10 +399,14 @@ async def dependency_cache(bed: Bed) -> None:
             repo = f"cached-{ns}"
             commit = bed.git.create_repo(repo, files)
             started.append(asyncio.get_running_loop().time())
+            # the second keeps its /share on a claim and sleeps when idle (below)
+            kept: dict[str, Any] = ({"shareVolume": {"size": "1Gi"}} if ns == second_ns else {})
             await ckc.create(resources.STACK.new("cached", ns, spec={
                 "stack": "dev", "projectRepo": bed.git.http_url(repo), "branch": "main", "backend": "file:///tmp",
                 "envRefs": passphrase_env(), "destroyOnFinalize": True,
-                "workspaceTemplate": workspace_template(resources={"requests": {"cpu": "50m", "memory": "256Mi"}}),
+                "workspaceTemplate": workspace_template(resources={"requests": {"cpu": "50m", "memory": "256Mi"}},
+                                                        **kept),
+                **({"workspaceIdleTimeout": "15s"} if kept else {}),
             }))
             stack = await wait_for(ckc, resources.STACK, "cached", ns, _ready_at(commit), timeout=600,
                                    diagnostics=lambda ns=ns: diagnose(bed.real_cluster, ns))
@@ -430,10 +434,52 @@ async def dependency_cache(bed: Bed) -> None:
         assert len(set(map(tuple, trees.values()))) == 1, trees
         assert len(trees[second_ns]) == 1, trees
         assert not [p for p in _fetched(upstream, "npm")[resolving:] if not p.endswith(".tgz")]
+        woke = await _woken_with_what_it_installed(bed, second_ns)
         print(f"dependency cache: first cold start {started[0]:.0f}s, second {started[1]:.0f}s; "
-              f"{upstream.served('plugins') / 1e6:.1f} MB of plugins and {len(tarballs)} tarballs from the upstream")
+              f"{upstream.served('plugins') / 1e6:.1f} MB of plugins and {len(tarballs)} tarballs from the upstream; "
+              f"a wake with a kept /share {woke:.0f}s")
     finally:
         await remove_namespace(ckc, bed.real_cluster, second_ns)
+
+
+async def _woken_with_what_it_installed(bed: Bed, ns: str) -> float:
+    """The Stack "cached" of `ns`, whose workspace keeps /share on a claim: asleep, the claim stays; woken by a
+    request, the new pod puts back the node_modules the last pod installed instead of unpacking the tree again;
+    deleted, the claim goes with it. How long the wake took (request to Ready)."""
+    ckc, real_cluster = bed.ckc, bed.real_cluster
+    claim_name = "share-cached-workspace-0"
+    try:
+        await wait_for(ckc, resources.WORKSPACE, "cached", ns,
+                       lambda o: condition(o, "Ready").get("reason") == "Sleeping", timeout=180)
+        await wait_gone(ckc, resources.POD, "cached-workspace-0", ns, 700)
+        claim = json.loads(real_cluster.kubectl("get", "pvc", claim_name, "-n", ns, "-o", "json").stdout)
+        assert claim["status"]["phase"] == "Bound", claim["status"]
+        asked = asyncio.get_running_loop().time()
+        await ckc.patch(resources.STACK, "cached", {"metadata": {"annotations": {
+            "pulumi.com/reconciliation-request": "wake"}}}, ns)
+
+        def woken(obj: dict[str, Any]) -> bool:
+            last = (obj.get("status") or {}).get("lastUpdate") or {}
+            return (condition(obj, "Ready").get("status") == "True" and last.get("reconcileRequest") == "wake"
+                    and last.get("state") == "succeeded")
+        await wait_for(ckc, resources.STACK, "cached", ns, woken, timeout=400)
+        took = asyncio.get_running_loop().time() - asked
+        logs = real_cluster.kubectl("logs", "cached-workspace-0", "-c", "pulumi", "-n", ns, check=False).stdout
+        assert "put back the node_modules the workspace's last pod installed" in logs, logs[-3000:]
+        assert "unpacked the dependency cache's npm tree" not in logs, logs[-3000:]
+        # the same claim, not a new one
+        again = json.loads(real_cluster.kubectl("get", "pvc", claim_name, "-n", ns, "-o", "json").stdout)
+        assert again["metadata"]["uid"] == claim["metadata"]["uid"]
+        # deleting the Stack (its destroy wakes the workspace) deletes the workspace's StatefulSet and its claim
+        await ckc.delete(resources.STACK, "cached", ns)
+        await wait_gone(ckc, resources.STACK, "cached", ns, 400)
+
+        async def claim_gone() -> bool:
+            return real_cluster.kubectl("get", "pvc", claim_name, "-n", ns, check=False).returncode != 0
+        await eventually(claim_gone, f"the claim {claim_name} deleted with its workspace", timeout=120, interval=1)
+    except AssertionError as err:
+        raise AssertionError(f"{err}\n{diagnose(real_cluster, ns)}") from None
+    return took
 
 
 SCENARIOS: dict[str, Callable[[Bed], Coroutine[Any, Any, None]]] = {

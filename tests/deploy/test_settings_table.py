@@ -204,3 +204,28 @@ def test_a_github_enterprise_api_url_is_taken_and_anything_else_refused(capsys: 
     with pytest.raises(SystemExit):
         settings.parser({}).parse_args(["--github-api-url", "ghe.example.com"])
     assert "invalid URL: 'ghe.example.com'" in capsys.readouterr().err
+
+
+def test_a_kept_share_volume_from_the_chart_to_the_workspace_statefulset(render: Render) -> None:
+    """`controller.workspaceShareVolume` becomes the operator's variables, and those the claim every workspace's
+    StatefulSet gets; the default chart gives none (an emptyDir, as the Go operator)."""
+    from pko.api import workspace as ws_api
+    from pko.controllers.workspace import manifests
+
+    deployment = next(o for o in render({"controller": {"workspaceShareVolume": {
+        "size": "3Gi", "storageClass": "local-path"}}}) if o["kind"] == "Deployment")
+    environ = {e["name"]: e["value"] for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+               if "value" in e}
+    assert (environ["WORKSPACE_SHARE_VOLUME_SIZE"], environ["WORKSPACE_SHARE_VOLUME_STORAGE_CLASS"]) == (
+        "3Gi", "local-path")
+    made = settings.from_args(settings.parser(environ).parse_args([]), "v1", environ)
+    volume = manifests.ShareVolume(made.workspace_share_volume_size or "", made.workspace_share_volume_storage_class)
+    workspace = ws_api.Workspace.model_validate({"metadata": {"name": "w", "namespace": "n"},
+                                                 "spec": {"git": {"url": "https://g/r.git", "ref": "main"}}})
+    claim = manifests.statefulset(workspace, manifests.AgentImage("pko:1"), volume=volume)["spec"][
+        "volumeClaimTemplates"][0]
+    assert claim["spec"]["resources"]["requests"]["storage"] == "3Gi"
+    assert claim["spec"]["storageClassName"] == "local-path"
+    default = next(o for o in render() if o["kind"] == "Deployment")
+    names = {e["name"] for e in default["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert not {"WORKSPACE_SHARE_VOLUME_SIZE", "WORKSPACE_SHARE_VOLUME_STORAGE_CLASS"} & names

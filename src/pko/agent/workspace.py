@@ -118,6 +118,9 @@ class Workspace:
         read_project(resolved)
         workspace = cls(resolved, PulumiCLI(resolved, env, binary))
         workspace.cli.on_failure = workspace._forget_a_missing_stack
+        if env.get("PKO_KEPT_DIR"):  # pko: a kept share (pko.agent.keptdeps)
+            from pko.agent import keptdeps
+            keptdeps.keep_plugins(Path(env["PKO_KEPT_DIR"]), env)
         return workspace
 
     def _forget_a_missing_stack(self, result: CommandResult) -> None:
@@ -214,6 +217,20 @@ class Workspace:
             # runtime image may have no toolchain to try with (`go`, `dotnet`, a JDK)
             log.info("skipping install: the project runs the prebuilt binary %s (runtime.options.binary)", binary)
             return False
+        kept = self.cli.env.get("PKO_KEPT_DIR")
+        if not kept:
+            return await self._install()
+        from pko.agent import keptdeps
+        if await asyncio.to_thread(keptdeps.restore, Path(kept), self.workdir):
+            log.info("put back the node_modules the workspace's last pod installed: the package files are unchanged")
+            await self.cli.run(["install", "--no-dependencies"], description="failed to install project plugins")
+            return True
+        await asyncio.to_thread(keptdeps.forget, self.workdir)
+        installed = await self._install()
+        await asyncio.to_thread(keptdeps.record, self.workdir)
+        return installed
+
+    async def _install(self) -> bool:
         from pko.agent import nodemodules
         used = await nodemodules.install(self.workdir, self.project(), self.cli.env)
         if isinstance(used, str):

@@ -11,6 +11,7 @@ Must never: interpret pod fields, or add a Python default that the API server wo
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 import pydantic
@@ -51,6 +52,27 @@ def duration_rule(field: str) -> Rule:
 
 
 IdleTimeout = Annotated[str, MaxLength(64), duration_rule("idleTimeout")]
+#: pko: a storage quantity in the form a claim takes (2Gi, 500Mi, 10G); `[.]` keeps the CEL string free of
+#: backslashes.
+QUANTITY_PATTERN = "^[0-9]+([.][0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$"
+QUANTITY_MESSAGE = "size must be a storage quantity such as 2Gi or 500Mi (0: an emptyDir, no claim)"
+Quantity = Annotated[str, MaxLength(32), Rule(f"self.matches('{QUANTITY_PATTERN}')", QUANTITY_MESSAGE)]
+
+
+def is_quantity(text: str) -> bool:
+    """What the API server's rule for a ``shareVolume.size`` accepts."""
+    return len(text) <= 32 and re.fullmatch(QUANTITY_PATTERN, text) is not None
+
+
+class ShareVolume(Wire):
+    """pko (docs/scale-to-zero.md#keep-what-a-workspace-installed): the workspace pod's ``/share`` on a claim of its
+    own that outlives its pods, instead of an emptyDir."""
+
+    size: Quantity = pydantic.Field(
+        description="The claim's size, such as 2Gi; 0 keeps the emptyDir (a workspace's way out of the operator's "
+                    "--workspace-share-volume-size).")
+    storage_class_name: Annotated[str, MaxLength(253)] | None = pydantic.Field(
+        None, description="The claim's StorageClass (absent: the operator's, else the cluster's default).")
 
 
 class GitHubAppAuth(Wire):
@@ -169,6 +191,12 @@ class WorkspaceSpec(Wire):
     idle_timeout: IdleTimeout | None = pydantic.Field(
         None, description="pko: scale the workspace to zero after this long without an Update (a Go duration such "
                           "as 15m; 0s never); the next Update wakes it.")
+    # pko addition (docs/scale-to-zero.md#keep-what-a-workspace-installed): absent, the operator's
+    # --workspace-share-volume-size (default: an emptyDir, as the Go operator).
+    share_volume: ShareVolume | None = pydantic.Field(
+        None, description="pko: keep the pod's /share (the program's installed packages, plugins and build caches) "
+                          "on a PersistentVolumeClaim that outlives the pod, so a wake or a new pod does not install "
+                          "again.")
 
 
 class AppliedState(Wire):

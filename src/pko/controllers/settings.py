@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pko.api import durations
+from pko.api import workspace as ws_api
 from pko.depcache import routes
 from pko.kube import selectors
 from pko.runtime import sharding
@@ -81,6 +82,10 @@ class Settings:
     update_timeout: float = 0.0  # pko: seconds an operation may run in all (0: no limit); an Update's own wins
     restart_spread: float = 0.05  # pko: seconds of spread each settled Stack adds to the first looks after a start
     max_active_workspaces: int | None = None  # pko: the pool of active workspaces (None: no bound, as the Go operator)
+    # pko: each workspace's /share on a claim of this size that outlives its pods (None: an emptyDir, as the Go
+    # operator; pko.controllers.workspace.manifests.ShareVolume)
+    workspace_share_volume_size: str | None = None
+    workspace_share_volume_storage_class: str | None = None  # None: the cluster's default StorageClass
     # pko: sharding (pko.runtime.sharding); neither: this operator reconciles every object
     shard_key: str | None = None
     watch_label_selector: str | None = None
@@ -173,6 +178,15 @@ def _upstreams(text: str) -> dict[str, str]:
         return routes.parse_upstreams(text)
     except routes.UpstreamError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _volume_size(text: str) -> str | None:
+    """A storage quantity such as 2Gi; empty: no claimed volume."""
+    if not text.strip():
+        return None
+    if not ws_api.is_quantity(text.strip()):
+        raise argparse.ArgumentTypeError(f"invalid volume size: {text!r} (a quantity such as 2Gi or 500Mi)")
+    return text.strip()
 
 
 def _pool_size(text: str) -> int | None:
@@ -293,6 +307,15 @@ OPTIONS: tuple[Option, ...] = (
            "workspaces whose agent (pod or process) may run at once; more wait in a queue and idle ones sleep to "
            "make room (unset: no bound, as the Go operator)", env="MAX_ACTIVE_WORKSPACES", default="",
            parse=_pool_size, helm="controller.maxActiveWorkspaces"),
+    Option("--workspace-share-volume-size", "workspace_share_volume_size",
+           "pko: put each workspace pod's /share on a PersistentVolumeClaim of this size (such as 2Gi), kept while "
+           "the workspace sleeps, so a wake or a new pod reuses what the last one installed (unset: an emptyDir, as "
+           "the Go operator)", env="WORKSPACE_SHARE_VOLUME_SIZE", default="", parse=_volume_size,
+           helm="controller.workspaceShareVolume.size"),
+    Option("--workspace-share-volume-storage-class", "workspace_share_volume_storage_class",
+           "pko: the StorageClass of those claims (unset: the cluster's default)",
+           env="WORKSPACE_SHARE_VOLUME_STORAGE_CLASS", default="", parse=lambda text: text.strip() or None,
+           helm="controller.workspaceShareVolume.storageClass"),
     Option("--shard-key", "shard_key",
            "pko: reconcile only the Stacks, Workspaces, Updates and Programs labelled sharding.fluxcd.io/key=NAME "
            "(Flux's sharding; the default shard runs with --watch-label-selector '!sharding.fluxcd.io/key')",

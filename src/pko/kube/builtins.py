@@ -53,8 +53,9 @@ def secret(*, name: str, namespace: str | None, labels: Mapping[str, str], annot
 
 def statefulset(*, name: str, namespace: str | None, labels: Mapping[str, str], selector: Mapping[str, str],
                 service_name: str, replicas: int, pod_management_policy: str,
-                template: Mapping[str, Any]) -> objects.Object:
-    """A StatefulSet whose pod template is `template`, as given (see the module docstring)."""
+                template: Mapping[str, Any], claims: Sequence[Mapping[str, Any]] = ()) -> objects.Object:
+    """A StatefulSet whose pod template is `template`, as given (see the module docstring); with `claims`, its
+    volumeClaimTemplates, kept while it is scaled down and deleted with it."""
     model = StatefulSet(
         metadata=_meta(name, namespace, labels, None),
         spec=StatefulSetSpec(selector=LabelSelector(matchLabels=dict(selector)), serviceName=service_name,
@@ -63,4 +64,7 @@ def statefulset(*, name: str, namespace: str | None, labels: Mapping[str, str], 
     )
     built: objects.Object = dict(model.to_dict())
     built["spec"]["template"] = dict(template)
+    if claims:
+        built["spec"]["volumeClaimTemplates"] = [dict(claim) for claim in claims]
+        built["spec"]["persistentVolumeClaimRetentionPolicy"] = {"whenDeleted": "Delete", "whenScaled": "Retain"}
     return built

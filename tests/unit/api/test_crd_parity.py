@@ -61,6 +61,8 @@ ADDED: dict[tuple[str, str], str] = {
            # workspaceTemplate can carry (an apply configuration of the Workspace).
            "workspaceIdleTimeout": "scale the Stack's workspace to zero when idle",
            "workspaceTemplate.spec.idleTimeout": "the Workspace's idle timeout, in a workspaceTemplate",
+           **{f"workspaceTemplate.spec.shareVolume{leaf}": "the Workspace's kept /share, in a workspaceTemplate"
+              for leaf in ("", ".size", ".storageClassName")},
            **{f"workspaceTemplate.status.applied{leaf}": "the Workspace's applied state, in a workspaceTemplate"
               for leaf in ("", ".podGeneration", ".podDigest", ".configGeneration")},
            # Outputs published into a Secret / ConfigMap the Stack owns (docs/outputs.md).
@@ -108,6 +110,8 @@ ADDED: dict[tuple[str, str], str] = {
     ("pulumi.com_stacks.yaml", "v1 .status.nextRetryTime"): "when the failure policy retries by itself",
     # Scale-to-zero and config without a pod roll (docs/scale-to-zero.md, docs/config-without-restart.md).
     ("auto.pulumi.com_workspaces.yaml", "v1alpha1 .spec.idleTimeout"): "scale the workspace to zero when idle",
+    **{("auto.pulumi.com_workspaces.yaml", f"v1alpha1 .spec.shareVolume{leaf}"): "keep /share (what the pod "
+       "installed) on a claim that outlives the pod" for leaf in ("", ".size", ".storageClassName")},
     ("auto.pulumi.com_updates.yaml", "v1alpha1 .spec.idleTimeout"): "cancel an operation silent for this long",
     ("auto.pulumi.com_updates.yaml", "v1alpha1 .spec.timeout"): "cancel an operation that ran this long in all",
     **{("auto.pulumi.com_workspaces.yaml", f"v1alpha1 .status.applied{leaf}"): "what the running agent was "

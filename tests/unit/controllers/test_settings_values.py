@@ -29,6 +29,7 @@ def test_the_dependency_cache_is_off_by_default_and_sized_in_quantities() -> Non
     ("--dependency-cache-size", "0", "must be positive"),
     ("--dependency-cache-size", "ten gigs", "invalid size"),
     ("--dependency-cache-upstreams", "pypi=http://m", "expected <part>=<URL>"),
+    ("--workspace-share-volume-size", "2 GB", "invalid volume size"),
 ])
 def test_bad_values_are_refused_with_a_reason(flag: str, value: str, needle: str,
                                              capsys: pytest.CaptureFixture[str]) -> None:
@@ -61,3 +62,13 @@ def test_bad_sharding_flags_stop_the_operator_with_a_reason(args: list[str], nee
         operator.main(args)
     assert exited.value.code == 2
     assert needle in capsys.readouterr().err
+
+
+def test_a_kept_share_volume_is_off_by_default_and_sized_as_a_claim() -> None:
+    off = _parse()
+    assert off.workspace_share_volume_size is None
+    assert off.workspace_share_volume_storage_class is None
+    on = _parse("--workspace-share-volume-size", "2Gi", "--workspace-share-volume-storage-class", "fast")
+    assert (on.workspace_share_volume_size, on.workspace_share_volume_storage_class) == ("2Gi", "fast")
+    from_env = settings.from_args(settings.parser({"WORKSPACE_SHARE_VOLUME_SIZE": "500Mi"}).parse_args([]), "t", {})
+    assert from_env.workspace_share_volume_size == "500Mi"

@@ -173,6 +173,14 @@ spec:
             - name: MAX_ACTIVE_WORKSPACES
               value: {{ include "pko.envValue" .Values.controller.maxActiveWorkspaces }}
             {{- end }}
+            {{- with .Values.controller.workspaceShareVolume.size }}
+            - name: WORKSPACE_SHARE_VOLUME_SIZE
+              value: {{ include "pko.envValue" . }}
+            {{- end }}
+            {{- with .Values.controller.workspaceShareVolume.storageClass }}
+            - name: WORKSPACE_SHARE_VOLUME_STORAGE_CLASS
+              value: {{ include "pko.envValue" . }}
+            {{- end }}
             {{- if .Values.dependencyCache.upstreams }}
             - name: DEPENDENCY_CACHE_UPSTREAMS
               value: {{ .Values.dependencyCache.upstreams | quote }}

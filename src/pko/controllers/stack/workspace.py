@@ -12,12 +12,15 @@ Must never: read Secrets (values stay references; only the Stack controller's gi
 from __future__ import annotations
 
 import copy
+import json
 import posixpath
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pko.api import names
 from pko.api import stack as stack_api
+from pko.api import workspace as ws_api
 from pko.controllers.stack import outputrefs, shardmove
 from pko.kube import owners, patchmeta, resources, smp
 from pko.runtime import sharding
@@ -179,6 +182,7 @@ def desired(stack: stack_api.Stack, source: Source, outputs: outputrefs.Carried 
     if spec.workspace_template:
         template = copy.deepcopy(dict(spec.workspace_template))
         workspace = smp.merge(workspace, template, patchmeta.WORKSPACE)
+        _check_share_volume(workspace.get("spec") or {})
     # The stack entry is appended after the template merge, as the reference does (CreateWorkspace).
     workspace.setdefault("spec", {}).setdefault("stacks", []).append(ws_stack)
     env_from = workspace["spec"].setdefault("envFrom", [])
@@ -189,6 +193,17 @@ def desired(stack: stack_api.Stack, source: Source, outputs: outputrefs.Carried 
     owner = {"apiVersion": stack_api.API_VERSION, "kind": stack_api.KIND,
              "metadata": {"name": name, "uid": stack.metadata.uid, "namespace": stack.metadata.namespace}}
     return owners.set_controller_reference(workspace, owner)
+
+
+def _check_share_volume(ws_spec: Mapping[str, Any]) -> None:
+    """pko: the Workspace CRD refuses a ``shareVolume`` size that is not a quantity, and a Stack's workspaceTemplate
+    (an apply configuration, unchecked by the API server) would then fail at every apply: say it on the Stack."""
+    share = ws_spec.get("shareVolume")
+    if share is None:
+        return
+    size = share.get("size") if isinstance(share, dict) else None
+    if not isinstance(size, str) or not ws_api.is_quantity(size):
+        raise StallError(f"workspaceTemplate.spec.shareVolume.{ws_api.QUANTITY_MESSAGE}, not {json.dumps(size)}")
 
 
 def git_source(spec: stack_api.StackSpec, commit: str) -> dict[str, Any]:

@@ -39,6 +39,23 @@ _LOCAL_SCRIPT = 'ln -s "$LOCAL_DIR" /share/workspace'
 _PROJECT_SCRIPT = (
     '/share/agent init -t /share/workspace --project-name "$PROJECT_NAME" --project-runtime "$PROJECT_RUNTIME"'
 )
+#: pko (:class:`ShareVolume`): before a new pod fetches its source into a kept share, the last pod's installed
+#: ``node_modules`` is set aside (a rename on the same volume), for the agent to put back when the project's
+#: package files are unchanged (:mod:`pko.agent.keptdeps`), and the last source is cleared.
+KEPT_DIR = "/share/.kept"
+_KEEP_SCRIPT = (
+    f'mkdir -p {KEPT_DIR} && rm -rf {KEPT_DIR}/node_modules &&\n'
+    f'if [ -d /share/workspace/node_modules ]; then mv /share/workspace/node_modules {KEPT_DIR}/; fi &&\n'
+    'rm -rf /share/source /share/workspace &&'
+)
+#: Where a kept share holds the package and build caches the toolchains keep in HOME, unless the workspace's own env
+#: says otherwise (the agent keeps the CLI's plugins there too: pko.agent.keptdeps.keep_plugins).
+KEPT_ENV = {
+    "XDG_CACHE_HOME": "/share/.cache",  # Go's build cache, pip's cache
+    "GOPATH": "/share/go",  # Go's module cache
+    "npm_config_cache": "/share/.npm",
+    "PKO_KEPT_DIR": KEPT_DIR,
+}
 _GIT_SECRET_ENV = (
     ("ssh_private_key", "GIT_SSH_PRIVATE_KEY"),
     ("username", "GIT_USERNAME"),
@@ -64,6 +81,41 @@ class AgentImage:
     def from_settings(cls, image: str | None, pull_policy: str | None, version: str) -> AgentImage:
         policy = PULL_POLICIES.get((pull_policy or "").lower(), "IfNotPresent")
         return cls(image or f"{DEFAULT_AGENT_REPOSITORY}:{version}", policy)
+
+
+@dataclass(frozen=True)
+class ShareVolume:
+    """pko (a Workspace's ``shareVolume``, the operator's ``--workspace-share-volume-size``): the workspace pod's
+    ``/share`` on a PersistentVolumeClaim of the StatefulSet's instead of an emptyDir. What a pod installed — the
+    npm tree, the plugins, the package and build caches — then outlives a sleep (scale-to-zero keeps the claim) and
+    a pod's restart, so a wake does not install again. Unset, ``/share`` is an emptyDir, as with the Go
+    operator."""
+
+    size: str
+    storage_class: str | None = None
+
+    @classmethod
+    def of(cls, spec: ws_api.WorkspaceSpec, default: ShareVolume | None) -> ShareVolume | None:
+        """The volume `spec` asks for: its own ``shareVolume`` (size 0: none), else the operator's `default`."""
+        own = spec.share_volume
+        if own is None:
+            return default
+        if _zero(own.size):
+            return None
+        return cls(own.size, own.storage_class_name or (default.storage_class if default else None))
+
+    def claim(self) -> dict[str, Any]:
+        spec: dict[str, Any] = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": self.size}}}
+        if self.storage_class:
+            spec["storageClassName"] = self.storage_class
+        return {"metadata": {"name": SHARE_VOLUME}, "spec": spec}
+
+
+def _zero(size: str) -> bool:
+    try:
+        return float(size.rstrip("KMGTPEik")) == 0
+    except ValueError:
+        return False
 
 
 DEFAULT_IMAGES = {
@@ -162,6 +214,19 @@ def _init_container(name: str, agent: AgentImage, env: list[dict[str, Any]], arg
 
 def _fetch_container(
     spec: ws_api.WorkspaceSpec, agent: AgentImage, flux_max_untar: str | None, github_api_url: str | None = None,
+    kept: bool = False,
+) -> dict[str, Any] | None:
+    container = _fetch(spec, agent, flux_max_untar, github_api_url)
+    if container is not None and kept:
+        # a local source is a folder of the image: nothing of it is set aside, only the last link cleared
+        local = spec.local and not (spec.git or spec.flux)
+        prefix = "rm -f /share/workspace &&" if local else _KEEP_SCRIPT
+        container["args"][-1] = prefix + "\n" + container["args"][-1].lstrip("\n")
+    return container
+
+
+def _fetch(
+    spec: ws_api.WorkspaceSpec, agent: AgentImage, flux_max_untar: str | None, github_api_url: str | None = None,
 ) -> dict[str, Any] | None:
     if spec.git:
         git = spec.git
@@ -225,8 +290,10 @@ def agent_command(workspace: ws_api.Workspace, spec: ws_api.WorkspaceSpec) -> li
     return command
 
 
-def _restrict(pod_spec: dict[str, Any]) -> None:
+def _restrict(pod_spec: dict[str, Any], kept: bool = False) -> None:
     pod_spec["securityContext"].update(runAsNonRoot=True, runAsUser=1000, runAsGroup=1000)
+    if kept:  # a claimed volume's root may belong to root: the group makes it writable, checked once per mount
+        pod_spec["securityContext"].update(fsGroup=1000, fsGroupChangePolicy="OnRootMismatch")
     for container in [*pod_spec["initContainers"], *pod_spec["containers"]]:
         context = container.setdefault("securityContext", {})
         context["allowPrivilegeEscalation"] = False
@@ -236,20 +303,25 @@ def _restrict(pod_spec: dict[str, Any]) -> None:
 def statefulset(
     workspace: ws_api.Workspace, agent: AgentImage, *, flux_max_untar: str | None = None,
     replicas: int = 1, pod_generation: int | None = None, default_env: Mapping[str, str] | None = None,
-    github_api_url: str | None = None, carried: Mapping[str, str] | None = None,
+    github_api_url: str | None = None, carried: Mapping[str, str] | None = None, volume: ShareVolume | None = None,
 ) -> dict[str, Any]:
     """The single-replica StatefulSet whose pod runs the agent on the workspace's project (pko: `replicas` 0 for
     a sleeping workspace, `pod_generation` for the revision hash: see :func:`revision_hash`; `default_env` the
     operator's variables, such as the dependency cache's, for those the workspace's own env does not set;
     `github_api_url` where a GitHub App's installation token is asked for, when not github.com's; `carried` the
     Workspace's labels the operator's watch selector looks at, on the StatefulSet only — never its selector or pod
-    template, so a shard move relabels it in place and restarts nothing: pko.runtime.sharding)."""
+    template, so a shard move relabels it in place and restarts nothing: pko.runtime.sharding; `volume` the
+    operator's default claimed ``/share`` instead of an emptyDir, which the Workspace's own ``shareVolume`` overrides:
+    :class:`ShareVolume`)."""
     name = workspace.metadata.name or ""
     spec = with_defaults(workspace)
+    volume = ShareVolume.of(spec, volume)
     labels = names.workspace_component_labels(name)
     env = [dict(item) for item in spec.env or []]
     own = {item.get("name") for item in env}
     env += [{"name": var, "value": value} for var, value in sorted((default_env or {}).items()) if var not in own]
+    if volume is not None:
+        env += [{"name": var, "value": value} for var, value in KEPT_ENV.items() if var not in own]
     env += [
         {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
         {"name": "POD_SA_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.serviceAccountName"}}},
@@ -271,7 +343,7 @@ def statefulset(
     if spec.env_from:
         pulumi["envFrom"] = [dict(item) for item in spec.env_from]
     init = [_init_container("bootstrap", agent, [], ["cp", "/agent", "/tini", "/share/"])]
-    fetch = _fetch_container(spec, agent, flux_max_untar, github_api_url)
+    fetch = _fetch_container(spec, agent, flux_max_untar, github_api_url, kept=volume is not None)
     if fetch:
         init.append(fetch)
     pod_spec: dict[str, Any] = {
@@ -280,10 +352,10 @@ def statefulset(
         "terminationGracePeriodSeconds": GRACE_PERIOD_SECONDS,
         "initContainers": init,
         "containers": [pulumi],
-        "volumes": [{"name": SHARE_VOLUME, "emptyDir": {}}],
+        "volumes": [] if volume is not None else [{"name": SHARE_VOLUME, "emptyDir": {}}],
     }
     if spec.security_profile == ws_api.SECURITY_PROFILE_RESTRICTED:
-        _restrict(pod_spec)
+        _restrict(pod_spec, kept=volume is not None)
     template: dict[str, Any] = {
         "metadata": {"labels": dict(labels), "annotations": {
             names.ANNOTATION_REVISION_HASH: revision_hash(workspace, pod_generation)}},
@@ -299,4 +371,5 @@ def statefulset(
         name=names.workspace_statefulset_name(name), namespace=workspace.metadata.namespace,
         labels={**(carried or {}), **labels}, selector=labels, service_name=names.workspace_service_name(name),
         replicas=replicas, pod_management_policy="Parallel", template=template,
+        claims=[volume.claim()] if volume is not None else (),
     )

@@ -135,11 +135,13 @@ class WorkspaceReconciler:
         pulumi_metrics: metrics.PulumiMetrics | None = None,
         default_env: DefaultEnv = _no_env,
         active: pool.Pool | None = None,
+        share_volume: manifests.ShareVolume | None = None,
     ) -> None:
         self.client = client
         self.shard = sharding.EVERYTHING  # pko: the Workspaces this operator reconciles (--shard-key)
         self.pool = active  # pko: --max-active-workspaces (None: every Workspace runs its agent, as the Go operator)
         self.default_env = default_env  # the operator's env for every workspace (the dependency cache's)
+        self.share_volume = share_volume  # pko: --workspace-share-volume-size (None: an emptyDir, as the Go operator)
         self.metrics = pulumi_metrics
         self.connector = connector
         self.recorder = recorder
@@ -197,7 +199,8 @@ class WorkspaceReconciler:
             manifests.statefulset(workspace, self.agent_image, flux_max_untar=self.flux_max_untar,
                                   github_api_url=self.github_api_url,
                                   carried=self.shard.carried(workspace.metadata.labels),
-                                  pod_generation=revision.generation, default_env=await self.default_env()),
+                                  pod_generation=revision.generation, default_env=await self.default_env(),
+                                  volume=self.share_volume),
             workspace)
         placed = await self.runtime.place(workspace, statefulset)
         if isinstance(placed, Pending):
@@ -272,7 +275,8 @@ class WorkspaceReconciler:
             manifests.statefulset(workspace, self.agent_image, flux_max_untar=self.flux_max_untar,
                                   github_api_url=self.github_api_url, replicas=0,
                                   carried=self.shard.carried(workspace.metadata.labels),
-                                  pod_generation=revision.generation, default_env=await self.default_env()),
+                                  pod_generation=revision.generation, default_env=await self.default_env(),
+                                  volume=self.share_volume),
             workspace)
         await self.runtime.sleep(workspace, statefulset)
 

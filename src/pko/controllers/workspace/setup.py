@@ -91,6 +91,9 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings,
         runtime, flux_max_untar=settings.flux_max_untar, idle_timeout=settings.workspace_idle_timeout,
         github_api_url=settings.github_api_url if settings.github_api_url != githubapp.API_URL else None,
         config_in_place=settings.config_in_place, pulumi_metrics=metrics.pulumi(mgr.registry),
+        share_volume=(manifests.ShareVolume(settings.workspace_share_volume_size,
+                                            settings.workspace_share_volume_storage_class)
+                      if settings.workspace_share_volume_size else None),
     )
     if default_env is not None:
         reconciler.default_env = default_env

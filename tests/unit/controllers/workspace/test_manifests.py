@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -253,3 +256,100 @@ def test_a_sharded_workspace_s_statefulset_carries_the_shard_label_but_not_in_it
     # a carried label never replaces the component labels the Service and pods are selected by
     clash = manifests.statefulset(ws, AGENT, carried={"auto.pulumi.com/component": "other"})
     assert clash["metadata"]["labels"] == plain["metadata"]["labels"]
+
+
+# --- pko: a kept /share (ShareVolume) --------------------------------------------------------------------------------
+
+GIT_SPEC = {"git": {"url": "https://git.example/repo.git", "ref": "abc123", "dir": "infra"},
+            "stacks": [{"name": "dev"}]}
+
+
+def test_a_kept_share_is_a_claim_of_the_statefulset_kept_while_it_sleeps() -> None:
+    sts = manifests.statefulset(_workspace(GIT_SPEC), AGENT, replicas=0,
+                                volume=manifests.ShareVolume("2Gi", "fast"))
+    spec = sts["spec"]
+    assert spec["volumeClaimTemplates"] == [{"metadata": {"name": "share"}, "spec": {
+        "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "2Gi"}}, "storageClassName": "fast"}}]
+    # scale-to-zero keeps the claim; deleting the workspace (its StatefulSet) deletes it
+    assert spec["persistentVolumeClaimRetentionPolicy"] == {"whenDeleted": "Delete", "whenScaled": "Retain"}
+    pod = spec["template"]["spec"]
+    assert pod["volumes"] == []  # no emptyDir of the same name
+    assert all(m == {"name": "share", "mountPath": "/share"}
+               for c in [*pod["initContainers"], *pod["containers"]] for m in c["volumeMounts"])
+    assert pod["securityContext"]["fsGroup"] == 1000
+    assert pod["securityContext"]["fsGroupChangePolicy"] == "OnRootMismatch"
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    assert "PULUMI_HOME" not in env  # the agent links only the plugins onto the claim; credentials stay off it
+    assert env["PKO_KEPT_DIR"] == manifests.KEPT_DIR
+    assert env["XDG_CACHE_HOME"] == "/share/.cache"
+
+
+def test_without_a_kept_share_nothing_changes() -> None:
+    sts = manifests.statefulset(_workspace(GIT_SPEC), AGENT)
+    assert "volumeClaimTemplates" not in sts["spec"]
+    pod = sts["spec"]["template"]["spec"]
+    assert pod["volumes"] == [{"name": "share", "emptyDir": {}}]
+    assert "fsGroup" not in pod["securityContext"]
+    assert not {"XDG_CACHE_HOME", "PKO_KEPT_DIR"} & {e["name"] for e in pod["containers"][0]["env"]}
+    assert "kept" not in pod["initContainers"][1]["args"][2]
+
+
+def test_a_workspaces_own_share_volume_wins_over_the_operators_and_size_0_opts_out() -> None:
+    default = manifests.ShareVolume("1Gi", "standard")
+    own = _workspace({**GIT_SPEC, "shareVolume": {"size": "5Gi"}})
+    claim = manifests.statefulset(own, AGENT, volume=default)["spec"]["volumeClaimTemplates"][0]
+    assert claim["spec"]["resources"]["requests"]["storage"] == "5Gi"
+    assert claim["spec"]["storageClassName"] == "standard"  # the operator's class when it names none
+    out = _workspace({**GIT_SPEC, "shareVolume": {"size": "0"}})
+    assert "volumeClaimTemplates" not in manifests.statefulset(out, AGENT, volume=default)["spec"]
+    alone = _workspace({**GIT_SPEC, "shareVolume": {"size": "3Gi", "storageClassName": "local-path"}})
+    claim = manifests.statefulset(alone, AGENT)["spec"]["volumeClaimTemplates"][0]
+    assert claim["spec"]["storageClassName"] == "local-path"
+
+
+def test_the_workspaces_own_env_wins_over_the_kept_locations() -> None:
+    ws = _workspace({**GIT_SPEC, "env": [{"name": "XDG_CACHE_HOME", "value": "/elsewhere"}]})
+    env = manifests.statefulset(ws, AGENT, volume=manifests.ShareVolume("1Gi"))["spec"]["template"]["spec"][
+        "containers"][0]["env"]
+    assert [e["value"] for e in env if e["name"] == "XDG_CACHE_HOME"] == ["/elsewhere"]
+
+
+def _run_fetch_prefix(spec: dict[str, Any], share: Path) -> None:
+    """Run the fetch container's script with `share` for /share, the agent's `init` replaced by making the checkout
+    it would make (a folder with a new package.json)."""
+    script = manifests.statefulset(_workspace(spec), AGENT, volume=manifests.ShareVolume("1Gi"))["spec"][
+        "template"]["spec"]["initContainers"][1]["args"][2]
+    script = script.replace("/share/agent init -t /share/source", "fake_init /share/source")
+    script = script.replace("/share", str(share))
+    fake_init = 'fake_init() { mkdir -p "$1/$GIT_DIR" && echo new > "$1/$GIT_DIR/package.json"; }\n'
+    subprocess.run(["sh", "-c", fake_init + script], check=True,
+                   env={"PATH": os.environ["PATH"], "GIT_DIR": "infra", "GIT_URL": "u", "GIT_REVISION": "r"})
+
+
+def test_a_new_pods_fetch_sets_the_last_node_modules_aside_and_clears_the_last_source(tmp_path: Path) -> None:
+    share = tmp_path / "share"
+    checkout = share / "source" / "infra"
+    (checkout / "node_modules" / "left-pad").mkdir(parents=True)
+    (checkout / "node_modules" / "left-pad" / "index.js").write_text("module.exports = 1\n")
+    (checkout / "old.ts").write_text("old\n")
+    (share / "workspace").symlink_to(checkout)
+    (share / ".kept" / "node_modules").mkdir(parents=True)  # an older tree set aside before: replaced
+    (share / ".kept" / "node_modules" / "stale").write_text("")
+
+    _run_fetch_prefix(GIT_SPEC, share)
+
+    kept = share / ".kept" / "node_modules"
+    assert (kept / "left-pad" / "index.js").read_text() == "module.exports = 1\n"
+    assert not (kept / "stale").exists()
+    assert not (checkout / "old.ts").exists()  # the last source is gone, the new one is there
+    assert (share / "workspace").resolve() == checkout.resolve()
+    assert (share / "workspace" / "package.json").read_text() == "new\n"
+    assert not (share / "workspace" / "node_modules").exists()
+
+
+def test_the_first_pods_fetch_on_an_empty_claim_works(tmp_path: Path) -> None:
+    share = tmp_path / "share"
+    share.mkdir()
+    _run_fetch_prefix(GIT_SPEC, share)
+    assert (share / "workspace" / "package.json").is_file()
+    assert not (share / ".kept" / "node_modules").exists()
