@@ -176,7 +176,10 @@ async def _main(args: argparse.Namespace) -> int:
         say("building or loading the test images (cached after the first run)")
         built = images.build()
         say("starting a real single-node cluster")
-        with cluster.start(Path(tmp) / "cluster", images=built.values()) as real_cluster:
+        # a kept /share needs a default StorageClass, as the cluster tier's
+        storage = images.PYTHON_BASE_REF if args.share_volume else None
+        with cluster.start(Path(tmp) / "cluster", images=built.values(),
+                           storage_helper_image=storage) as real_cluster:
             real_cluster.tag_image(built["pko"].refs[0], PKO_IMAGE)
             with gitserver.running(Path(tmp) / "git", host=real_cluster.node_ip, tls=True) as git, \
                     mirror.running(host=real_cluster.node_ip) as registry, \

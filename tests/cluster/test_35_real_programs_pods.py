@@ -467,6 +467,8 @@ async def _woken_with_what_it_installed(bed: Bed, ns: str) -> float:
         logs = real_cluster.kubectl("logs", "cached-workspace-0", "-c", "pulumi", "-n", ns, check=False).stdout
         assert "put back the node_modules the workspace's last pod installed" in logs, logs[-3000:]
         assert "unpacked the dependency cache's npm tree" not in logs, logs[-3000:]
+        # the plugins the last pod installed were kept on the claim too
+        assert "the plugins of those packages are on the share: nothing to install" in logs, logs[-3000:]
         # the same claim, not a new one
         again = json.loads(real_cluster.kubectl("get", "pvc", claim_name, "-n", ns, "-o", "json").stdout)
         assert again["metadata"]["uid"] == claim["metadata"]["uid"]

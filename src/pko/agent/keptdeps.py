@@ -7,8 +7,9 @@ installing what the pod before it had installed (unpacking some 14,000 files of 
 install scripts). With a kept share, the new pod's ``fetch`` sets the last ``node_modules`` aside (a rename on the
 same volume) before it clears the old source; here the agent renames it back into the new checkout when the digest
 of what determined it — ``package.json``, the lockfiles, ``.npmrc``, the ``node`` binary — matches the one recorded
-after the install that made it, and removes it otherwise. The CLI then installs only what the tree does not hold
-(``pulumi install --no-dependencies``: the plugins, which are usually on the share too: :func:`keep_plugins`).
+after the install that made it, and removes it otherwise. With the plugins on the share too
+(:func:`keep_plugins`), where that install put them, nothing is installed; otherwise the CLI installs the plugins
+(``pulumi install --no-dependencies``).
 
 Why it is safe: the volume is the workspace's own claim, in its namespace, mounted only by its own pods; what a
 tree holds there is what this tenant's own program installed, and a tree is put back only for the very inputs it

@@ -89,6 +89,8 @@ class Workspace:
     #: the selection cannot change behind its back and each operation need not list the stacks to find it (nor ask
     #: the CLI again). Forgotten when a command says the stack is gone from the backend.
     selected: str | None = None
+    #: pko: the CLI's plugins folder is a link onto a kept share (pko.agent.keptdeps.keep_plugins)
+    plugins_kept: bool = False
 
     @classmethod
     async def open(cls, workdir: Path, env_file: Path | None = None, base_env: Mapping[str, str] | None = None,
@@ -120,7 +122,7 @@ class Workspace:
         workspace.cli.on_failure = workspace._forget_a_missing_stack
         if env.get("PKO_KEPT_DIR"):  # pko: a kept share (pko.agent.keptdeps)
             from pko.agent import keptdeps
-            keptdeps.keep_plugins(Path(env["PKO_KEPT_DIR"]), env)
+            workspace.plugins_kept = keptdeps.keep_plugins(Path(env["PKO_KEPT_DIR"]), env) is not None
         return workspace
 
     def _forget_a_missing_stack(self, result: CommandResult) -> None:
@@ -223,6 +225,11 @@ class Workspace:
         from pko.agent import keptdeps
         if await asyncio.to_thread(keptdeps.restore, Path(kept), self.workdir):
             log.info("put back the node_modules the workspace's last pod installed: the package files are unchanged")
+            if self.plugins_kept:
+                # the install that made this tree (the record is written only once it succeeded) put the plugins
+                # its packages name on the share too: nothing left to install (`up` still fetches any other)
+                log.info("the plugins of those packages are on the share: nothing to install")
+                return True
             await self.cli.run(["install", "--no-dependencies"], description="failed to install project plugins")
             return True
         await asyncio.to_thread(keptdeps.forget, self.workdir)
