@@ -89,7 +89,9 @@ class Workspace:
     #: the selection cannot change behind its back and each operation need not list the stacks to find it (nor ask
     #: the CLI again). Forgotten when a command says the stack is gone from the backend.
     selected: str | None = None
-    #: pko: the CLI's plugins folder is a link onto a kept share (pko.agent.keptdeps.keep_plugins)
+    #: pko: a kept share's folder for what outlives the pod (pko.agent.keptdeps), or None
+    kept_dir: Path | None = None
+    #: pko: the CLI's plugins folder is a link onto that share (pko.agent.keptdeps.keep_plugins)
     plugins_kept: bool = False
 
     @classmethod
@@ -122,7 +124,8 @@ class Workspace:
         workspace.cli.on_failure = workspace._forget_a_missing_stack
         if env.get("PKO_KEPT_DIR"):  # pko: a kept share (pko.agent.keptdeps)
             from pko.agent import keptdeps
-            workspace.plugins_kept = keptdeps.keep_plugins(Path(env["PKO_KEPT_DIR"]), env) is not None
+            workspace.kept_dir = Path(env["PKO_KEPT_DIR"])
+            workspace.plugins_kept = keptdeps.keep_plugins(workspace.kept_dir, env) is not None
         return workspace
 
     def _forget_a_missing_stack(self, result: CommandResult) -> None:
@@ -219,11 +222,10 @@ class Workspace:
             # runtime image may have no toolchain to try with (`go`, `dotnet`, a JDK)
             log.info("skipping install: the project runs the prebuilt binary %s (runtime.options.binary)", binary)
             return False
-        kept = self.cli.env.get("PKO_KEPT_DIR")
-        if not kept:
+        if self.kept_dir is None:
             return await self._install()
         from pko.agent import keptdeps
-        if await asyncio.to_thread(keptdeps.restore, Path(kept), self.workdir):
+        if await asyncio.to_thread(keptdeps.restore, self.kept_dir, self.workdir):
             log.info("put back the node_modules the workspace's last pod installed: the package files are unchanged")
             if self.plugins_kept:
                 # the install that made this tree (the record is written only once it succeeded) put the plugins
