@@ -22,7 +22,7 @@ from pko.api.meta import Wire
 # (tests/e2e/test_workspace_fleet.py), an Update's `idleTimeout` and `timeout` (tests/e2e/test_update_idle_timeout.py),
 # `driftDetection` (test_drift_detection_fields.py), `approval` and `destroyProtection`
 # (tests/e2e/test_stack_approvals.py, test_stack_destroy_protection.py), `ttl` (test_ttl_field.py), `outputRefs`
-# (test_output_refs_fields.py).
+# (test_output_refs_fields.py), a Workspace's `shareVolume` (tests/e2e/test_workspace_fleet.py).
 KINDS: dict[str, tuple[crds.Manifest, type[Wire], str]] = {
     "Stack": (crds.stacks(), stack.Stack, "spec"),
     "Program": (crds.programs(), program.Program, "program"),
@@ -34,7 +34,7 @@ SKIP = frozenset({"podTemplate"})
 SKIP_IN: dict[str, frozenset[str]] = {"Stack": frozenset({"outputs", "workspaceIdleTimeout", "driftDetection",
                                                           "approval", "destroyProtection", "ttl",
                                                           "outputRefs"}),
-                                      "Workspace": frozenset({"idleTimeout"}),
+                                      "Workspace": frozenset({"idleTimeout", "shareVolume"}),
                                       "Update": frozenset({"idleTimeout", "timeout"})}
 
 
