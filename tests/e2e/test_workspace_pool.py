@@ -113,6 +113,11 @@ async def test_a_fleet_larger_than_the_pool_converges_within_it(
         assert all("to give its slot to a waiting workspace" in e2e.condition(w, "Ready")["message"]
                    for w in sleeping)
         assert await _agents_alive(op) <= POOL
+        # each Stack was told of its update once, however often its queued Workspace woke it (the reference: at
+        # every look until the Update exists)
+        for name in names:
+            detected = await e2e.events_with(kc, name, namespace, "StackUpdateDetected")
+            assert [(e["message"], e.get("count")) for e in detected] == [("Initial stack update", 1)], detected
 
         # An update of a Stack whose workspace slept: it asks for a slot again (one of the idle ones makes
         # room), runs, and the pool still holds.
@@ -124,6 +129,8 @@ async def test_a_fleet_larger_than_the_pool_converges_within_it(
                                    and e2e.last_update(o).get("reconcileRequest") == "again", timeout=120)
         assert e2e.last_update(again)["name"] != before
         assert e2e.last_update(again)["state"] == "succeeded"
+        detected = await e2e.events_with(kc, asleep, namespace, "StackUpdateDetected")
+        assert sorted(e["message"] for e in detected) == ["Initial stack update", 'Sync request: "again"']
         assert watch.most_agents <= POOL
         registry = op.manager.registry
         assert registry.get_sample_value("pko_workspace_pool_slots") == POOL

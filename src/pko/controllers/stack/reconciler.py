@@ -42,8 +42,8 @@ from pko.api import stack as stack_api
 from pko.api import update as up_api
 from pko.api import workspace as ws_api
 from pko.api.meta import Condition, ObjectMeta
+from pko.controllers.stack import announce, drift, outputrefs, outputs, publish, restart, shardmove, sync, ttl, updates
 from pko.controllers.stack import approval as gate
-from pko.controllers.stack import drift, outputrefs, outputs, publish, restart, shardmove, sync, ttl, updates
 from pko.controllers.stack import source as source_mod
 from pko.controllers.stack import workspace as ws_build
 from pko.kube import client as kclient
@@ -156,6 +156,7 @@ class StackReconciler:
         self.namespace_stacks: Callable[[str], list[objects.Object]] | None = None
         self.first_looks = restart.FirstLooks()  # the spread of the first looks at settled Stacks after a start
         self.verified: set[objects.ObjectKey] = set()  # ... and reconciled past their first look's delay
+        self.announced = announce.Announced()  # the update each Stack was told of (StackUpdateDetected)
 
     def _policy(self, stack: stack_api.Stack) -> sync.RetryPolicy:
         return sync.stack_policy(stack, defaults=self.retry_policy)
@@ -165,6 +166,7 @@ class StackReconciler:
         if stack is None or not self.shard.owns_labels(stack.metadata.labels):
             self.first_looks.forget(key.namespace, key.name)
             self.verified.discard(key)
+            self.announced.forget(key)
             return None  # gone, or another shard's (pko.runtime.sharding)
         wait = self.first_looks.wait(stack, self.fleet_size(), time.monotonic())  # restart.py
         if wait is not None:
@@ -285,7 +287,7 @@ class StackReconciler:
             if step.action == gate.Action.PREVIEW and status.approval and status.approval.state == gate.AWAITING:
                 await self.recorder.normal(s.stack, "StackApprovalStale",
                                            f"plan {status.approval.digest} is stale ({step.why}): previewing anew")
-        if not check:
+        if not check and self.announced.first(key, stack, status, message):
             await self.recorder.normal(s.stack, "StackUpdateDetected", message)
 
         if not check and not s.deleting:
