@@ -23,6 +23,7 @@ import random
 from collections.abc import Callable
 from pathlib import Path
 
+from pko.agent import yamlinstall
 from pko.kube import client as kclient
 from pko.kube import resources
 from pko.testing import faults
@@ -71,7 +72,7 @@ async def _any_in_flight(kc: kclient.Client, namespace: str) -> bool:
     return bool(await chaos.in_flight(kc, namespace))
 
 
-async def test_operator_sigkill_rounds(ckc: kclient.Client, cns: str, tmp_path: Path,
+async def test_operator_sigkill_rounds(ckc: kclient.Client, cns: str, tmp_path: Path, pulumi_env: dict[str, str],
                                        operators: Callable[..., chaos.OperatorProcess]) -> None:
     seed = int(os.environ.get("PKO_CHAOS_SEED") or random.SystemRandom().randrange(1 << 30))
     print(f"chaos seed: {seed} (PKO_CHAOS_SEED={seed} replays the kill points)")
@@ -90,6 +91,9 @@ async def test_operator_sigkill_rounds(ckc: kclient.Client, cns: str, tmp_path: 
         if point == "install":
             op.kill()
             tally.orphaned += len(await chaos.wait_no_orphans(run, []))
+            # the fleet's programs were installed into this PULUMI_HOME before, and a YAML program's agent skips an
+            # install that would find nothing to do (pko.agent.yamlinstall): forget that, so the agents install
+            (yamlinstall.plugins_dir(pulumi_env) / yamlinstall.NOTE).unlink(missing_ok=True)
             op.start()
             await eventually(lambda: bool(installing(run)), "a `pulumi install` of the restarted operator's agents",
                              120, interval=0.02)

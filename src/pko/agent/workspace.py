@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from pko.agent import cliversion, envfile
+from pko.agent import cliversion, envfile, yamlinstall
 from pko.agent.pulumicmd import CommandError, CommandResult, PulumiCLI
 
 if TYPE_CHECKING:
@@ -222,6 +222,17 @@ class Workspace:
             # runtime image may have no toolchain to try with (`go`, `dotnet`, a JDK)
             log.info("skipping install: the project runs the prebuilt binary %s (runtime.options.binary)", binary)
             return False
+        digest = await asyncio.to_thread(yamlinstall.inputs_digest, self.workdir, self.project(),
+                                         self.pulumi_version)
+        if digest is not None:
+            env = self.cli.env
+            if await asyncio.to_thread(yamlinstall.installed, env, digest):
+                log.info("skipping install: the plugins of this YAML program were installed into %s before",
+                         yamlinstall.plugins_dir(env))
+                return False
+            installed = await self._install_everything()
+            await asyncio.to_thread(yamlinstall.note, env, digest)
+            return installed
         if self.kept_dir is None:
             return await self._install()
         from pko.agent import keptdeps

@@ -1,0 +1,69 @@
+"""Skipping `pulumi install` for a YAML program whose plugins were installed before (pko.agent.yamlinstall)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pko.agent import yamlinstall
+
+YAML = {"name": "p", "runtime": "yaml"}
+
+
+def _program(root: Path, body: str = "outputs:\n  x: 1\n") -> Path:
+    root.mkdir(parents=True)
+    (root / "Pulumi.yaml").write_text(f"name: p\nruntime: yaml\n{body}")
+    return root
+
+
+def test_the_digest_follows_the_program_and_the_cli_but_not_stack_settings_or_git(tmp_path: Path) -> None:
+    one = _program(tmp_path / "one")
+    two = _program(tmp_path / "two")
+    first = yamlinstall.inputs_digest(one, YAML, "3.259.0")
+    assert first is not None
+    assert first == yamlinstall.inputs_digest(two, YAML, "3.259.0")
+    (two / "Pulumi.dev.yaml").write_text("config:\n  p:a: b\n")
+    (two / ".git").mkdir()
+    (two / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    assert yamlinstall.inputs_digest(two, YAML, "3.259.0") == first
+    assert yamlinstall.inputs_digest(one, YAML, "3.260.0") != first
+    (two / "Main.yaml").write_text("resources: {}\n")
+    assert yamlinstall.inputs_digest(two, YAML, "3.259.0") != first
+
+
+def test_only_yaml_programs_with_a_known_cli_have_one(tmp_path: Path) -> None:
+    program = _program(tmp_path / "p")
+    assert yamlinstall.inputs_digest(program, {"name": "p", "runtime": "nodejs"}, "3.259.0") is None
+    assert yamlinstall.inputs_digest(program, {"name": "p", "runtime": {"name": "python"}}, "3.259.0") is None
+    assert yamlinstall.inputs_digest(program, {"name": "p", "runtime": {"name": "yaml"}}, "3.259.0") is not None
+    assert yamlinstall.inputs_digest(program, YAML, "") is None
+
+
+def test_a_noted_install_is_skipped_while_its_plugins_are_all_there(tmp_path: Path) -> None:
+    env = {"PULUMI_HOME": str(tmp_path / "home")}
+    plugins = yamlinstall.plugins_dir(env)
+    assert plugins == tmp_path / "home" / "plugins"
+    assert not yamlinstall.installed(env, "d1")
+    (plugins / "resource-random-v4.19.1").mkdir(parents=True)
+    yamlinstall.note(env, "d1")
+    assert yamlinstall.installed(env, "d1")
+    assert not yamlinstall.installed(env, "d2")
+    (plugins / "resource-random-v4.19.1.partial").write_text("")  # a plugin the CLI is (re)installing
+    assert not yamlinstall.installed(env, "d1")
+    (plugins / "resource-random-v4.19.1.partial").unlink()
+    (plugins / "resource-random-v4.19.1").rmdir()  # removed since
+    assert not yamlinstall.installed(env, "d1")
+
+
+def test_a_bad_note_means_installing_and_the_note_keeps_the_newest(tmp_path: Path) -> None:
+    env = {"PULUMI_HOME": str(tmp_path / "home")}
+    plugins = yamlinstall.plugins_dir(env)
+    plugins.mkdir(parents=True)
+    (plugins / yamlinstall.NOTE).write_text("{not json")
+    assert not yamlinstall.installed(env, "d1")
+    yamlinstall.note(env, "d1")  # written over the bad one
+    assert yamlinstall.installed(env, "d1")
+    for i in range(yamlinstall.LIMIT + 5):
+        yamlinstall.note(env, f"n{i}")
+    assert yamlinstall.installed(env, f"n{yamlinstall.LIMIT + 4}")
+    assert not yamlinstall.installed(env, "d1")  # the oldest went
+    assert not [p for p in plugins.iterdir() if p.name.startswith(".pko-note-")]  # no temporary left
