@@ -6,7 +6,8 @@ directory but one ``PULUMI_HOME``, and a fleet of Stacks of one Program ran the 
 CLI start and a YAML host start, about 0.2 CPU s a Stack, a tenth of what a Stack cost in all on a 2-core machine
 (process accounting of ``python -m bench fleet --runtime local``), to learn that every plugin was already there. So
 after a successful install the agent notes, in the plugins folder, the digest of what decided it: the project's
-files (the checkout, without ``.git`` and the stacks' own ``Pulumi.<stack>.yaml`` settings) and the CLI's version.
+files (the checkout, without ``.git`` and the stacks' own ``Pulumi.<stack>.yaml`` settings; the project file without
+its name and description, which name no plugin: a fleet's Programs differ by their names) and the CLI's version.
 An agent whose program has a noted digest installs nothing. A workspace pod has a plugins folder of its own, so
 this changes nothing there, unless its plugins are kept on a share (:mod:`pko.agent.keptdeps`), where the same
 reasoning holds.
@@ -40,6 +41,8 @@ LIMIT = 128
 MAX_FILES = 2000
 MAX_BYTES = 8 << 20
 _STACK_SETTINGS = re.compile(r"^Pulumi\.[^/]+\.ya?ml$")
+_PROJECT_FILES = frozenset({"Pulumi.yaml", "Pulumi.yml", "Pulumi.json"})  # digested as parsed, below
+_NAMING = frozenset({"name", "description"})
 
 
 def runtime_name(project: Mapping[str, Any]) -> str:
@@ -53,6 +56,9 @@ def inputs_digest(workdir: Path, project: Mapping[str, Any], cli_version: str) -
     if runtime_name(project) != "yaml" or not cli_version:
         return None
     digest = hashlib.sha256(f"pulumi {cli_version}\0".encode())
+    # the project as parsed, without what cannot name a plugin: a fleet's Programs differ by their names only
+    settings = {k: v for k, v in project.items() if k not in _NAMING}
+    digest.update(json.dumps(settings, sort_keys=True, default=str).encode() + b"\0")
     files = total = 0
     try:
         for root, dirs, names in os.walk(workdir):
@@ -60,7 +66,7 @@ def inputs_digest(workdir: Path, project: Mapping[str, Any], cli_version: str) -
             for name in sorted(names):
                 path = Path(root, name)
                 relative = path.relative_to(workdir).as_posix()
-                if _STACK_SETTINGS.match(relative) or not path.is_file():
+                if relative in _PROJECT_FILES or _STACK_SETTINGS.match(relative) or not path.is_file():
                     continue
                 content = path.read_bytes()
                 files, total = files + 1, total + len(content)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pko.agent import yamlinstall
+from pko.agent.workspace import read_project
 
 YAML = {"name": "p", "runtime": "yaml"}
 
@@ -15,19 +16,28 @@ def _program(root: Path, body: str = "outputs:\n  x: 1\n") -> Path:
     return root
 
 
-def test_the_digest_follows_the_program_and_the_cli_but_not_stack_settings_or_git(tmp_path: Path) -> None:
+def _digest(program: Path, cli: str = "3.259.0") -> str | None:
+    return yamlinstall.inputs_digest(program, read_project(program), cli)
+
+
+def test_the_digest_follows_the_program_and_the_cli_but_not_names_stack_settings_or_git(tmp_path: Path) -> None:
     one = _program(tmp_path / "one")
     two = _program(tmp_path / "two")
-    first = yamlinstall.inputs_digest(one, YAML, "3.259.0")
+    first = _digest(one)
     assert first is not None
-    assert first == yamlinstall.inputs_digest(two, YAML, "3.259.0")
+    assert first == _digest(two)
     (two / "Pulumi.dev.yaml").write_text("config:\n  p:a: b\n")
     (two / ".git").mkdir()
     (two / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
-    assert yamlinstall.inputs_digest(two, YAML, "3.259.0") == first
-    assert yamlinstall.inputs_digest(one, YAML, "3.260.0") != first
+    assert _digest(two) == first
+    # another Program of the same body: only its name differs
+    (two / "Pulumi.yaml").write_text("name: other\ndescription: the same\nruntime: yaml\noutputs:\n  x: 1\n")
+    assert _digest(two) == first
+    assert _digest(one, "3.260.0") != first
     (two / "Main.yaml").write_text("resources: {}\n")
-    assert yamlinstall.inputs_digest(two, YAML, "3.259.0") != first
+    assert _digest(two) != first
+    three = _program(tmp_path / "three", "resources:\n  r:\n    type: random:RandomInteger\noutputs:\n  x: 1\n")
+    assert _digest(three) != first
 
 
 def test_only_yaml_programs_with_a_known_cli_have_one(tmp_path: Path) -> None:
