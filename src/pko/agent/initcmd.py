@@ -19,12 +19,15 @@ checkout, which every workspace pod's init container pays.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
+from pko.protocol import fetchrequest
+from pko.protocol.fetchrequest import FetchRequest
 from pko.sources import git
 
 log = logging.getLogger("pko.agent.init")
@@ -128,3 +131,29 @@ def run(options: InitOptions, env: Mapping[str, str]) -> None:
     else:
         path = write_project(target, options.project_name, options.project_runtime)
         log.info("wrote the project file %s", path)
+
+
+
+def fetch_first(request: FetchRequest, workspace: Path, base_env: Mapping[str, str]) -> float:
+    """pko: ``serve --fetch-from-stdin`` (:mod:`pko.protocol.fetchrequest`): fetch into the request's target, as
+    ``init`` does, and check that `workspace` is inside it; the seconds it took. The outcome goes to the request's
+    report either way."""
+    started = time.monotonic()
+    try:
+        try:
+            options = InitOptions(**request.source)
+        except TypeError:
+            raise InitError("invalid fetch request: unknown source flags") from None
+        run(options, {**base_env, **request.env})
+        target = Path(options.target_dir).resolve()
+        found = workspace.resolve()
+        if found != target and target not in found.parents:
+            raise InitError(f'the project directory "{request.inside}" is outside the source')
+        if not found.is_dir():
+            raise InitError(f'the project directory "{request.inside}" is not in the source')
+    except InitError as err:
+        fetchrequest.write_report(request, error=str(err))
+        raise
+    seconds = time.monotonic() - started
+    fetchrequest.write_report(request, seconds=seconds)
+    return seconds

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from pko.agent.workspace import Workspace
 
 if TYPE_CHECKING:
     from pko.agent.service import AutomationService
+    from pko.protocol.fetchrequest import FetchRequest
 
 log = logging.getLogger("pko.agent.serve")
 
@@ -51,6 +53,8 @@ class ServeOptions:
     pulumi_log_level: int = 0
     kubeconfig: str = ""
     context: str = ""
+    #: pko: the source to fetch before anything else (``--fetch-from-stdin``, :mod:`pko.protocol.fetchrequest`)
+    fetch: FetchRequest | None = None
 
     def validate(self) -> None:
         if self.auth_mode not in (AUTH_NONE, AUTH_KUBE):
@@ -124,6 +128,17 @@ async def _interruptible(step: Coroutine[Any, Any, T]) -> T:
             loop.remove_signal_handler(signum)
 
 
+async def fetch_first(fetch: FetchRequest, workspace: str) -> None:
+    """Fetch the source into the workspace's folder, as `init` would have (its failure is this start's)."""
+    from pko.agent import initcmd
+
+    try:
+        seconds = await asyncio.to_thread(initcmd.fetch_first, fetch, Path(workspace), os.environ)
+    except initcmd.InitError as err:
+        raise ServeError(str(err)) from None
+    log.info("fetched the source in %.2fs", seconds)
+
+
 def _server_parts() -> tuple[Callable[..., Awaitable[None]], type[AutomationService]]:
     """The gRPC server and the service (gRPC and protobuf: most of what `serve` imports)."""
     from pko.agent import grpcserver, service
@@ -149,6 +164,8 @@ async def run(options: ServeOptions) -> None:
                  options.kube_audiences, options.kube_workspace_namespace, options.kube_workspace_name)
     # gRPC and protobuf (most of the start-up's imports) load in a thread while `pulumi version` runs
     server_parts = asyncio.ensure_future(asyncio.to_thread(_server_parts))
+    if options.fetch is not None:
+        await fetch_first(options.fetch, options.workspace)
     workspace = await _interruptible(open_workspace(options))
     await _interruptible(prepare(options, workspace))
     serve, automation_service = await server_parts

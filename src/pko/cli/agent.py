@@ -54,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--kube-workspace-name", default=os.environ.get("WORKSPACE_NAME", ""),
                        help="the Workspace object name (kube auth mode)")
     serve.add_argument("--pulumi-log-level", type=int, default=0, help="the log level for the Pulumi CLI")
+    serve.add_argument("--fetch-from-stdin", action="store_true",
+                       help="pko: first fetch the source as `init` does, from a JSON request on stdin (the local "
+                            "runtime)")
 
     init = commands.add_parser("init", help="initialize a Pulumi workspace")
     _root_flags(init, suppress=True)
@@ -125,12 +128,22 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from pko.agent import servecmd, termination
 
+    fetch = None
+    if args.fetch_from_stdin:
+        from pko.protocol.fetchrequest import FetchRequest
+
+        try:
+            fetch = FetchRequest.from_json(sys.stdin.read())
+        except ValueError as err:
+            log.error("%s", err)
+            return 1
     serve = servecmd.ServeOptions(
         workspace=args.workspace, skip_install=args.skip_install, stack=args.stack,
         secrets_provider=args.secrets_provider, env_file=args.env_file, host=args.host, port=args.port,
         auth_mode=args.auth_mode, kube_audiences=list(args.kube_audiences),
         kube_workspace_namespace=args.kube_workspace_namespace, kube_workspace_name=args.kube_workspace_name,
         pulumi_log_level=args.pulumi_log_level, kubeconfig=args.kubeconfig or "", context=args.context or "",
+        fetch=fetch,
     )
     log.info("Pulumi Kubernetes Agent (pko %s)", pko.__version__)
     try:

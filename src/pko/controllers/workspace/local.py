@@ -3,8 +3,9 @@
 Why: on a machine with an API server but no kubelet (`pko dev`, our tests) a StatefulSet's pod never runs. This
 runtime plays the kubelet's part for the one pod a Workspace has: it takes the pod template the `pod` runtime
 would apply (so `podTemplate` merges, env, envFrom and configMap/secret volumes mean the same), resolves env
-references against the API server, materialises configMap/secret volumes as files, runs `pko agent init` for the
-source and `pko agent serve` on a free loopback port with kube auth, and restarts both when the Workspace
+references against the API server, materialises configMap/secret volumes as files, and runs `pko agent serve` on a
+free loopback port with kube auth, the agent first fetching the source as `pko agent init` would (one process, the
+request and its credentials on its stdin: pko.protocol.fetchrequest), and starts it again when the Workspace
 revision changes (a change of config values only keeps the revision: pko.controllers.workspace.fleet). A
 sleeping workspace (scale-to-zero) has no process at all. Processes stop when the Workspace is deleted or the
 operator exits; nothing is left running.
@@ -33,7 +34,6 @@ import re
 import shutil
 import signal
 import sys
-import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -45,12 +45,14 @@ from pko.api import workspace as ws_api
 from pko.controllers.workspace import runtime
 from pko.kube import client as kclient
 from pko.kube import objects, resources
+from pko.protocol import fetchrequest
 from pko.runtime import controller as ctl
 from pko.runtime import manager, ports
 
 log = logging.getLogger(__name__)
 
-START_TIMEOUT = 60.0
+START_TIMEOUT = 60.0  # from the fetch's end (a clone takes what it takes: git's own timeouts bound it)
+FETCH_REPORT = "fetch.json"  # where the agent says how its fetch went (pko.protocol.fetchrequest)
 LIFELINE_ENV = "PKO_AGENT_PARENT_PID"  # read by `pko agent` (see pko.agent.lifeline)
 INSTANCE_ENV = "PKO_AGENT_INSTANCE"  # inherited by everything an agent starts: finds what a dead agent left
 VERSION_CACHE_ENV = "PKO_PULUMI_VERSION_CACHE"  # read by pko.agent.cliversion: one `pulumi version` per binary
@@ -77,7 +79,7 @@ class Agent:
     mounts: dict[str, Path] = field(default_factory=dict)
     initialized: bool = False  # the pod's `auto.pulumi.com/initialized` annotation
     watcher: asyncio.Task[None] | None = None
-    fetch_seconds: float | None = None  # how long `agent init` took (the fetch phase metric)
+    fetch_seconds: float | None = None  # how long the agent's fetch took (the fetch phase metric)
     instance: str = ""  # the agent's $PKO_AGENT_INSTANCE
 
     @property
@@ -330,9 +332,7 @@ class LocalRuntime:
         env_file.touch()
 
         fetch_env = await resolver.env(init_containers["fetch"], pod) if "fetch" in init_containers else {}
-        fetching = time.monotonic()
-        workspace_dir = await self._fetch(workspace.spec or ws_api.WorkspaceSpec(), directory, fetch_env)
-        fetched = time.monotonic() - fetching
+        workspace_dir, fetch = self._fetch(workspace.spec or ws_api.WorkspaceSpec(), directory, fetch_env)
 
         mounts: dict[str, Path] = {}
         volumes = {v["name"]: v for v in pod.get("volumes") or []}
@@ -361,19 +361,27 @@ class LocalRuntime:
             argv += ["--pulumi-log-level", str(spec.pulumi_log_level)]
         if self.kubeconfig:
             argv += ["--kubeconfig", self.kubeconfig]
+        if fetch is not None:
+            argv.append("--fetch-from-stdin")
         log_file = (directory / "agent.log").open("ab")
         try:
             process = await asyncio.create_subprocess_exec(
-                *argv, cwd=str(workspace_dir), env=env, stdin=asyncio.subprocess.DEVNULL,
+                *argv, cwd=str(workspace_dir if fetch is None else directory), env=env,
+                stdin=asyncio.subprocess.DEVNULL if fetch is None else asyncio.subprocess.PIPE,
                 stdout=log_file, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
             )
         except (OSError, ValueError) as err:  # what the spec put into argv or cwd: no env value is in the message
             raise StartFailed(f"could not start the agent: {err}") from None
         finally:
             log_file.close()
-        agent = Agent(revision, directory, port, process, mounts, fetch_seconds=fetched, instance=instance)
+        agent = Agent(revision, directory, port, process, mounts, instance=instance)
         try:
-            await self._wait_listening(agent)
+            if fetch is not None and process.stdin is not None:
+                process.stdin.write(fetch.to_json().encode())
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # it exited: said below
+                    await process.stdin.drain()
+                process.stdin.close()
+            await self._wait_listening(agent, fetching=fetch is not None)
         except BaseException:
             await self._terminate(agent)
             raise
@@ -381,60 +389,62 @@ class LocalRuntime:
         log.info("workspace %s/%s: agent serving on %s (pid %d)", namespace, name, agent.address, process.pid)
         return agent
 
-    async def _fetch(self, spec: ws_api.WorkspaceSpec, directory: Path, env: dict[str, str]) -> Path:
-        """Run `agent init` for the source, as the `fetch` init container does; returns the workspace dir."""
+    def _fetch(self, spec: ws_api.WorkspaceSpec, directory: Path,
+               env: dict[str, str]) -> tuple[Path, fetchrequest.FetchRequest | None]:
+        """The workspace dir, and the fetch the agent makes before it serves (what the `fetch` init container
+        does in a pod: `agent serve --fetch-from-stdin`, one process where `init` and `serve` were two)."""
         source = directory / "source"
         if spec.git:
-            await self._init(directory, ["-t", str(source), "--git-url", env.get("GIT_URL", ""),
-                                         "--git-revision", env.get("GIT_REVISION", "")], env)
-            return _inside(source, env.get("GIT_DIR", ""))
-        if spec.flux:
-            await self._init(directory, ["-t", str(source), "--flux-url", env.get("FLUX_URL", ""),
-                                         "--flux-digest", env.get("FLUX_DIGEST", "")], env)
-            return _inside(source, env.get("FLUX_DIR", ""))
-        if spec.local:
+            options = {"target_dir": str(source), "git_url": env.get("GIT_URL", ""),
+                       "git_revision": env.get("GIT_REVISION", "")}
+            workspace, inside = _inside(source, env.get("GIT_DIR", "")), env.get("GIT_DIR", "")
+        elif spec.flux:
+            options = {"target_dir": str(source), "flux_url": env.get("FLUX_URL", ""),
+                       "flux_digest": env.get("FLUX_DIGEST", "")}
+            workspace, inside = _inside(source, env.get("FLUX_DIR", "")), env.get("FLUX_DIR", "")
+        elif spec.local:
             local = Path(env.get("LOCAL_DIR") or spec.local.dir or ".")
             if not local.is_dir():  # in a pod, the agent's working directory would be a dangling link
                 raise StartFailed(f'the local project directory "{local}" does not exist')
-            return local
-        target = directory / "workspace"
-        if spec.project_info:
-            await self._init(directory, ["-t", str(target), "--project-name", spec.project_info.name,
-                                         "--project-runtime", spec.project_info.runtime], env)
-        target.mkdir(exist_ok=True)
-        return target
-
-    async def _init(self, directory: Path, args: list[str], env: dict[str, str]) -> None:
-        log_path = directory / "init.log"
-        env = self._base_env() | env | {LIFELINE_ENV: str(os.getpid())}
-        problem = env_problem(env) or next((f"invalid source argument {arg!r}" for arg in args if "\0" in arg), None)
+            return local, None
+        else:
+            workspace, inside = directory / "workspace", ""
+            if not spec.project_info:
+                workspace.mkdir(exist_ok=True)
+                return workspace, None
+            options = {"target_dir": str(workspace), "project_name": spec.project_info.name,
+                       "project_runtime": spec.project_info.runtime}
+        fetch_env = self._base_env() | env
+        problem = env_problem(fetch_env) or next(
+            (f"invalid source argument {arg!r}" for arg in options.values() if "\0" in arg), None)
         if problem is not None:
             raise StartFailed(f"fetching the source failed: {problem}")
-        with log_path.open("ab") as log_file:
-            process = await asyncio.create_subprocess_exec(
-                *self.agent_command, "init", *args, env=env, stdin=asyncio.subprocess.DEVNULL,
-                stdout=log_file, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
-            )
-            try:
-                code = await process.wait()
-            except BaseException:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                raise
-        if code != 0:
-            tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] or [""]
-            raise StartFailed(f"fetching the source failed (exit {code}): {tail[0][:300]}")
+        return workspace, fetchrequest.FetchRequest(options, env, inside, str(directory / FETCH_REPORT))
 
-    async def _wait_listening(self, agent: Agent) -> None:
-        deadline = asyncio.get_running_loop().time() + START_TIMEOUT
-        while asyncio.get_running_loop().time() < deadline:
+    async def _wait_listening(self, agent: Agent, fetching: bool = False) -> None:
+        """Until the agent listens: first, while `fetching`, until its fetch is over (it reports how it went, and
+        how long it took: the fetch phase), then for at most :data:`START_TIMEOUT`."""
+        loop = asyncio.get_running_loop()
+        report = agent.directory / FETCH_REPORT
+        deadline = None if fetching else loop.time() + START_TIMEOUT
+        while deadline is None or loop.time() < deadline:
+            outcome = fetchrequest.read_report(report) if fetching else fetchrequest.Outcome()
+            if deadline is None and outcome.done:
+                deadline = loop.time() + START_TIMEOUT
+                agent.fetch_seconds = outcome.seconds
             if not agent.alive:
+                code = agent.process.returncode
+                if fetching:  # what it wrote before it exited
+                    outcome = fetchrequest.read_report(report)
+                if outcome.error is not None:
+                    raise StartFailed(f"fetching the source failed (exit {code}): {outcome.error[:300]}")
                 tail = (agent.directory / "agent.log").read_text(errors="replace").strip().splitlines()[-1:] or [""]
-                raise StartFailed(f"the agent exited with {agent.process.returncode}: {tail[0][:300]}")
-            with contextlib.suppress(OSError):
-                _, writer = await asyncio.open_connection("127.0.0.1", agent.port)
-                writer.close()
-                return
+                raise StartFailed(f"the agent exited with {code}: {tail[0][:300]}")
+            if outcome.done or not fetching:
+                with contextlib.suppress(OSError):
+                    _, writer = await asyncio.open_connection("127.0.0.1", agent.port)
+                    writer.close()
+                    return
             await asyncio.sleep(0.1)
         raise StartFailed(f"the agent did not listen on {agent.address} within {START_TIMEOUT:.0f}s")
 

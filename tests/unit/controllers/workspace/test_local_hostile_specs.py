@@ -4,7 +4,6 @@ cannot take is a StartFailed message instead of an exception out of the reconcil
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
@@ -56,9 +55,36 @@ def test_a_missing_local_directory_is_a_start_failure(tmp_path: Path) -> None:
     runtime = local.LocalRuntime(None, tmp_path)  # type: ignore[arg-type]  # _fetch of a local source reads nothing
     spec = ws_api.WorkspaceSpec.model_validate({"local": {"dir": str(tmp_path / "no" / "such")}})
     with pytest.raises(local.StartFailed, match="does not exist"):
-        asyncio.run(runtime._fetch(spec, tmp_path, {}))
+        runtime._fetch(spec, tmp_path, {})
     spec = ws_api.WorkspaceSpec.model_validate({"local": {"dir": "x\0y"}})
     with pytest.raises(local.StartFailed, match="does not exist"):
-        asyncio.run(runtime._fetch(spec, tmp_path, {}))
-    assert asyncio.run(runtime._fetch(ws_api.WorkspaceSpec.model_validate({"local": {"dir": str(tmp_path)}}),
-                                      tmp_path, {})) == tmp_path
+        runtime._fetch(spec, tmp_path, {})
+    assert runtime._fetch(ws_api.WorkspaceSpec.model_validate({"local": {"dir": str(tmp_path)}}),
+                          tmp_path, {}) == (tmp_path, None)
+
+
+def test_the_agent_is_asked_to_fetch_with_the_credentials_in_its_request_only(tmp_path: Path) -> None:
+    """The fetch the `fetch` init container makes in a pod is the agent's first step: the request (credentials
+    included) goes on its stdin, never into its argv or environment, which the CLI and the program inherit."""
+    runtime = local.LocalRuntime(None, tmp_path)  # type: ignore[arg-type]
+    spec = ws_api.WorkspaceSpec.model_validate({"git": {"url": "https://git.example/r.git", "ref": "abc"}})
+    env = {"GIT_URL": "https://git.example/r.git", "GIT_REVISION": "abc", "GIT_DIR": "sub/dir",
+           "GIT_PASSWORD": "hidden"}
+    workspace, fetch = runtime._fetch(spec, tmp_path, env)
+    assert workspace == (tmp_path / "source" / "sub" / "dir").resolve()
+    assert fetch is not None
+    assert fetch.source == {"target_dir": str(tmp_path / "source"), "git_url": "https://git.example/r.git",
+                            "git_revision": "abc"}
+    assert fetch.env["GIT_PASSWORD"] == "hidden"
+    assert fetch.inside == "sub/dir"
+    assert fetch.report == str(tmp_path / local.FETCH_REPORT)
+    with pytest.raises(local.StartFailed, match="outside the source"):
+        runtime._fetch(spec, tmp_path, {**env, "GIT_DIR": "../../elsewhere"})
+    with pytest.raises(local.StartFailed, match=r"fetching the source failed: environment variable .GIT_REVISION."):
+        runtime._fetch(spec, tmp_path, {**env, "GIT_REVISION": "a\0b"})
+    info = ws_api.WorkspaceSpec.model_validate({"projectInfo": {"name": "p", "runtime": "yaml"}})
+    workspace, fetch = runtime._fetch(info, tmp_path, {})
+    assert workspace == tmp_path / "workspace"
+    assert fetch is not None
+    assert fetch.source == {"target_dir": str(tmp_path / "workspace"), "project_name": "p",
+                            "project_runtime": "yaml"}
