@@ -34,6 +34,7 @@ import re
 import shutil
 import signal
 import sys
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -242,6 +243,9 @@ class LocalRuntime:
         self.root = root
         self.kubeconfig = kubeconfig
         self.agent_command = list(agent_command or default_agent_command())
+        #: pko's own agent fetches the source itself before it serves (one process); another (the Go reference
+        #: agent, `--workspace-agent`) gets an `init` process first, as its pod's `fetch` init container would run
+        self.fetch_in_agent = agent_command is None
         self.on_exit = on_exit
         self.agents: dict[objects.ObjectKey, Agent] = {}
         self._locks: dict[objects.ObjectKey, asyncio.Lock] = {}
@@ -333,6 +337,14 @@ class LocalRuntime:
 
         fetch_env = await resolver.env(init_containers["fetch"], pod) if "fetch" in init_containers else {}
         workspace_dir, fetch = self._fetch(workspace.spec or ws_api.WorkspaceSpec(), directory, fetch_env)
+        fetched: float | None = None
+        if fetch is not None and not self.fetch_in_agent:
+            fetching = time.monotonic()
+            await self._init(directory, fetch)
+            fetched = time.monotonic() - fetching
+            if fetch.inside:  # what the checkout holds now (a link) may take the project's folder out of it
+                workspace_dir = _inside(Path(fetch.source["target_dir"]), fetch.inside)
+            fetch = None
 
         mounts: dict[str, Path] = {}
         volumes = {v["name"]: v for v in pod.get("volumes") or []}
@@ -374,7 +386,7 @@ class LocalRuntime:
             raise StartFailed(f"could not start the agent: {err}") from None
         finally:
             log_file.close()
-        agent = Agent(revision, directory, port, process, mounts, instance=instance)
+        agent = Agent(revision, directory, port, process, mounts, fetch_seconds=fetched, instance=instance)
         try:
             if fetch is not None and process.stdin is not None:
                 process.stdin.write(fetch.to_json().encode())
@@ -420,6 +432,27 @@ class LocalRuntime:
         if problem is not None:
             raise StartFailed(f"fetching the source failed: {problem}")
         return workspace, fetchrequest.FetchRequest(options, env, inside, str(directory / FETCH_REPORT))
+
+    async def _init(self, directory: Path, fetch: fetchrequest.FetchRequest) -> None:
+        """`agent init` of another agent (`--workspace-agent`) for `fetch`, as the `fetch` init container runs."""
+        log_path = directory / "init.log"
+        env = self._base_env() | fetch.env | {LIFELINE_ENV: str(os.getpid())}
+        args = [f"--{flag.replace('_', '-')}" for flag in fetch.source]
+        flags = [part for flag, value in zip(args, fetch.source.values(), strict=True) for part in (flag, value)]
+        with log_path.open("ab") as log_file:
+            process = await asyncio.create_subprocess_exec(
+                *self.agent_command, "init", *flags, env=env, stdin=asyncio.subprocess.DEVNULL,
+                stdout=log_file, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
+            )
+            try:
+                code = await process.wait()
+            except BaseException:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                raise
+        if code != 0:
+            tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] or [""]
+            raise StartFailed(f"fetching the source failed (exit {code}): {tail[0][:300]}")
 
     async def _wait_listening(self, agent: Agent, fetching: bool = False) -> None:
         """Until the agent listens: first, while `fetching`, until its fetch is over (it reports how it went, and
