@@ -23,12 +23,14 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
-from pko.protocol import fetchrequest
-from pko.protocol.fetchrequest import FetchRequest
 from pko.sources import git
+
+if TYPE_CHECKING:
+    from pko.protocol.fetchrequest import FetchRequest
 
 log = logging.getLogger("pko.agent.init")
 
@@ -137,7 +139,9 @@ def run(options: InitOptions, env: Mapping[str, str]) -> None:
 def fetch_first(request: FetchRequest, workspace: Path, base_env: Mapping[str, str]) -> float:
     """pko: ``serve --fetch-from-stdin`` (:mod:`pko.protocol.fetchrequest`): fetch into the request's target, as
     ``init`` does, and check that `workspace` is inside it; the seconds it took. The outcome goes to the request's
-    report either way."""
+    report either way. (Imported here: a workspace pod's `init` loads nothing of the protocol.)"""
+    from pko.protocol import fetchrequest
+
     started = time.monotonic()
     try:
         try:
