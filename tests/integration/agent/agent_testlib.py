@@ -161,3 +161,14 @@ def config_item(key: str, v: Any = None, *, secret: bool = False, path: bool = F
     else:
         item.value.CopyFrom(value(v))
     return item
+
+
+def noting_cli(root: Path, real: str, command: str, note: Path) -> Path:
+    """A directory holding a `pulumi` that appends a line to `note` each time it runs `command` (its first
+    argument), then runs the `real` CLI: how a test counts the CLI starts an agent makes."""
+    bin_dir = root / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "pulumi"
+    script.write_text(f'#!/bin/sh\n[ "$1" = {command} ] && echo {command} >> {note}\nexec {real} "$@"\n')
+    script.chmod(0o755)
+    return bin_dir

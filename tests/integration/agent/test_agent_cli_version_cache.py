@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from agent_testlib import AgentFactory
+from agent_testlib import AgentFactory, noting_cli
 
 from pko.agent import cliversion
 from pko.protocol.proto import agent_pb2
@@ -16,21 +16,11 @@ from pko.protocol.proto import agent_pb2
 pytestmark = pytest.mark.pulumi
 
 
-def _counting_cli(root: Path, real: str) -> Path:
-    """A `pulumi` on PATH that notes each `pulumi version` in `root/asked`, then runs the real CLI."""
-    bin_dir = root / "bin"
-    bin_dir.mkdir()
-    script = bin_dir / "pulumi"
-    script.write_text(f'#!/bin/sh\n[ "$1" = version ] && echo asked >> {root / "asked"}\nexec {real} "$@"\n')
-    script.chmod(0o755)
-    return bin_dir
-
-
 async def test_agents_sharing_a_cache_ask_a_binary_once_and_again_when_it_changes(
         tmp_path: Path, pulumi_env: dict[str, str], start_agent: AgentFactory) -> None:
     real = shutil.which("pulumi", path=pulumi_env["PATH"])
     assert real is not None
-    bin_dir = _counting_cli(tmp_path, real)
+    bin_dir = noting_cli(tmp_path, real, "version", tmp_path / "asked")
     workspace = tmp_path / "project"
     workspace.mkdir()
     (workspace / "Pulumi.yaml").write_text("name: versions\nruntime: yaml\n")

@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from agent_testlib import AgentFactory, drive
+from agent_testlib import AgentFactory, drive, noting_cli
 
 from pko.agent import yamlinstall
 from pko.protocol.proto import agent_pb2
@@ -19,15 +19,6 @@ from pko.protocol.proto import agent_pb2
 pytestmark = pytest.mark.pulumi
 
 PROGRAM = "name: once\nruntime: yaml\noutputs:\n  answer: 42\n"
-
-
-def _noting_cli(root: Path, real: str) -> Path:
-    bin_dir = root / "bin"
-    bin_dir.mkdir()
-    script = bin_dir / "pulumi"
-    script.write_text(f'#!/bin/sh\n[ "$1" = install ] && echo install >> {root / "installs"}\nexec {real} "$@"\n')
-    script.chmod(0o755)
-    return bin_dir
 
 
 def _workspace(root: Path, program: str = PROGRAM) -> Path:
@@ -40,7 +31,7 @@ async def test_a_yaml_program_installs_once_per_plugins_folder_and_again_when_it
         tmp_path: Path, pulumi_env: dict[str, str], start_agent: AgentFactory) -> None:
     real = shutil.which("pulumi", path=pulumi_env["PATH"])
     assert real is not None
-    env = {"PATH": f"{_noting_cli(tmp_path, real)}{os.pathsep}{pulumi_env['PATH']}"}
+    env = {"PATH": f"{noting_cli(tmp_path, real, 'install', tmp_path / 'installs')}{os.pathsep}{pulumi_env['PATH']}"}
 
     def installs() -> int:
         path = tmp_path / "installs"
