@@ -12,12 +12,11 @@ Must never: fail an agent's start. An unreadable, corrupt or unwritable file onl
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+
+from pko.agent import jsonnote
 
 ENV = "PKO_PULUMI_VERSION_CACHE"
 #: entries kept: a machine runs a handful of CLIs at most; the oldest go first
@@ -38,13 +37,7 @@ def identity(binary: str, env: Mapping[str, str]) -> str | None:
 
 
 def _entries(cache: Path) -> dict[str, str]:
-    try:
-        loaded = json.loads(cache.read_text())
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(loaded, dict):
-        return {}
-    return {str(k): v for k, v in loaded.items() if isinstance(v, str) and v}
+    return {str(k): v for k, v in jsonnote.read(cache).items() if isinstance(v, str) and v}
 
 
 def lookup(cache: Path, key: str) -> str | None:
@@ -58,12 +51,4 @@ def remember(cache: Path, key: str, version: str) -> None:
     entries = _entries(cache)
     entries.pop(key, None)
     entries[key] = version
-    kept = dict(list(entries.items())[-LIMIT:])
-    try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(prefix=f".{cache.name}.", dir=cache.parent)
-        with os.fdopen(fd, "w") as handle:
-            json.dump(kept, handle)
-        os.replace(name, cache)
-    except OSError:
-        return
+    jsonnote.write(cache, dict(list(entries.items())[-LIMIT:]))

@@ -17,7 +17,7 @@ from typing import Any
 
 from google.protobuf import timestamp_pb2
 
-from pko.agent import gojson
+from pko.agent import gojson, project
 from pko.protocol.proto import agent_pb2
 
 SECRET_MASK = "[secret]"
@@ -102,10 +102,7 @@ def permalink(stdout: str) -> str | None:
 
 def project_info(settings: dict[str, Any]) -> agent_pb2.ProjectInfo:
     """Name and runtime from a parsed ``Pulumi.yaml`` (``runtime`` may be a string or ``{name: ...}``)."""
-    runtime = settings.get("runtime", "")
-    if isinstance(runtime, dict):
-        runtime = runtime.get("name", "")
-    return agent_pb2.ProjectInfo(name=str(settings.get("name", "")), runtime=str(runtime or ""))
+    return agent_pb2.ProjectInfo(name=str(settings.get("name", "")), runtime=project.runtime_name(settings))
 
 
 # --- an operation's result from its own engine events -------------------------------------------------------------

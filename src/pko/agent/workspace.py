@@ -24,9 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from pko.agent import cliversion, envfile, yamlinstall
+from pko.agent.project import prebuilt_binary, read_project
 from pko.agent.pulumicmd import CommandError, CommandResult, PulumiCLI
 
 if TYPE_CHECKING:
@@ -35,7 +34,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-PROJECT_FILES = ("Pulumi.yaml", "Pulumi.yml", "Pulumi.json")
 _STACK_404 = re.compile(r"no stack named.*found")
 _NO_STACK = re.compile(r"no stack selected|no stack named.*found")
 _CREATED = re.compile(r"Created stack '")
@@ -43,33 +41,8 @@ _CREATED = re.compile(r"Created stack '")
 AUTOMATION_ENV = {"PULUMI_DEBUG_COMMANDS": "true"}
 
 
-def prebuilt_binary(project: dict[str, Any]) -> str | None:
-    """The project's ``runtime.options.binary`` (a program built ahead of time: nothing to install), or None."""
-    runtime = project.get("runtime")
-    options = runtime.get("options") if isinstance(runtime, dict) else None
-    binary = options.get("binary") if isinstance(options, dict) else None
-    return str(binary) if binary else None
-
-
-class ProjectError(Exception):
-    """The workspace has no readable Pulumi project file."""
-
-
 class StackNotFoundError(Exception):
     """``stack select`` said the stack does not exist."""
-
-
-def read_project(workdir: Path) -> dict[str, Any]:
-    """The parsed project file of the workspace."""
-    for name in PROJECT_FILES:
-        path = workdir / name
-        if path.is_file():
-            text = path.read_text()
-            data = json.loads(text) if name.endswith(".json") else yaml.safe_load(text)
-            if not isinstance(data, dict):
-                raise ProjectError(f"{path} does not hold a project")
-            return data
-    raise ProjectError(f"unable to find project settings in workspace {workdir}")
 
 
 def cli_version(text: str) -> str:
@@ -216,14 +189,14 @@ class Workspace:
 
     async def install(self) -> bool:
         """``pulumi install``, unless the project runs a prebuilt binary; False when it was skipped."""
-        binary = prebuilt_binary(self.project())
+        project = self.project()
+        binary = prebuilt_binary(project)
         if binary:
             # PKO#1297 (the reference's 2.9.1): nothing to install for a program that is already built, and the
             # runtime image may have no toolchain to try with (`go`, `dotnet`, a JDK)
             log.info("skipping install: the project runs the prebuilt binary %s (runtime.options.binary)", binary)
             return False
-        digest = await asyncio.to_thread(yamlinstall.inputs_digest, self.workdir, self.project(),
-                                         self.pulumi_version)
+        digest = await asyncio.to_thread(yamlinstall.inputs_digest, self.workdir, project, self.pulumi_version)
         if digest is not None:
             env = self.cli.env
             if await asyncio.to_thread(yamlinstall.installed, env, digest):

@@ -23,15 +23,16 @@ here means installing as before.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import re
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from pko.agent import jsonnote
+from pko.agent import project as project_file
 
 #: The note, in the plugins folder (the CLI lists only folders there, and ignores files it did not write).
 NOTE = ".pko-yaml-installed.json"
@@ -41,19 +42,12 @@ LIMIT = 128
 MAX_FILES = 2000
 MAX_BYTES = 8 << 20
 _STACK_SETTINGS = re.compile(r"^Pulumi\.[^/]+\.ya?ml$")
-_PROJECT_FILES = frozenset({"Pulumi.yaml", "Pulumi.yml", "Pulumi.json"})  # digested as parsed, below
 _NAMING = frozenset({"name", "description"})
-
-
-def runtime_name(project: Mapping[str, Any]) -> str:
-    runtime = project.get("runtime")
-    name = runtime.get("name") if isinstance(runtime, dict) else runtime
-    return str(name or "")
 
 
 def inputs_digest(workdir: Path, project: Mapping[str, Any], cli_version: str) -> str | None:
     """The digest of what decides a YAML program's plugins (None: not YAML, no known CLI version, or too large)."""
-    if runtime_name(project) != "yaml" or not cli_version:
+    if project_file.runtime_name(project) != "yaml" or not cli_version:
         return None
     digest = hashlib.sha256(f"pulumi {cli_version}\0".encode())
     # the project as parsed, without what cannot name a plugin: a fleet's Programs differ by their names only
@@ -66,7 +60,7 @@ def inputs_digest(workdir: Path, project: Mapping[str, Any], cli_version: str) -
             for name in sorted(names):
                 path = Path(root, name)
                 relative = path.relative_to(workdir).as_posix()
-                if relative in _PROJECT_FILES or _STACK_SETTINGS.match(relative) or not path.is_file():
+                if relative in project_file.PROJECT_FILES or _STACK_SETTINGS.match(relative) or not path.is_file():
                     continue
                 content = path.read_bytes()
                 files, total = files + 1, total + len(content)
@@ -86,13 +80,7 @@ def plugins_dir(env: Mapping[str, str]) -> Path:
 
 
 def _noted(folder: Path) -> dict[str, list[str]]:
-    try:
-        loaded = json.loads((folder / NOTE).read_text())
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(loaded, dict):
-        return {}
-    return {str(k): [str(n) for n in v] for k, v in loaded.items() if isinstance(v, list)}
+    return {str(k): [str(n) for n in v] for k, v in jsonnote.read(folder / NOTE).items() if isinstance(v, list)}
 
 
 def _plugins(folder: Path) -> list[str]:
@@ -120,13 +108,4 @@ def note(env: Mapping[str, str], digest: str) -> None:
     noted.pop(digest, None)
     kept = dict(list(noted.items())[-(LIMIT - 1):])
     kept[digest] = _plugins(folder)
-    with contextlib.suppress(OSError):
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, temporary = tempfile.mkstemp(dir=folder, prefix=".pko-note-")
-        try:
-            with os.fdopen(fd, "w") as out:
-                json.dump(kept, out)
-            os.replace(temporary, folder / NOTE)
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
+    jsonnote.write(folder / NOTE, kept)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pko.agent import initcmd, servecmd, workspace
+from pko.agent import initcmd, project, servecmd
 from pko.cli import agent as cli
 
 
@@ -82,7 +82,7 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_prebuilt_binary_projects_skip_install() -> None:
-    assert workspace.prebuilt_binary({"runtime": {"name": "go", "options": {"binary": "./app"}}}) == "./app"
-    assert workspace.prebuilt_binary({"runtime": "go"}) is None
-    assert workspace.prebuilt_binary({"runtime": {"name": "python", "options": {"toolchain": "pip"}}}) is None
-    assert workspace.prebuilt_binary({"runtime": {"name": "go", "options": {"binary": ""}}}) is None
+    assert project.prebuilt_binary({"runtime": {"name": "go", "options": {"binary": "./app"}}}) == "./app"
+    assert project.prebuilt_binary({"runtime": "go"}) is None
+    assert project.prebuilt_binary({"runtime": {"name": "python", "options": {"toolchain": "pip"}}}) is None
+    assert project.prebuilt_binary({"runtime": {"name": "go", "options": {"binary": ""}}}) is None

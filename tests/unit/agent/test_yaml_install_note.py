@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pko.agent import yamlinstall
-from pko.agent.workspace import read_project
+from pko.agent.project import read_project
 
 YAML = {"name": "p", "runtime": "yaml"}
 
@@ -76,4 +76,4 @@ def test_a_bad_note_means_installing_and_the_note_keeps_the_newest(tmp_path: Pat
         yamlinstall.note(env, f"n{i}")
     assert yamlinstall.installed(env, f"n{yamlinstall.LIMIT + 4}")
     assert not yamlinstall.installed(env, "d1")  # the oldest went
-    assert not [p for p in plugins.iterdir() if p.name.startswith(".pko-note-")]  # no temporary left
+    assert [p.name for p in plugins.iterdir() if p.is_file()] == [yamlinstall.NOTE]  # no temporary left
