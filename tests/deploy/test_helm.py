@@ -205,8 +205,11 @@ def test_default_deployment(render: Render) -> None:
     }
     assert {p["name"]: p["containerPort"] for p in container["ports"]} == {"http-metrics": 8383,
                                                                            "http-fileserver": 9090}
-    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": 8081}
-    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": 8081}
+    assert container["livenessProbe"] == {"httpGet": {"path": "/healthz", "port": 8081}, "initialDelaySeconds": 15,
+                                          "periodSeconds": 20}
+    # pko: readiness from the first second, every 2 s (the reference: 5 s, then every 10 s)
+    assert container["readinessProbe"] == {"httpGet": {"path": "/readyz", "port": 8081}, "initialDelaySeconds": 1,
+                                           "periodSeconds": 2}
     assert container["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
     # pko: a CPU limit of 1 so that a (re)started operator is not throttled through its Python start-up
     assert container["resources"] == {"limits": {"cpu": "1", "memory": "128Mi"},
@@ -455,6 +458,15 @@ def test_values_has_every_reference_value() -> None:
             node = node[part]
         if default is not None:
             assert node == default, f"{dotted}: {node!r} != reference default {default!r}"
+
+
+def test_probes_are_values(render: Render) -> None:
+    """A team that wants other probe timings (or a startupProbe's patience in the readiness probe) sets them."""
+    slow = {"httpGet": {"path": "/readyz", "port": 8081}, "initialDelaySeconds": 5, "periodSeconds": 10,
+            "failureThreshold": 6}
+    container = manager(render({"readinessProbe": slow, "livenessProbe": None}))
+    assert container["readinessProbe"] == slow
+    assert "livenessProbe" not in container
 
 
 @pytest.mark.parametrize(("flag", "tag"), [("image.tag=1", "1"), ("image.tag=2.5", "2.5"), ("image.tag=v2", "v2")])

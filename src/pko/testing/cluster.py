@@ -397,7 +397,12 @@ def teardown(workdir: Path, net: hostnet.Network) -> None:
             _run([str(binaries.bin_dir() / "crictl"), "-r", f"unix://{paths.containerd_socket}", "-t", "60s",
                   "rmp", "-fa"], check=False, timeout=90)
     _kill(_cgroup_pids(), grace=2.0)
-    _kill(_pids_with(*markers))  # the control plane, containerd and its shims
+    # the control plane, containerd and its shims: the API server's clients first, for on SIGTERM it waits up to
+    # 60 s for their requests to end (it was always SIGKILLed after the 10 s grace); then it, then etcd, its store
+    stage_of = {"kube-apiserver": 1, "etcd": 2}
+    daemons = {pid: stage_of.get(Path(_command(pid)).name, 0) for pid in _pids_with(*markers)}
+    for stage in range(3):
+        _kill([pid for pid, of in daemons.items() if of == stage])
     for point in _mounts_under([workdir, paths.containerd_root, paths.containerd_state]):
         _run(["umount", "-l", point], check=False)
     hostnet.sweep(net)
