@@ -52,10 +52,12 @@ for file in "${moved[@]}"; do
   tiers[e2e]+=" --ignore=$file"
   tiers[local]+=" $file"
 done
-# The interop file that needs no cluster (the Go agent as the local runtime's agent) runs in the local stream too:
-# the cluster stream is the longest.
-tiers[cluster]+=" --ignore=tests/interop/test_01_local_go_agent.py"
-tiers[local]+=" tests/interop/test_01_local_go_agent.py"
+# The interop files that need no cluster (the Go agent as the local runtime's agent, the benchmark's local fleet)
+# run in the local stream too: the cluster stream is the longest.
+for file in tests/interop/test_01_local_go_agent.py tests/interop/test_02_local_runtime_bench.py; do
+  tiers[cluster]+=" --ignore=$file"
+  tiers[local]+=" $file"
+done
 
 for dir in tests/*/; do  # a new tier must be named in a stream, or make test would silently skip it
   dir=${dir%/}
@@ -92,6 +94,17 @@ export GOGC=${GOGC:-400}
 "$py" -m pko.testing.cpuacct start "$out/pacct"
 start=$SECONDS
 declare -A status pids
+# The lint command (`make test` passes `make lint`): beside the streams, so the cluster stream, the longest, does not
+# wait the minute lint takes; with PKO_TEST_SERIAL, first, and a failure stops the run there.
+lint_status=0 lint_pid=""
+if [ -n "${PKO_LINT:-}" ]; then
+  if [ -n "${PKO_TEST_SERIAL:-}" ]; then
+    bash -c "$PKO_LINT" || exit 1
+  else
+    bash -c "$PKO_LINT" >"$out/lint.log" 2>&1 &
+    lint_pid=$!
+  fi
+fi
 if [ -n "${PKO_TEST_SERIAL:-}" ]; then
   for name in "${names[@]}"; do
     run "$name"; status[$name]=$?
@@ -118,6 +131,13 @@ else
 fi
 summary=""
 failed_streams=0
+if [ -n "$lint_pid" ]; then
+  wait "$lint_pid"; lint_status=$?
+  printf '\n=============== lint (%s), run beside the streams: exit %d ===============\n' "$PKO_LINT" "$lint_status"
+  cat "$out/lint.log"
+  summary+="lint exit $lint_status, "
+  [ "$lint_status" -eq 0 ] || failed_streams=$((failed_streams + 1))
+fi
 for name in "${names[@]}"; do
   summary+="$name exit ${status[$name]}, "
   [ "${status[$name]}" -eq 0 ] || failed_streams=$((failed_streams + 1))

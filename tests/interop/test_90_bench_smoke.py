@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from bench import harness, localfleet, report
+from bench import harness, report
 from bench.scenarios import SCENARIOS
 from pko.kube import client as kclient
 from pko.testing import cluster, gitserver
@@ -72,18 +72,3 @@ async def test_every_scenario_yields_figures_for_both_operators(
     assert found == set(FOR_GO), printed
     assert {f"{name}: pko/go = n/a" for name in SCENARIOS if name not in FOR_GO} <= set(printed), printed
     assert "pko/go" in report.table(results, "fleet")
-
-
-async def test_the_local_runtime_fleet_yields_figures() -> None:
-    """`python -m bench fleet --runtime local --restart`: pko alone (the Go operator has no local runtime)."""
-    figures = await localfleet.run(1, say=lambda line: None, restart=True)
-    assert figures["all Ready (s)"] > 0, figures
-    assert figures["restart: all verified (s)"] > 0, figures
-    assert figures["restart: updates re-run"] == 0, figures
-    assert figures["restart: Ready after"] == 1, figures
-    assert figures["agents RSS at rest (MB)"] > 1, figures  # the agent process was alive and measured
-    # the operator's own requests, told apart in the audit log by its User-Agent: a Stack's status, Workspace,
-    # Update and events are written, and the restarted operator reads what it verifies
-    assert figures["API writes per Stack"] >= 4, figures
-    assert figures["restart: API requests per Stack"] > 0, figures
-    assert not [name for name, value in figures.items() if math.isnan(value)], figures

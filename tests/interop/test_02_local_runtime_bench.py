@@ -1,0 +1,25 @@
+"""The benchmark's `local` runtime fleet (`python -m bench fleet --runtime local --restart`) at its smallest: pko
+alone, for the Go operator has no local runtime. It needs no cluster (its control plane and operator are its own),
+so `make test` runs it in the local stream, beside the cluster stream rather than in it; the benchmark smoke of
+`test_90_bench_smoke` covers the scenarios that run on the cluster."""
+
+from __future__ import annotations
+
+import math
+
+from bench import localfleet
+
+
+async def test_the_local_runtime_fleet_yields_figures() -> None:
+    """`python -m bench fleet --runtime local --restart`: pko alone (the Go operator has no local runtime)."""
+    figures = await localfleet.run(1, say=lambda line: None, restart=True)
+    assert figures["all Ready (s)"] > 0, figures
+    assert figures["restart: all verified (s)"] > 0, figures
+    assert figures["restart: updates re-run"] == 0, figures
+    assert figures["restart: Ready after"] == 1, figures
+    assert figures["agents RSS at rest (MB)"] > 1, figures  # the agent process was alive and measured
+    # the operator's own requests, told apart in the audit log by its User-Agent: a Stack's status, Workspace,
+    # Update and events are written, and the restarted operator reads what it verifies
+    assert figures["API writes per Stack"] >= 4, figures
+    assert figures["restart: API requests per Stack"] > 0, figures
+    assert not [name for name, value in figures.items() if math.isnan(value)], figures
