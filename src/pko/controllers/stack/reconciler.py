@@ -41,8 +41,20 @@ from pko.api import conditions, lanes, names
 from pko.api import stack as stack_api
 from pko.api import update as up_api
 from pko.api import workspace as ws_api
-from pko.api.meta import Condition, ObjectMeta
-from pko.controllers.stack import announce, drift, outputrefs, outputs, publish, restart, shardmove, sync, ttl, updates
+from pko.api.meta import Condition
+from pko.controllers.stack import (
+    announce,
+    drift,
+    outputrefs,
+    outputs,
+    publish,
+    restart,
+    shardmove,
+    steps,
+    sync,
+    ttl,
+    updates,
+)
 from pko.controllers.stack import approval as gate
 from pko.controllers.stack import source as source_mod
 from pko.controllers.stack import workspace as ws_build
@@ -79,52 +91,16 @@ class _Session:
         return bool(self.stack.metadata.deletion_timestamp)
 
 
-def _waiting(found: list[Condition]) -> tuple[str, str]:
-    """The Reconciling reason and message to show while the Workspace is applied: what is already shown when it
-    is the Workspace's problem or its place in the pool's queue (so a reconcile does not flip it back to plain
-    waiting and forth again), else the reference's plain text."""
-    shown = conditions.find(found, conditions.RECONCILING)
-    if shown is not None and shown.reason == conditions.QUEUED and shown.message:
-        return conditions.QUEUED, shown.message
-    if (shown is not None and shown.reason == conditions.RECONCILING_PROCESSING
-            and (shown.message or "").startswith(conditions.MESSAGE_WAITING_FOR_WORKSPACE + ": ")):
-        return conditions.RECONCILING_PROCESSING, shown.message or conditions.MESSAGE_WAITING_FOR_WORKSPACE
-    return conditions.RECONCILING_PROCESSING, conditions.MESSAGE_WAITING_FOR_WORKSPACE
+@dataclass
+class _Due:
+    """An update that is due: what the pass learnt on its way to starting it."""
 
-
-def _observed(meta: ObjectMeta, observed_generation: int | None) -> bool:
-    return observed_generation == (meta.generation or 0)
-
-
-def update_complete(update: up_api.Update) -> bool:
-    """The Update finished, and its status speaks of its current generation."""
-    status = update.status or up_api.UpdateStatus()
-    return _observed(update.metadata, status.observed_generation) and conditions.is_true(status.conditions,
-                                                                                          conditions.COMPLETE)
-
-
-def update_finished(update: up_api.Update) -> bool:
-    """The Update finished, whatever generation of its spec its status speaks of: a completed Update never runs
-    again, so one whose spec changed while it ran (its status then speaks of the generation it started at) is over
-    too, and waiting for it to observe the new generation would wedge its Stack for ever (PKO#1292)."""
-    return conditions.is_true(update.status.conditions if update.status else None, conditions.COMPLETE)
-
-
-def workspace_ready(ws: ws_api.Workspace) -> bool:
-    status = ws.status or ws_api.WorkspaceStatus()
-    return (not ws.metadata.deletion_timestamp and _observed(ws.metadata, status.observed_generation)
-            and conditions.is_true(status.conditions, conditions.READY))
-
-
-def status_unchanged(stack: stack_api.Stack, body: dict[str, Any]) -> bool:
-    """The status `_save` would write is the one the Stack has: this controller is its only writer, so the apply
-    would change nothing (a field left out of `body` would be removed, so the whole status must match)."""
-    if stack.status is None:
-        return False
-    found = stack.status.model_dump(by_alias=True, exclude_none=True, mode="json")
-    found["observedGeneration"] = stack.status.observed_generation or 0
-    found["observedReconcileRequest"] = stack.status.observed_reconcile_request or ""
-    return bool(found == body)
+    commit: str
+    carried: outputrefs.Carried | None
+    due: steps.Due
+    destroying: bool  # pko destroy protection: the update is a destroy that needs its confirmation
+    inputs: gate.Inputs  # what an approval is for
+    approval: gate.Step | None = None  # a gated Stack's step: a plan preview, or the `up` of an approved plan
 
 
 class StackReconciler:
@@ -202,44 +178,47 @@ class StackReconciler:
 
     async def _reconcile(self, s: _Session) -> Result | None:
         """The rest of the pass once the Stack is known to be looked at now and its TTL has not passed (the
-        module's doc): absorb, suspend, source and referenced outputs, the Workspace, and the next Update."""
-        stack, status, key = s.stack, s.status, s.key
-        absorbed = status.current_update is not None
+        module's doc): absorb what finished, then the road :func:`steps.entry` picks."""
+        absorbed = s.status.current_update is not None
         if absorbed and not await self._absorb(s):
             if s.recheck_after is not None:
                 return Result(requeue_after=s.recheck_after)
             await self._refresh_stuck_workspace(s)
             return None  # the Update is still running; its completion brings us back
         absorbed = absorbed and s.gave_up is None
-        if drift.in_flight(status) and not await self._absorb_check(s):
+        if drift.in_flight(s.status) and not await self._absorb_check(s):
             return None  # a drift check holds the stack; nothing starts until it ends
-        spec = stack_api.spec_of(stack)
-        if spec.drift_detection is None and (status.drift is not None
-                                             or conditions.find(s.conditions, conditions.DRIFTED)):
-            s.conditions = drift.forget(status, s.conditions)
-        if s.deleting and (not ttl.destroys_on_finalize(stack) or spec.preview):
-            s.conditions = conditions.mark_ready(s.conditions, now=self.clock())
-            await self._save(s)
-            await self._remove_finalizer(s)
-            return None
-        if sync.is_suspended(stack):
-            await self._suspended(s, absorbed)
-            return None
-        if sync.shows_suspended(s.conditions):
+        entry = steps.entry(s.stack, s.status, s.conditions)
+        if entry.forget_drift:
+            s.conditions = drift.forget(s.status, s.conditions)
+        if entry.resumed:
             await self.recorder.normal(s.stack, "StackResumed", "Stack resumed (spec.suspend is no longer true)")
-
-        # Source, then the Workspace it implies.
-        if (s.deleting and ttl.destroys_on_finalize(stack) and not spec.preview and not spec.run_program
-                and status.project_info is not None):
-            resolved: source_mod.Resolved | source_mod.Unavailable = source_mod.Resolved(
-                ws_build.Source(project_info=status.project_info.model_dump(mode="json")), "")
-        elif not isinstance(spec.config, dict | None):
-            resolved = source_mod.Unavailable(conditions.STALLED_SPEC_INVALID,
-                                              "spec.config must be an object of config keys", event=True)
-        else:
-            resolved = await self.resolver.resolve(stack)
+        resolved: source_mod.Resolved | source_mod.Unavailable
+        match entry.begin:
+            case steps.Begin.RELEASE:
+                s.conditions = conditions.mark_ready(s.conditions, now=self.clock())
+                await self._save(s)
+                await self._remove_finalizer(s)
+                return None
+            case steps.Begin.SUSPEND:
+                await self._suspended(s, absorbed)
+                return None
+            case steps.Begin.INVALID:
+                return await self._stall(s, conditions.STALLED_SPEC_INVALID, steps.CONFIG_INVALID_MESSAGE, True, None)
+            case steps.Begin.FROM_STATUS:
+                assert s.status.project_info is not None
+                resolved = source_mod.Resolved(
+                    ws_build.Source(project_info=s.status.project_info.model_dump(mode="json")), "")
+            case steps.Begin.RESOLVE:
+                resolved = await self.resolver.resolve(s.stack)
         if isinstance(resolved, source_mod.Unavailable):
             return await self._stall(s, resolved.reason, resolved.message, resolved.event, resolved.requeue_after)
+        return await self._run(s, resolved)
+
+    async def _run(self, s: _Session, resolved: source_mod.Resolved) -> Result | None:
+        """From a resolved source: the values `outputRefs` read, the Workspace, and what runs next
+        (:func:`steps.due`)."""
+        spec = stack_api.spec_of(s.stack)
         carried: outputrefs.Carried | None = None
         if spec.output_refs and not s.deleting:
             wired = await self._wire_outputs(s)
@@ -249,112 +228,121 @@ class StackReconciler:
         elif spec.output_refs and spec.run_program:  # a destroy that runs the program: the values it last ran with
             carried = await self._carried_by(s)
         try:
-            desired_ws = ws_build.desired(stack, resolved.source, carried, shard=self.shard)
+            desired_ws = ws_build.desired(s.stack, resolved.source, carried, shard=self.shard)
         except ws_build.StallError as err:
             return await self._stall(s, conditions.STALLED_SPEC_INVALID, str(err), True, None)
-
-        synced, message = sync.is_synced(stack.model_copy(update={"status": status}), resolved.commit, self.clock(),
-                                         defaults=self.retry_policy, min_resync=self.min_resync,
-                                         output_refs=carried.digests if carried is not None else None)
-        remediation = drift.remediation_due(stack.model_copy(update={"status": status}), s.conditions)
-        if synced and remediation is not None:
-            synced, message = False, remediation
-        check = False
-        if synced:
-            due = drift.plan(stack.model_copy(update={"status": status}), self.clock())
-            if not due.due:
-                return await self._synced(s, objects.name_of(desired_ws), due)
-            # A drift check, on the path of an update (the Workspace first); the Stack reads as synced meanwhile.
-            check = True
-            assert status.last_update is not None
-            s.conditions = sync.mark_result(s.conditions, status.last_update, self.clock(),
-                                            policy=self._policy(stack))
-        step: gate.Step | None = None
-        destroying = gate.destroy_protected(stack)
-        current_inputs = gate.Inputs(stack.metadata.generation, sync.reconcile_request(stack), resolved.commit,
+        due = steps.due(s.stack.model_copy(update={"status": s.status}), s.conditions, resolved.commit, self.clock(),
+                        defaults=self.retry_policy, min_resync=self.min_resync,
+                        output_refs=carried.digests if carried is not None else None)
+        match due.next:
+            case steps.Next.SYNCED:
+                return await self._synced(s, objects.name_of(desired_ws), due.schedule)
+            case steps.Next.CHECK:  # on the path of an update (the Workspace first); the Stack reads as synced
+                assert s.status.last_update is not None
+                s.conditions = sync.mark_result(s.conditions, s.status.last_update, self.clock(),
+                                                policy=self._policy(s.stack))
+                ws = await self._place(s, desired_ws, check=True)
+                if isinstance(ws, ws_api.Workspace):
+                    await self._start_check(s, ws, self.clock())
+                    return None
+                return ws
+            case steps.Next.UPDATE:
+                destroying = gate.destroy_protected(s.stack)
+                inputs = gate.Inputs(s.stack.metadata.generation, sync.reconcile_request(s.stack), resolved.commit,
                                      "destroy" if destroying else "update",
                                      carried.revision if carried is not None else "")
-        if not check and gate.gated(stack):  # a drift check is a preview: it needs no approval; a remediation does
-            step = await self._approval_step(s, current_inputs, destroying)
-            if step.action == gate.Action.WAIT:
-                assert status.approval is not None
-                s.conditions = gate.mark_awaiting(s.conditions, status.approval, key.name, self.clock())
-                await self._save(s)
-                return None
-            if step.action == gate.Action.STALL:
-                message = gate.unsupported_destroy_message() if destroying else gate.unsupported_message()
-                return await self._stall(s, gate.STALLED_PLANS_UNSUPPORTED, message, True, None)
-            if step.action == gate.Action.PREVIEW and status.approval and status.approval.state == gate.AWAITING:
-                await self.recorder.normal(s.stack, "StackApprovalStale",
-                                           f"plan {status.approval.digest} is stale ({step.why}): previewing anew")
-        if not check and self.announced.first(key, stack, status, message):
-            await self.recorder.normal(s.stack, "StackUpdateDetected", message)
+                return await self._update(s, desired_ws, _Due(resolved.commit, carried, due, destroying, inputs))
 
-        if not check and not s.deleting:
+    async def _update(self, s: _Session, desired_ws: objects.Object, run: _Due) -> Result | None:
+        """An update is due: the approval a gated Stack needs, `StackUpdateDetected` once, the prerequisites,
+        then the Workspace and the Update (its name saved in status first)."""
+        if gate.gated(s.stack):  # a drift check is a preview and needs no approval; a remediation does
+            run.approval = step = await self._approval_step(s, run.inputs, run.destroying)
+            match step.action:
+                case gate.Action.WAIT:
+                    assert s.status.approval is not None
+                    s.conditions = gate.mark_awaiting(s.conditions, s.status.approval, s.key.name, self.clock())
+                    await self._save(s)
+                    return None
+                case gate.Action.STALL:
+                    message = gate.unsupported_destroy_message() if run.destroying else gate.unsupported_message()
+                    return await self._stall(s, gate.STALLED_PLANS_UNSUPPORTED, message, True, None)
+                case gate.Action.PREVIEW if s.status.approval and s.status.approval.state == gate.AWAITING:
+                    await self.recorder.normal(s.stack, "StackApprovalStale",
+                                               f"plan {s.status.approval.digest} is stale ({step.why}): "
+                                               "previewing anew")
+        if self.announced.first(s.key, s.stack, s.status, run.due.message):
+            await self.recorder.normal(s.stack, "StackUpdateDetected", run.due.message)
+        if not s.deleting:
             blocked = await self._prerequisites(s)
             if blocked is not None:
                 s.conditions = conditions.mark_reconciling(
                     s.conditions, conditions.RECONCILING_PREREQUISITE_NOT_SATISFIED, blocked, now=self.clock())
                 await self._save(s)
                 return None
+        s.conditions = conditions.mark_reconciling(s.conditions, *steps.waiting_shown(s.conditions), now=self.clock())
+        await self._save(s)
+        ws = await self._place(s, desired_ws, check=False)
+        if not isinstance(ws, ws_api.Workspace):
+            return ws
+        await self._start_update(s, ws, run)
+        return None
 
-        if not check:  # a drift check leaves Ready/Reconciling alone: it changes nothing
-            s.conditions = conditions.mark_reconciling(s.conditions, *_waiting(s.conditions), now=self.clock())
-            await self._save(s)
+    async def _place(self, s: _Session, desired: objects.Object, *, check: bool) -> ws_api.Workspace | Result | None:
+        """Apply the Workspace, and the Workspace when it is ready; else what the pass returns while it is not
+        (:func:`steps.placed`): waiting for it, or stalled on it."""
         try:
-            ws = await self._apply_workspace(key, desired_ws)
+            ws = await self._apply_workspace(s.key, desired)
         except errors.ApiError as err:
             if s.deleting and _namespace_terminating(err):
-                message = (f"namespace {key.namespace} is terminating; the stack cannot be destroyed. To remove the "
-                           f"Stack without destroying its resources: kubectl patch stack {key.name} -n "
-                           f"{key.namespace} --type=merge -p '{{\"metadata\":{{\"finalizers\":[]}}}}'")
+                message = (f"namespace {s.key.namespace} is terminating; the stack cannot be destroyed. To remove "
+                           f"the Stack without destroying its resources: kubectl patch stack {s.key.name} -n "
+                           f"{s.key.namespace} --type=merge -p '{{\"metadata\":{{\"finalizers\":[]}}}}'")
                 return await self._stall(s, conditions.STALLED_NAMESPACE_TERMINATING, message, False,
                                          NAMESPACE_TERMINATING_RETRY)
             raise
-        if not workspace_ready(ws):
-            stalled = conditions.find(ws.status.conditions if ws.status else None, conditions.STALLED)
-            if stalled is not None and stalled.status == "True":
-                if check:
-                    await self._check_done(s, drift.failed_to_start(
-                        s.status, f"the workspace failed: {stalled.reason}: {stalled.message}", self.clock()))
-                    await self._save(s)
-                    return None
-                if s.deleting and status.last_update is None:
-                    await self._remove_finalizer(s)
-                    return None
-                reason = (conditions.STALLED_PULUMI_VERSION_TOO_LOW
-                          if stalled.reason == "IncompatibleConfiguration"
-                          else conditions.STALLED_WORKSPACE_FAILED)
-                # a branch's next commit may fix what broke the workspace (a package, the project file): keep polling
-                return await self._stall(s, reason, f"{stalled.reason}: {stalled.message}", False,
-                                         sync.branch_poll(stack_api.spec_of(stack), self.min_resync))
-            if not check:  # a drift check leaves Ready/Reconciling alone
-                await self._show_workspace_problem(s, ws)
-            return None  # the Workspace watch brings us back when it is ready
+        placed = steps.placed(ws, check=check, deleting=s.deleting, ever_updated=s.status.last_update is not None)
+        match placed.then:
+            case steps.Then.START:
+                return ws
+            case steps.Then.WAIT:
+                if placed.show_problem:  # a drift check leaves Ready/Reconciling alone
+                    await self._show_workspace_problem(s, ws)
+                return None  # the Workspace watch brings us back when it is ready
+            case steps.Then.CHECK_FAILED:
+                await self._check_done(s, drift.failed_to_start(s.status, placed.message, self.clock()))
+                await self._save(s)
+                return None
+            case steps.Then.RELEASE:
+                await self._remove_finalizer(s)
+                return None
+            case steps.Then.STALL:  # a branch's next commit may fix what broke the workspace: keep polling
+                return await self._stall(s, placed.reason, placed.message, False,
+                                         sync.branch_poll(stack_api.spec_of(s.stack), self.min_resync))
 
+    async def _start_update(self, s: _Session, ws: ws_api.Workspace, run: _Due) -> None:
+        """Build the Update (a plan preview or a plan-bound `up` for a gated Stack), name it in status, create it."""
         now = self.clock()
-        if check:
-            await self._start_check(s, ws, now)
-            return None
         s.conditions = conditions.mark_reconciling(s.conditions, conditions.RECONCILING_PROCESSING,
                                                    conditions.MESSAGE_STACK_PROCESSING, now=now)
-        update = updates.build(stack, ws, message, int(now.timestamp() * 1000), shard=self.shard)
-        drift.with_refresh(update, stack, s.conditions)
+        update = updates.build(s.stack, ws, run.due.message, int(now.timestamp() * 1000), shard=self.shard)
+        drift.with_refresh(update, s.stack, s.conditions)
+        step = run.approval
         if step is not None and step.action == gate.Action.PREVIEW:
-            update = gate.destroy_preview(update) if destroying else gate.plan_preview(update)
-            s.status.approval = gate.previewing(objects.name_of(update), current_inputs)
+            update = gate.destroy_preview(update) if run.destroying else gate.plan_preview(update)
+            s.status.approval = gate.previewing(objects.name_of(update), run.inputs)
         elif step is not None and step.action == gate.Action.APPLY:
             assert s.status.approval is not None
-            if not destroying:  # a destroy has no plan file: the confirmation names what its preview would delete
+            if not run.destroying:  # a destroy has no plan file: the confirmation names what its preview would delete
                 assert step.approval is not None
                 update = gate.plan_up(update, s.status.approval.digest or "")
             s.status.approval = gate.approved(s.status.approval, step.approval, step.why)
         s.status.current_update = stack_api.CurrentStackUpdate(
             # an empty request is left out, as the Go operator's `omitempty` leaves it out
-            generation=stack.metadata.generation, reconcile_request=sync.reconcile_request(stack) or None,
-            name=objects.name_of(update), commit=resolved.commit,
-            output_refs=carried.digests if carried is not None and carried.digests else None)
-        if remediation is not None:
+            generation=s.stack.metadata.generation, reconcile_request=sync.reconcile_request(s.stack) or None,
+            name=objects.name_of(update), commit=run.commit,
+            output_refs=run.carried.digests if run.carried is not None and run.carried.digests else None)
+        if run.due.remediation is not None:
             drift.remediating(s.status, objects.name_of(update))
         logcontext.bind(update=objects.name_of(update))
 
@@ -363,7 +351,6 @@ class StackReconciler:
         await self._create(s, update, forget)
         if step is not None and step.action == gate.Action.APPLY:
             await self._accepted(s, step, objects.name_of(update))
-        return None
 
     async def _create(self, s: _Session, update: objects.Object, forget: Callable[[], None]) -> None:
         """Save the status that names `update` (so a crash never loses track of it), create it and hold it with
@@ -569,13 +556,13 @@ class StackReconciler:
                                                      s.key.namespace)
         if update is None and await self._lost(s, current.name or ""):
             return True
-        if update is not None and not update_complete(update) and update_finished(update):
+        if update is not None and not steps.update_complete(update) and steps.update_finished(update):
             await self.recorder.warning(s.stack, "UpdateUnobserved", (
                 f"Update {update.metadata.name} finished, but its spec changed after it started (generation "
                 f"{update.metadata.generation or 0}, its status is of generation "
                 f"{(update.status.observed_generation if update.status else None) or 0}); a finished Update never "
                 "runs again, so its result is taken as it is"))
-        elif update is None or not update_complete(update):
+        elif update is None or not steps.update_complete(update):
             s.waiting = update
             s.conditions = conditions.mark_reconciling(s.conditions, conditions.RECONCILING_PROCESSING,
                                                        sync.processing_message(s.stack), now=self.clock())
@@ -757,7 +744,7 @@ class StackReconciler:
         started = update.status is not None and update.status.start_time is not None
         if not sync.refresh_stuck_workspace(started=started, stack_generation=s.stack.metadata.generation,
                                             update_generation=current.generation, deleting=s.deleting,
-                                            workspace_ready=ws is not None and workspace_ready(ws)):
+                                            workspace_ready=ws is not None and steps.workspace_ready(ws)):
             return
         if not isinstance(stack_api.spec_of(s.stack).config, dict | None):
             return
@@ -830,7 +817,7 @@ class StackReconciler:
         """Fold a finished drift check into `status.drift` and `Drifted`; False (status saved) while it runs."""
         name = drift.in_flight(s.status) or ""
         update = await self.client.get_typed_or_none(resources.UPDATE, up_api.Update, name, s.key.namespace)
-        if update is not None and not update_finished(update):
+        if update is not None and not steps.update_finished(update):
             await self._save(s)
             return False
         await self._check_done(s, drift.absorb(s.status, update, name, self.clock()))
@@ -912,10 +899,8 @@ class StackReconciler:
     async def _save(self, s: _Session) -> None:
         s.conditions = gate.settle_condition(s.conditions, s.status.approval if gate.gated(s.stack) else None)
         s.status.conditions = s.conditions
-        body = s.status.model_dump(by_alias=True, exclude_none=True, mode="json")
-        body["observedGeneration"] = s.status.observed_generation or 0
-        body["observedReconcileRequest"] = s.status.observed_reconcile_request or ""
-        unchanged = body == s.saved if s.saved is not None else status_unchanged(s.stack, body)
+        body = steps.status_body(s.status)
+        unchanged = body == s.saved if s.saved is not None else steps.status_unchanged(s.stack, body)
         if unchanged:
             await self._finalize_update(s)
             return  # a reconcile that changes nothing (most of a waiting Stack's) writes nothing

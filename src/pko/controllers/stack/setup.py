@@ -26,7 +26,7 @@ from pko.api import update as up_api
 from pko.api import workspace as ws_api
 from pko.api.meta import Condition
 from pko.controllers.settings import Settings
-from pko.controllers.stack import driftmetrics, outputrefs, restart, sync
+from pko.controllers.stack import driftmetrics, outputrefs, restart, steps, sync
 from pko.controllers.stack import reconciler as stack_reconciler
 from pko.controllers.stack import source as source_mod
 from pko.kube import client as kclient
@@ -166,12 +166,12 @@ def program_users(stacks: store.Store, obj: objects.Object) -> list[objects.Obje
 def workspace_signal(obj: objects.Object) -> bool:
     """The Workspace is ready, or stalled: either is news for its Stack."""
     workspace = ws_api.Workspace.model_validate(obj)
-    return stack_reconciler.workspace_ready(workspace) or conditions.is_true(
+    return steps.workspace_ready(workspace) or conditions.is_true(
         workspace.status.conditions if workspace.status else None, conditions.STALLED)
 
 
 def update_finished(obj: objects.Object) -> bool:
-    return stack_reconciler.update_finished(up_api.Update.model_validate(obj))
+    return steps.update_finished(up_api.Update.model_validate(obj))
 
 
 def workspace_problem(obj: objects.Object | None) -> str:

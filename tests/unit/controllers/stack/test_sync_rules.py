@@ -435,19 +435,3 @@ def test_a_missing_current_update_of_another_shape_is_given_up_at_once() -> None
     assert sync.lost_update_wait("app", "app-not-hex", NOW) == 0
     assert sync.lost_update_wait("app", _named("other", 1), NOW) == 0
     assert sync.lost_update_wait("app", "app-", NOW) == 0
-
-
-def test_a_stack_status_is_unchanged_only_when_every_field_matches() -> None:
-    from pko.controllers.stack import reconciler
-
-    ready = {"type": "Ready", "status": "True", "reason": "ProcessingCompleted", "message": "",
-             "lastTransitionTime": "2026-11-22T20:00:00Z", "observedGeneration": 2}
-    status = {"observedGeneration": 2, "observedReconcileRequest": "", "conditions": [ready],
-              "lastUpdate": _last()}
-    stack = stack_api.Stack.model_validate({"metadata": {"name": "s", "namespace": "ns", "generation": 2},
-                                            "spec": {"stack": "dev"}, "status": status})
-    body = stack.status.model_dump(by_alias=True, exclude_none=True, mode="json") if stack.status else {}
-    assert reconciler.status_unchanged(stack, body)
-    assert not reconciler.status_unchanged(stack, {**body, "observedGeneration": 3})
-    assert not reconciler.status_unchanged(stack, {k: v for k, v in body.items() if k != "lastUpdate"})
-    assert not reconciler.status_unchanged(stack.model_copy(update={"status": None}), body)
