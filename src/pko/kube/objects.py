@@ -48,6 +48,20 @@ class ObjectKey(NamedTuple):
         return cls(namespace, name)
 
 
+def status_apply(api_version: str, kind: str, key: ObjectKey, status: dict[str, Any]) -> Object:
+    """The server-side apply request for the status subresource of `key`: identity and status, nothing else (an
+    apply owns what it sends, so a status apply must not carry spec or metadata it does not mean to own)."""
+    return {"apiVersion": api_version, "kind": kind, "metadata": {"name": key.name, "namespace": key.namespace},
+            "status": status}
+
+
+def status_unchanged(current: meta.Wire | None, body: dict[str, Any]) -> bool:
+    """Whether applying `body` would leave the status `current` as it is, for a controller that is its only writer:
+    the whole status must match (a field left out of `body` would be removed). A reconcile that would change
+    nothing then sends nothing: most of a settled object's reconciles."""
+    return current is not None and current.to_wire() == body
+
+
 def metadata(obj: Object) -> dict[str, Any]:
     """The object's metadata (an empty dict when it has none)."""
     meta = obj.get("metadata")

@@ -17,6 +17,7 @@ import datetime
 from typing import Any
 
 from pko.api import program as program_api
+from pko.kube import objects
 from pko.sources import program as artifacts
 
 ROUTE_PREFIX = "/programs/"
@@ -77,9 +78,5 @@ def plan(program: program_api.Program, *, advertised: str, now: datetime.datetim
 
 def status_apply(program: program_api.Program, status: dict[str, Any]) -> dict[str, Any]:
     """The server-side apply request for a Program's status subresource."""
-    return {
-        "apiVersion": program_api.API_VERSION,
-        "kind": program_api.KIND,
-        "metadata": {"name": program.metadata.name, "namespace": program.metadata.namespace},
-        "status": status,
-    }
+    return objects.status_apply(program_api.API_VERSION, program_api.KIND, objects.ObjectKey.of(program.metadata),
+                                status)

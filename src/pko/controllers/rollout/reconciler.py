@@ -67,11 +67,9 @@ class RolloutReconciler:
         result = plan.plan(rollout, stacks, active_rollouts=active, checks=checks, now=now,
                            refused=self.refused.pop(key, None))
         if result.status != rollout.status:
-            await self.client.apply_status({
-                "apiVersion": api.API_VERSION, "kind": api.KIND,
-                "metadata": {"name": key.name, "namespace": key.namespace},
-                "status": result.status.to_wire(),
-            }, field_manager=names.FIELD_MANAGER_ROLLOUT)
+            await self.client.apply_status(
+                objects.status_apply(api.API_VERSION, api.KIND, key, result.status.to_wire()),
+                field_manager=names.FIELD_MANAGER_ROLLOUT)
         for patch in result.patches:
             if (why := await self._patch(found, patch)) is not None:
                 self.refused.setdefault(key, {})[patch.name] = why

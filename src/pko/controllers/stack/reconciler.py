@@ -208,7 +208,7 @@ class StackReconciler:
             case steps.Begin.FROM_STATUS:
                 assert s.status.project_info is not None
                 resolved = source_mod.Resolved(
-                    ws_build.Source(project_info=s.status.project_info.model_dump(mode="json")), "")
+                    ws_build.Source(project_info=s.status.project_info.to_wire()), "")
             case steps.Begin.RESOLVE:
                 resolved = await self.resolver.resolve(s.stack)
         if isinstance(resolved, source_mod.Unavailable):
@@ -685,14 +685,14 @@ class StackReconciler:
         found = conditions.set_condition(None, approval_api.ACCEPTED, "True" if verdict.accepted else "False",
                                          verdict.reason, verdict.message, now=now)
         status: dict[str, object] = {
-            "conditions": [c.model_dump(by_alias=True, exclude_none=True, mode="json") for c in found],
+            "conditions": [c.to_wire() for c in found],
             "decidedAt": conditions.format_time(now)}
         if update_name:
             status["update"] = update_name
         with contextlib.suppress(errors.NotFound):
             await self.client.apply_status(
-                {"apiVersion": approval_api.API_VERSION, "kind": approval_api.KIND,
-                 "metadata": {"name": verdict.name, "namespace": s.key.namespace}, "status": status},
+                objects.status_apply(approval_api.API_VERSION, approval_api.KIND,
+                                     objects.ObjectKey(s.key.namespace, verdict.name), status),
                 field_manager=names.FIELD_MANAGER_APPROVAL_STATUS)
 
     async def _plan_lost(self, s: _Session, digest: str, update_name: str) -> None:
@@ -906,8 +906,7 @@ class StackReconciler:
             return  # a reconcile that changes nothing (most of a waiting Stack's) writes nothing
         s.saved = None
         await self.client.apply_status(
-            {"apiVersion": stack_api.API_VERSION, "kind": stack_api.KIND,
-             "metadata": {"name": s.key.name, "namespace": s.key.namespace}, "status": body},
+            objects.status_apply(stack_api.API_VERSION, stack_api.KIND, s.key, body),
             field_manager=names.FIELD_MANAGER_STACK_STATUS,
         )
         s.saved = body

@@ -55,7 +55,7 @@ def workspace_ready(ws: ws_api.Workspace) -> bool:
 
 def status_body(status: stack_api.StackStatus) -> dict[str, Any]:
     """The status as the reconciler writes it: the reference always sends the two observed fields, even empty."""
-    body = status.model_dump(by_alias=True, exclude_none=True, mode="json")
+    body = status.to_wire()
     body["observedGeneration"] = status.observed_generation or 0
     body["observedReconcileRequest"] = status.observed_reconcile_request or ""
     return body

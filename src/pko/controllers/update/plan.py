@@ -190,7 +190,7 @@ def status_body(update: up_api.Update, outcome: Outcome, now: datetime.datetime)
     previous = (update.status.conditions if update.status else None) or []
     body: dict[str, Any] = {
         "observedGeneration": update.metadata.generation or 0,
-        "conditions": [c.model_dump(by_alias=True, exclude_none=True, mode="json")
+        "conditions": [c.to_wire()
                        for c in outcome.conditions(previous, update.metadata.generation, now)],
     }
     status = update.status or up_api.UpdateStatus()
@@ -203,7 +203,7 @@ def status_body(update: up_api.Update, outcome: Outcome, now: datetime.datetime)
                        ("endTime", outcome.end_time or status.end_time)):
         if value:
             body[key] = value
-    info = outcome.project_info or (status.project_info.model_dump(mode="json") if status.project_info else None)
+    info = outcome.project_info or (status.project_info.to_wire() if status.project_info else None)
     if info:
         body["projectInfo"] = info
     changes = outcome.resource_changes if outcome.resource_changes is not None else status.resource_changes

@@ -435,8 +435,7 @@ class UpdateReconciler:
         """Apply the status `outcome` gives; the Update as the API server has it now."""
         body = plan.status_body(update, outcome, self.clock())
         saved = await self.client.apply_status(
-            {"apiVersion": up_api.API_VERSION, "kind": up_api.KIND,
-             "metadata": {"name": update.metadata.name, "namespace": update.metadata.namespace}, "status": body},
+            objects.status_apply(up_api.API_VERSION, up_api.KIND, objects.ObjectKey.of(update.metadata), body),
             field_manager=names.FIELD_MANAGER_UPDATE_STATUS,
         )
         return up_api.Update.model_validate(saved)

@@ -151,11 +151,11 @@ def service_address(workspace: ws_api.Workspace) -> str:
 def _source(spec: ws_api.WorkspaceSpec) -> dict[str, Any]:
     source: dict[str, Any] = {}
     if spec.git:
-        source["git"] = spec.git.model_dump(by_alias=True, exclude_none=True, mode="json")
+        source["git"] = spec.git.to_wire()
     if spec.flux:
-        source["flux"] = spec.flux.model_dump(by_alias=True, exclude_none=True, mode="json")
+        source["flux"] = spec.flux.to_wire()
     if spec.local:
-        source["local"] = spec.local.model_dump(by_alias=True, exclude_none=True, mode="json")
+        source["local"] = spec.local.to_wire()
     return source
 
 
@@ -177,7 +177,7 @@ def pod_digest(workspace: ws_api.Workspace) -> str:
     agent protocol cannot remove a config key) and pko's `idleTimeout` (scaling is not a new pod).
 
     The spec is readable by whoever reads this Workspace, so a digest of it in the status discloses nothing new."""
-    spec = (workspace.spec or ws_api.WorkspaceSpec()).model_dump(by_alias=True, exclude_none=True, mode="json")
+    spec = (workspace.spec or ws_api.WorkspaceSpec()).to_wire()
     spec.pop("idleTimeout", None)
     for stack in spec.get("stacks") or []:
         if "config" in stack:
@@ -363,7 +363,7 @@ def statefulset(
     }
     if spec.pod_template:
         # System init containers stay first; the user's are appended (the reference's $setElementOrder).
-        patch = spec.pod_template.model_dump(by_alias=True, exclude_none=True, mode="json")
+        patch = spec.pod_template.to_wire()
         template = smp.merge(template, patch, patchmeta.POD_TEMPLATE_SPEC)
     for container in [*template["spec"].get("initContainers", []), *template["spec"].get("containers", [])]:
         container.setdefault("env", []).append({"name": "PULUMI_ENV", "value": "/share/.env"})

@@ -489,30 +489,20 @@ class WorkspaceReconciler:
             assert self.pool is not None
             self.pool.wake(objects.ObjectKey.of(meta))
         body: dict[str, Any] = {"observedGeneration": meta.generation or 0,
-                                "conditions": [c.model_dump(by_alias=True, exclude_none=True, mode="json")
+                                "conditions": [c.to_wire()
                                                for c in status.conditions]}
         if status.address:
             body["address"] = status.address
         if status.pulumi_version:
             body["pulumiVersion"] = status.pulumi_version
         if status.applied is not None:
-            body["applied"] = status.applied.model_dump(by_alias=True, exclude_none=True, mode="json")
-        if status_unchanged(status.workspace, body):
+            body["applied"] = status.applied.to_wire()
+        if objects.status_unchanged(status.workspace.status, body):
             return  # most reconciles of a settled Workspace change nothing: no request for them
         await self.client.apply_status(
-            {"apiVersion": ws_api.API_VERSION, "kind": ws_api.KIND,
-             "metadata": {"name": meta.name, "namespace": meta.namespace}, "status": body},
+            objects.status_apply(ws_api.API_VERSION, ws_api.KIND, objects.ObjectKey.of(meta), body),
             field_manager=names.FIELD_MANAGER_WORKSPACE_STATUS,
         )
-
-
-def status_unchanged(workspace: ws_api.Workspace, body: dict[str, Any]) -> bool:
-    """The status this reconcile would write is the one the Workspace has (this controller is its only writer, so
-    an equal status means the apply would change nothing; a field left out of `body` would be removed, so the
-    whole status must match)."""
-    if workspace.status is None:
-        return False
-    return workspace.status.model_dump(by_alias=True, exclude_none=True, mode="json") == body
 
 
 def _pod_name(key: objects.ObjectKey) -> str:

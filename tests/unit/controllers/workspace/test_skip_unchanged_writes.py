@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from pko.api import workspace as ws_api
-from pko.controllers.workspace import reconciler
+from pko.kube import objects
 from pko.runtime import applied
 
 
@@ -36,8 +36,16 @@ def test_the_status_is_unchanged_only_when_every_field_matches() -> None:
     ready = {"type": "Ready", "status": "True", "reason": "Succeeded", "message": "",
              "lastTransitionTime": "2026-11-22T20:00:00Z", "observedGeneration": 2}
     body = {"observedGeneration": 2, "conditions": [ready], "address": "w.ns:50051", "pulumiVersion": "3.259.0"}
-    assert reconciler.status_unchanged(_workspace(body), body)
-    assert not reconciler.status_unchanged(_workspace(None), body)
-    assert not reconciler.status_unchanged(_workspace({**body, "address": "elsewhere:50051"}), body)
+    assert objects.status_unchanged(_workspace(body).status, body)
+    assert not objects.status_unchanged(_workspace(None).status, body)
+    assert not objects.status_unchanged(_workspace({**body, "address": "elsewhere:50051"}).status, body)
     # a field the write would drop (the address of a sleeping workspace) is a change too
-    assert not reconciler.status_unchanged(_workspace(body), {k: v for k, v in body.items() if k != "address"})
+    assert not objects.status_unchanged(_workspace(body).status, {k: v for k, v in body.items() if k != "address"})
+
+
+def test_a_status_apply_carries_the_identity_and_the_status_only() -> None:
+    key = objects.ObjectKey("ns", "w")
+    body = {"observedGeneration": 2}
+    assert objects.status_apply(ws_api.API_VERSION, ws_api.KIND, key, body) == {
+        "apiVersion": ws_api.API_VERSION, "kind": ws_api.KIND, "metadata": {"name": "w", "namespace": "ns"},
+        "status": body}
