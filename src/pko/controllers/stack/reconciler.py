@@ -1,10 +1,11 @@
-"""The Stack reconciler: the executor around the pure rules in `sync`, `workspace`, `updates` and `source`.
+"""The Stack reconciler: the executor around the pure rules in `steps`, `sync`, `workspace`, `updates` and `source`.
 
 One pass follows pko-v2 §3.1 step by step: record the observed generation and request, keep the finalizer,
 absorb a finished Update, resolve the source, build the Workspace, decide whether an update is due, check
 prerequisites, apply the Workspace, wait for it, then save `currentUpdate` *before* creating the Update (so a
-crash in between never loses track of it). Status is written by server-side apply with the reference's field
-manager; every stall carries the reference's reason and message and, where the reference does, an event.
+crash in between never loses track of it). Where the pass forks, :mod:`steps` decides and a ``match`` here runs
+the answer. Status is written by server-side apply with the reference's field manager; every stall carries the
+reference's reason and message and, where the reference does, an event.
 
 A Stack with pko's `spec.approval.required` runs each update in two steps (rules in :mod:`approval`): a preview
 that saves its plan, then — once a StackApproval names the plan's digest — an `up` bound to that plan.

@@ -252,12 +252,12 @@ class WorkspaceReconciler:
     async def _sleep(self, workspace: ws_api.Workspace, status: _Status, revision: fleet.PodRevision,
                      message: str, *, yielded: bool = False) -> Result | None:
         """Say the Workspace sleeps, then stop its agent. An Update created meanwhile (the cache may not have it
-        yet) is looked for on the API server before and after the status says so: the Update controller reads
-        the Workspace before it connects, so one that saw the old address was created before the second look."""
+        yet) is looked for on the API server once the status says so: the Update controller reads the Workspace
+        before it connects, so one that saw the old address was created before that look. (A look before the
+        write too would only spare the rare Workspace that wakes again at once a status write, at two lists each
+        time any Workspace sleeps: in a pool that turns over, most of the operator's lists.)"""
         key = objects.ObjectKey.of(workspace.metadata)
         was_sleeping = fleet.sleeping(status.conditions)
-        if not was_sleeping and await self._pending_on_server(key):
-            return Result(requeue=True)
         status.ready("True", SLEEPING, message, self.clock())
         status.address = None  # `applied` stays: a wake is a new pod, which is initialised from scratch
         await self._save(status)
@@ -366,7 +366,7 @@ class WorkspaceReconciler:
         """Whether an Update for `key` is pending on the API server (the cache may not have it yet). A Stack's
         Updates carry its name (the Workspace's) as a label, as the Go operator's do; Updates made by hand may carry
         none. Those two lists, not the namespace's every Update: in a namespace of 1,000 Stacks, decoding every
-        Update twice each time a Workspace went to sleep was a tenth of the operator's CPU."""
+        Update each time a Workspace went to sleep was a tenth of the operator's CPU."""
         labelled, unlabelled = await asyncio.gather(
             self.client.list(resources.UPDATE, key.namespace, labels={names.LABEL_STACK_NAME: key.name}),
             self.client.list(resources.UPDATE, key.namespace, selector=f"!{names.LABEL_STACK_NAME}"))
