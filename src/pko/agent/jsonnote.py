@@ -35,12 +35,16 @@ def write(path: Path, note: dict[str, Any]) -> bool:
         fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     except OSError:
         return False
+    written = False
     try:
         with os.fdopen(fd, "w") as out:
             json.dump(note, out)
         os.replace(temporary, path)
+        written = True
     except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
         return False
+    finally:  # whatever stopped it (a value json cannot write is a caller's bug, and raises): no temporary left
+        if not written:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
     return True

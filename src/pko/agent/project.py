@@ -1,7 +1,8 @@
 """The workspace's Pulumi project file, and what the agent reads from it.
 
-Why: three parts of the agent decide by the project — the install (a prebuilt binary needs none, a YAML program's
-plugins may already be there) and ``GetProjectInfo`` (its name and runtime). ``runtime`` is either a string or a
+Why: three decisions of the agent depend on the project: whether to install at all (a prebuilt binary needs
+nothing), whether a YAML program's plugins are already there, and what ``GetProjectInfo`` answers (its name and
+runtime). ``runtime`` is either a string or a
 mapping with ``name`` and ``options``; one reading here keeps them agreeing on which.
 """
 
