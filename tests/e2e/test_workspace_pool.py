@@ -103,6 +103,8 @@ async def test_a_fleet_larger_than_the_pool_converges_within_it(
         said = await e2e.events_with(kc, queued, namespace, "StackQueued")
         assert "waiting for a workspace slot" in said[0]["message"]
         assert "place in the queue: " in said[0]["message"]  # where it entered the queue
+        # ... and its Workspace, which shows the place in its status, posts no event of its own for it
+        assert not [e for e in await e2e.events_of(kc, queued, namespace, "Workspace") if e["reason"] == "Queued"]
         # the Workspace shows its place, and follows the queue as it moves (the pool wakes it: its own look at the
         # queue comes only every 5 minutes)
         assert any(len(shown) > 1 and shown[-1] < shown[0] for shown in watch.places.values()), watch.places

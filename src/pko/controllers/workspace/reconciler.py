@@ -337,7 +337,7 @@ class WorkspaceReconciler:
         queued = self.pool.claim(key, lanes.of_updates(pending))
         if queued is None:
             return None
-        if ready is None or ready.reason != QUEUED:
+        if (ready is None or ready.reason != QUEUED) and not pool.stack_tells(workspace):
             await self.recorder.normal(workspace, "Queued", queued.message())
         shown = ready.message if ready is not None and ready.reason == QUEUED else None
         if ready is None or ready.observed_generation != workspace.metadata.generation or pool.worth_writing(

@@ -346,3 +346,18 @@ def test_a_more_urgent_newcomer_moves_the_waiters_behind_it_and_those_near_the_f
     woken.clear()
     assert active.claim(waiters[0], lanes.CHANGE) == pool.Queued(2, 21, 1, lanes.CHANGE)
     assert woken == []  # asking again changes nothing
+
+
+def test_only_a_workspace_without_a_stack_posts_its_own_queued_event() -> None:
+    from pko.api import stack as stack_api
+    from pko.api import workspace as ws_api
+
+    def workspace(*owners: dict[str, Any]) -> ws_api.Workspace:
+        return ws_api.Workspace.model_validate({"metadata": {"name": "w", "namespace": "ns",
+                                                             "ownerReferences": list(owners)}, "spec": {}})
+
+    stack = {"apiVersion": stack_api.API_VERSION, "kind": stack_api.KIND, "name": "w", "uid": "u", "controller": True}
+    assert pool.stack_tells(workspace(stack))  # its Stack says StackQueued
+    assert not pool.stack_tells(workspace())  # made by hand: it says Queued itself
+    assert not pool.stack_tells(workspace({**stack, "controller": False}))
+    assert not pool.stack_tells(workspace({**stack, "kind": "Deployment", "apiVersion": "apps/v1"}))
