@@ -17,7 +17,7 @@ slot, so an operator restarted under a running fleet counts the agents that alre
 made smaller) drains as the extra holders go idle.
 
 A waiter is told its place when it asks (`claim`); when the queue changes, the pool wakes the waiters whose place
-moved enough to be worth showing (a quarter of it, or any move among the first ten), so a fleet's waiters follow
+moved enough to be worth showing (half of it, or any move among the first ten), so a fleet's waiters follow
 the queue without each looking at it on a timer: with 1,000 waiters, the looks were most of the operator's work.
 A waiter is woken to show its place at most every :data:`SHOW_EVERY` seconds (a move sooner is shown when that
 time is up, with any that follow): each grant moves the first ten places by one, and showing each move at once was
@@ -68,9 +68,10 @@ GRANTED = None  # what claim() returns when the Workspace holds a slot
 #: Places up to this one are always shown exactly (the next few to start); further back, a place is written again
 #: once it moved by a :data:`MOVED_ENOUGH` of itself (:func:`worth_writing`).
 EXACT_PLACES = 10
-#: A quarter: a waiter that enters 380 deep is written about 13 times before the front ten (35 times with a tenth,
-#: which made Workspace status writes the most frequent request of a 400-Stack fleet: docs/performance.md).
-MOVED_ENOUGH = 4
+#: A half: a waiter that enters 980 deep is written about 7 times before the front ten (17 with a quarter, 45 with
+#: a tenth); a quarter still made the waiters' places most of a 1,000-Stack fleet's Workspace status writes, the
+#: operator's most frequent request (docs/performance.md).
+MOVED_ENOUGH = 2
 
 
 #: The least time between two wakes of a waiter to show its place (seconds): as often as each waiter used to look
@@ -81,15 +82,15 @@ SHOW_EVERY = 30.0
 
 def moved_enough(shown: int, place: int) -> bool:
     """Whether a waiter shown at place `shown` is worth showing `place` now: near the front, every move; further
-    back, a move by a quarter of its place."""
+    back, a move by half of its place."""
     return shown != place and (place <= EXACT_PLACES or abs(shown - place) * MOVED_ENOUGH >= shown)
 
 
 def worth_writing(shown: str | None, queued: Queued) -> bool:
     """Whether a queued Workspace's status must be written again to show `queued`, when it shows `shown`: a new
-    lane or pool size, a place near the front, or a place that moved by at least a quarter. Each write is a
+    lane or pool size, a place near the front, or a place that moved by at least half of itself. Each write is a
     request, and a watch event for every client of Workspaces; a deep queue moves by one place each time a slot
-    frees, and "41 of 180" against "34 of 180" tells a person nothing the next write will not."""
+    frees, and "41 of 180" against "24 of 180" tells a person nothing the next write will not."""
     if shown is None or lanes.queued_summary(shown) != lanes.queued_summary(queued.message()):
         return True
     place = lanes.queued_place(shown)

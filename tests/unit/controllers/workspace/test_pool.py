@@ -247,7 +247,7 @@ def test_the_seed_after_a_restart_is_the_workspaces_whose_agent_runs() -> None:
     assert sorted(k.name for k in workspace_setup.running(found)) == ["running", "stalled-running", "starting"]
 
 
-def test_a_queued_place_is_written_again_near_the_front_or_once_it_moved_by_a_quarter() -> None:
+def test_a_queued_place_is_written_again_near_the_front_or_once_it_moved_by_half() -> None:
     def shown(position: int, waiting: int = 180, lane: int = lanes.CHANGE) -> str:
         return pool.Queued(position, waiting, 20, lane).message()
 
@@ -256,8 +256,9 @@ def test_a_queued_place_is_written_again_near_the_front_or_once_it_moved_by_a_qu
     assert pool.worth_writing(None, pool.Queued(41, 180, 20, lanes.CHANGE))
     assert not pool.worth_writing(shown(41), pool.Queued(41, 180, 20, lanes.CHANGE))
     assert not pool.worth_writing(shown(41), pool.Queued(36, 170, 20, lanes.CHANGE))  # 5 places: a tenth, not more
-    assert not pool.worth_writing(shown(41), pool.Queued(31, 170, 20, lanes.CHANGE))  # 10: less than a quarter
-    assert pool.worth_writing(shown(41), pool.Queued(30, 170, 20, lanes.CHANGE))
+    assert not pool.worth_writing(shown(41), pool.Queued(31, 170, 20, lanes.CHANGE))  # 10: a quarter
+    assert not pool.worth_writing(shown(41), pool.Queued(21, 170, 20, lanes.CHANGE))  # 20: less than half
+    assert pool.worth_writing(shown(41), pool.Queued(20, 170, 20, lanes.CHANGE))
     assert pool.worth_writing(shown(12), pool.Queued(10, 170, 20, lanes.CHANGE))  # near the front: every place
     assert pool.worth_writing(shown(41), pool.Queued(41, 180, 20, lanes.RETRY))  # another lane
     assert pool.worth_writing(shown(41), pool.Queued(41, 180, 30, lanes.CHANGE))  # a pool resized
@@ -298,7 +299,7 @@ def test_as_the_queue_moves_each_waiter_is_woken_when_its_place_moved_enough_to_
     # everyone moved up a place: among the first ten every move shows; further back, not yet
     assert woken == waiters[1:11]
     counts = collections.Counter(woken)
-    for grant in range(1, 10):
+    for grant in range(1, 20):
         for key in woken:  # each woken waiter looks (its reconcile) and is told its place
             active.claim(key, lanes.CHANGE)
         woken.clear()
@@ -306,13 +307,13 @@ def test_as_the_queue_moves_each_waiter_is_woken_when_its_place_moved_enough_to_
         active.release(waiters[grant - 1])
         assert active.claim(waiters[grant], lanes.CHANGE) is pool.GRANTED
         counts.update(woken)
-    # after 10 grants: the last waiter (told 40) is at 30, a quarter, woken once; one told 30 was woken at 22 and
-    # not again at 20; one told 20 was woken at 15, at 11 and (among the first ten) at 10
+    # after 20 grants: the last waiter (told 40) is at 20, half, woken once (not at 30, a quarter); one told 30 was
+    # woken at 15 (half) and at 10 (among the first ten); one told 25 at 12 (half), then at every place from 10 to 5
     assert counts[waiters[39]] == 1
-    assert counts[waiters[29]] == 1
-    assert counts[waiters[19]] == 3
+    assert counts[waiters[29]] == 2
+    assert counts[waiters[24]] == 7
     assert later == []  # each had been told more than SHOW_EVERY before
-    assert active.claim(waiters[39], lanes.CHANGE) == pool.Queued(30, 30, 1, lanes.CHANGE)
+    assert active.claim(waiters[39], lanes.CHANGE) == pool.Queued(20, 20, 1, lanes.CHANGE)
 
 
 def test_a_waiter_is_woken_to_show_its_place_at_most_every_show_every_seconds_but_a_slot_never_waits() -> None:
@@ -331,9 +332,9 @@ def test_a_waiter_is_woken_to_show_its_place_at_most_every_show_every_seconds_bu
         assert woken == [waiters[grant]]
         woken.clear()
         assert active.claim(waiters[grant], lanes.CHANGE) is pool.GRANTED
-    # only those not woken yet: three newly among the first ten, two behind them moved by a quarter (15 → 11,
-    # 16 → 12), each once
-    assert later == [(key, pool.SHOW_EVERY - 4) for key in waiters[11:16]]
+    # only those not woken yet: the three newly among the first ten, each once (15 → 11 and 16 → 12 moved by a
+    # quarter, less than half: not woken)
+    assert later == [(key, pool.SHOW_EVERY - 4) for key in waiters[11:14]]
     assert active.claim(waiters[10], lanes.CHANGE) == pool.Queued(7, 16, 1, lanes.CHANGE)
 
 
