@@ -285,8 +285,11 @@ async def wait_converged(kc: kclient.Client, fleet: list[Member], round_: int, t
         await eventually(done, f"{len(names)} Stacks Ready at round {round_}", timeout, interval=0.5)
     except AssertionError as err:
         items = (await kc.list(resources.STACK, namespace)).items
-        left = {objects.name_of(o): {"ready": condition(o, "Ready"), "outputs": (o.get("status") or {}).get("outputs"),
-                                     "current": (o.get("status") or {}).get("currentUpdate")}
+        left = {objects.name_of(o): {"generation": objects.generation_of(o),
+                                     "observed": (o.get("status") or {}).get("observedGeneration"),
+                                     "ready": condition(o, "Ready"), "outputs": (o.get("status") or {}).get("outputs"),
+                                     "current": (o.get("status") or {}).get("currentUpdate"),
+                                     "last": (o.get("status") or {}).get("lastUpdate")}
                 for o in items if not converged(o, round_)}
         extra = diagnostics() if diagnostics is not None else ""
         raise AssertionError(f"{err}\nnot converged: {json.dumps(left, indent=1)[:6000]}\n{extra}") from None

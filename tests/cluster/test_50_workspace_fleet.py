@@ -10,6 +10,7 @@ API server with its message."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 import subprocess
 import sys
 from pathlib import Path
@@ -46,6 +47,20 @@ def _pulumi_restarts(pod: dict[str, Any]) -> int:
     return next(int(s.get("restartCount", 0)) for s in pod["status"]["containerStatuses"] if s["name"] == "pulumi")
 
 
+LOG_MARGIN = 3.0  # how far before an Update's creation `kubectl pko logs` starts reading (pko.cli.ctl.view.log_since)
+
+
+async def _running_for(ckc: kclient.Client, ns: str, seconds: float) -> None:
+    """Until the workspace pod's `pulumi` container has been running for `seconds`."""
+    pod = await ckc.get(resources.POD, "fleet-workspace-0", ns)
+    started = next(s["state"]["running"]["startedAt"] for s in pod["status"]["containerStatuses"]
+                   if s["name"] == "pulumi" and "running" in (s.get("state") or {}))
+    since = datetime.datetime.fromisoformat(started.replace("Z", "+00:00"))
+    left = seconds - (datetime.datetime.now(datetime.UTC) - since).total_seconds()
+    if left > 0:
+        await asyncio.sleep(left)
+
+
 async def _pod_state(ckc: kclient.Client, ns: str) -> tuple[str, int, int, str, str]:
     """What a new or restarted pod would change: the pod's UID, its `pulumi` container's restart count, the
     StatefulSet's generation and its update and current controller revisions."""
@@ -73,6 +88,10 @@ async def test_a_config_change_keeps_the_pod_and_an_idle_workspace_sleeps(
     workspace = await ckc.get(resources.WORKSPACE, "fleet", ns)
     placed_at = workspace["status"]["applied"]["podGeneration"]
 
+    # `kubectl pko logs` reads from a moment before the Update's creation (view.log_since: up to 3 s, for a node
+    # clock behind the API server's): a pod that started less than that before the next Update shows its start-up
+    # in that window, which the check below rules out (a fresh-clone run: pod start to config change in 1.9 s).
+    await _running_for(ckc, ns, LOG_MARGIN + 1)
     # Config only: the Update runs in the same pod; nothing about the StatefulSet changes.
     await ckc.patch(resources.STACK, "fleet", {"spec": {"config": {"greeting": "two"}}}, ns)
     try:
