@@ -29,12 +29,13 @@ def _now() -> datetime.datetime:
 
 
 def _resource_count(pulumi_env: dict[str, str], cwd: Path, stack: str) -> int:
-    """The stack's resource count as the backend has it (`pulumi stack ls --all --json`)."""
-    listed = subprocess.run(["pulumi", "stack", "ls", "--all", "--json"], env=pulumi_env, cwd=cwd, check=True,
-                            capture_output=True, text=True, timeout=60)
-    found = [e for e in json.loads(listed.stdout) if e["name"].rpartition("/")[2] == stack]
-    assert len(found) == 1, listed.stdout
-    return int(found[0]["resourceCount"])
+    """The stack's resource count as the backend has it: its own state (`pulumi stack export`), never a listing of
+    the backend, which races with the other Stack's retried destroys writing theirs (a file seen, then renamed
+    away)."""
+    exported = subprocess.run(["pulumi", "stack", "export", "--stack", f"organization/stack-e2e/{stack}"],
+                              env=pulumi_env, cwd=cwd, capture_output=True, text=True, timeout=60)
+    assert exported.returncode == 0, exported.stderr
+    return len(json.loads(exported.stdout)["deployment"].get("resources") or [])
 
 
 async def _suspend(kc: kclient.Client, name: str, namespace: str, value: bool) -> None:
