@@ -72,6 +72,7 @@ class Settings:
     workspace_runtime: Runtime = "pod"
     workspace_root: Path = field(default_factory=lambda: Path.cwd() / ".pko" / "workspaces")
     workspace_agent: str | None = None  # the local runtime's agent executable (None: this pko's `pko agent`)
+    workspace_agent_fork: bool = True  # the local runtime forks pko's own agents from one warm process
     agent_image: str | None = None
     agent_image_pull_policy: str | None = None
     flux_max_untar: str | None = None
@@ -285,6 +286,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("--workspace-agent", "workspace_agent",
            "the agent executable the local runtime runs (default: this pko's own; the Go operator's `agent` works "
            "too)", env="WORKSPACE_AGENT"),
+    Option("--workspace-agent-fork", "workspace_agent_fork",
+           "the local runtime forks this pko's agents from one process that has imported the agent (false: a new "
+           "Python process for each)", env="WORKSPACE_AGENT_FORK", default="true", parse=_boolean),
     Option("--workspace-idle-timeout", "workspace_idle_timeout",
            "scale a workspace to zero after this long without an update (0: never, as the Go operator); a Stack's "
            "workspaceIdleTimeout overrides it", env="WORKSPACE_IDLE_TIMEOUT", default="0",

@@ -1,5 +1,6 @@
-"""Workspace and Update controllers end to end on the `local` runtime: real API server, real agent processes,
-the real Pulumi CLI, a program fetched from a real git server on loopback."""
+"""Workspace and Update controllers end to end on the `local` runtime: real API server, real agent processes (forked
+from the agent fork server, pko's default, and exec'd, `--workspace-agent-fork=false`), the real Pulumi CLI, a
+program fetched from a real git server on loopback."""
 
 from __future__ import annotations
 
@@ -10,7 +11,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from pko.api import names
+from pko.controllers import settings as operator_settings
+from pko.controllers.workspace import forks
 from pko.kube import client as kclient
 from pko.kube import objects, owners, resources
 from pko.testing import gitserver, operator
@@ -44,10 +49,33 @@ def _update(name: str, workspace: dict[str, Any], kind: str = "up") -> dict[str,
     return owners.set_controller_reference(update, workspace)
 
 
+@pytest.fixture(params=["forked", "exec"])
+def agent_start(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """How the operator started in this test starts its agents."""
+    if request.param == "exec":
+        made = operator_settings.from_environment
+
+        def from_environment(version: str, environ: Any = None, **given: Any) -> operator_settings.Settings:
+            return made(version, environ, **(given | {"workspace_agent_fork": False}))
+
+        monkeypatch.setattr(operator_settings, "from_environment", from_environment)
+    return str(request.param)
+
+
+@pytest.fixture
+def started_operator(agent_start: str, running_operator: operator.Operator) -> operator.Operator:
+    return running_operator
+
+
+def _cmdline(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+
+
 async def test_git_workspace_runs_an_up_with_outputs(
-    kc: kclient.Client, namespace: str, git: gitserver.GitServer, running_operator: operator.Operator,
-    tmp_path: Path,
+    kc: kclient.Client, namespace: str, git: gitserver.GitServer, agent_start: str,
+    started_operator: operator.Operator, tmp_path: Path,
 ) -> None:
+    running_operator = started_operator
     commit = _repo(git, f"files-{namespace}")
     target = tmp_path / "greeting.txt"
     ws = await kc.create(_workspace("files", namespace, git.http_url(f"files-{namespace}"), commit, "good", [
@@ -87,6 +115,11 @@ async def test_git_workspace_runs_an_up_with_outputs(
     agent = running_operator.controllers.local_runtime.get(objects.key_of(ws))  # type: ignore[union-attr]
     assert agent is not None
     pid = agent.process.pid
+    assert isinstance(agent.process, forks.ForkedAgent) == (agent_start == "forked")
+    argv = _cmdline(pid)  # forked or not, it shows as the agent it is (what ps, the bench and the chaos tier read)
+    assert argv[argv.index("agent") + 1] == "serve"
+    assert argv[argv.index("--kube-workspace-name") + 1] == "files"
+    assert os.getsid(pid) == pid  # a session of its own: a killpg reaches what it started
     await kc.delete(resources.WORKSPACE, "files", namespace)
     await asyncio.wait_for(agent.process.wait(), 60)
     assert not _pid_alive(pid)

@@ -4,8 +4,9 @@ Why: on a machine with an API server but no kubelet (`pko dev`, our tests) a Sta
 runtime plays the kubelet's part for the one pod a Workspace has: it takes the pod template the `pod` runtime
 would apply (so `podTemplate` merges, env, envFrom and configMap/secret volumes mean the same), resolves env
 references against the API server, materialises configMap/secret volumes as files, and runs `pko agent serve` on a
-free loopback port with kube auth, the agent first fetching the source as `pko agent init` would (one process, the
-request and its credentials on its stdin: pko.protocol.fetchrequest), and starts it again when the Workspace
+free loopback port with kube auth (forked from the agent fork server, pko.controllers.workspace.forks: no Python
+start per workspace), the agent first fetching the source as `pko agent init` would (one process, the request and
+its credentials on its stdin: pko.protocol.fetchrequest), and starts it again when the Workspace
 revision changes (a change of config values only keeps the revision: pko.controllers.workspace.fleet). A
 sleeping workspace (scale-to-zero) has no process at all. Processes stop when the Workspace is deleted or the
 operator exits; nothing is left running.
@@ -43,7 +44,7 @@ from typing import Any
 
 from pko.api import names
 from pko.api import workspace as ws_api
-from pko.controllers.workspace import runtime
+from pko.controllers.workspace import forks, runtime
 from pko.kube import client as kclient
 from pko.kube import objects, resources
 from pko.protocol import fetchrequest
@@ -58,6 +59,7 @@ LIFELINE_ENV = "PKO_AGENT_PARENT_PID"  # read by `pko agent` (see pko.agent.life
 INSTANCE_ENV = "PKO_AGENT_INSTANCE"  # inherited by everything an agent starts: finds what a dead agent left
 VERSION_CACHE_ENV = "PKO_PULUMI_VERSION_CACHE"  # read by pko.agent.cliversion: one `pulumi version` per binary
 VERSION_CACHE = ".pulumi-versions.json"  # under the root: no namespace's name starts with a dot
+FORK_SERVER_LOG = ".agent-forkserver.log"  # under the root, as the version cache
 STOP_GRACE = 30.0
 
 
@@ -76,7 +78,7 @@ class Agent:
     revision: str
     directory: Path
     port: int
-    process: asyncio.subprocess.Process
+    process: forks.AgentProcess
     mounts: dict[str, Path] = field(default_factory=dict)
     initialized: bool = False  # the pod's `auto.pulumi.com/initialized` annotation
     watcher: asyncio.Task[None] | None = None
@@ -238,6 +240,7 @@ class LocalRuntime:
         kubeconfig: str | None = None,
         agent_command: Sequence[str] | None = None,
         on_exit: Callable[[objects.ObjectKey], None] | None = None,
+        fork_agents: bool = True,
     ) -> None:
         self.client = client
         self.root = root
@@ -246,6 +249,10 @@ class LocalRuntime:
         #: pko's own agent fetches the source itself before it serves (one process); another (the Go reference
         #: agent, `--workspace-agent`) gets an `init` process first, as its pod's `fetch` init container would run
         self.fetch_in_agent = agent_command is None
+        #: pko's own agents are forked from one process that has imported the agent (pko.cli.forkserver): a
+        #: workspace's start then costs no Python start (about 0.25 CPU s); another agent is always exec'd
+        self.forks = (forks.ForkServer(self._base_env(), root / FORK_SERVER_LOG)
+                      if fork_agents and self.fetch_in_agent else None)
         self.on_exit = on_exit
         self.agents: dict[objects.ObjectKey, Agent] = {}
         self._locks: dict[objects.ObjectKey, asyncio.Lock] = {}
@@ -310,6 +317,8 @@ class LocalRuntime:
     async def close(self) -> None:
         for key in list(self.agents):
             await self.stop(key)
+        if self.forks is not None:
+            await self.forks.close()
 
     # --- starting ----------------------------------------------------------------------------------------------
 
@@ -364,7 +373,7 @@ class LocalRuntime:
 
         port = ports.free_port()  # below the ephemeral range; never one this process handed out a moment ago
         spec = workspace.spec or ws_api.WorkspaceSpec()
-        argv = [*self.agent_command, "serve", "--workspace", str(workspace_dir), "--skip-install",
+        argv = ["serve", "--workspace", str(workspace_dir), "--skip-install",
                 "--env-file", str(env_file), "--auth-mode", "kube",
                 "--kube-audience", f"{name}.{namespace}",
                 "--kube-workspace-namespace", namespace, "--kube-workspace-name", name,
@@ -375,24 +384,10 @@ class LocalRuntime:
             argv += ["--kubeconfig", self.kubeconfig]
         if fetch is not None:
             argv.append("--fetch-from-stdin")
-        log_file = (directory / "agent.log").open("ab")
-        try:
-            process = await asyncio.create_subprocess_exec(
-                *argv, cwd=str(workspace_dir if fetch is None else directory), env=env,
-                stdin=asyncio.subprocess.DEVNULL if fetch is None else asyncio.subprocess.PIPE,
-                stdout=log_file, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
-            )
-        except (OSError, ValueError) as err:  # what the spec put into argv or cwd: no env value is in the message
-            raise StartFailed(f"could not start the agent: {err}") from None
-        finally:
-            log_file.close()
+        cwd = str(workspace_dir if fetch is None else directory)
+        process = await self._spawn(argv, env, cwd, directory / "agent.log", fetch)
         agent = Agent(revision, directory, port, process, mounts, fetch_seconds=fetched, instance=instance)
         try:
-            if fetch is not None and process.stdin is not None:
-                process.stdin.write(fetch.to_json().encode())
-                with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # it exited: said below
-                    await process.stdin.drain()
-                process.stdin.close()
             await self._wait_listening(agent, fetching=fetch is not None)
         except BaseException:
             await self._terminate(agent)
@@ -400,6 +395,32 @@ class LocalRuntime:
         agent.watcher = asyncio.create_task(self._watch(objects.ObjectKey(namespace, name), agent))
         log.info("workspace %s/%s: agent serving on %s (pid %d)", namespace, name, agent.address, process.pid)
         return agent
+
+    async def _spawn(self, argv: list[str], env: dict[str, str], cwd: str, log_path: Path,
+                     fetch: fetchrequest.FetchRequest | None) -> forks.AgentProcess:
+        """`agent <argv>`, forked (:attr:`forks`) or exec'd, its output in `log_path`, the fetch request on its
+        stdin."""
+        stdin = fetch.to_json().encode() if fetch is not None else None
+        with log_path.open("ab") as log_file:
+            if self.forks is not None:
+                try:
+                    return await self.forks.spawn(argv, env, cwd, log_file.fileno(), stdin)
+                except forks.SpawnFailed as err:  # what the spec put into cwd: no env value is in the message
+                    raise StartFailed(f"could not start the agent: {err}") from None
+            try:
+                process = await asyncio.create_subprocess_exec(
+                    *self.agent_command, *argv, cwd=cwd, env=env,
+                    stdin=asyncio.subprocess.DEVNULL if stdin is None else asyncio.subprocess.PIPE,
+                    stdout=log_file, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
+                )
+            except (OSError, ValueError) as err:  # what the spec put into argv or cwd: no env value in the message
+                raise StartFailed(f"could not start the agent: {err}") from None
+        if stdin is not None and process.stdin is not None:
+            process.stdin.write(stdin)
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # it exited: its exit says why
+                await process.stdin.drain()
+            process.stdin.close()
+        return process
 
     def _fetch(self, spec: ws_api.WorkspaceSpec, directory: Path,
                env: dict[str, str]) -> tuple[Path, fetchrequest.FetchRequest | None]:

@@ -75,7 +75,7 @@ def workspace_runtime(client: kclient.Client, settings: Settings, recorder: even
     if settings.workspace_runtime == "local":
         command = [settings.workspace_agent] if settings.workspace_agent else None
         return local.LocalRuntime(client, settings.workspace_root, kubeconfig=settings.kubeconfig,
-                                  agent_command=command)
+                                  agent_command=command, fork_agents=settings.workspace_agent_fork)
     return pod.PodRuntime(client, recorder)
 
 
