@@ -14,9 +14,11 @@ import pytest
 
 from pko.kube import client as kclient
 from pko.testing import cluster, crossrun, gitserver
-from pko.testing.clusterbed import PKO_IMAGE, Release, uninstall
+from pko.testing.clusterbed import PKO_IMAGE, Release, diagnose, uninstall
 from pko.testing.waiting import condition
 
+#: How long the four scenarios may take together (30 to 70 s in fresh-clone runs), inside the test's 600 s timeout.
+SCENARIOS_TIMEOUT = 420.0
 #: Events whose presence depends on timing, not behaviour (listed in docs/compatibility.md).
 TIMING_EVENTS = {("Workspace", "ConnectionFailure", "Warning")}
 #: pko's additions (docs/compatibility.md): a config-only change is applied to the running agent, not by a new pod
@@ -58,13 +60,21 @@ async def test_go_operator_drives_pkos_agent(
 ) -> None:
     program_ns, python_ns, update_ns, http_ns = (await new_ns("gg"), await new_ns("gp"), await new_ns("gu"),
                                                  await new_ns("gh"))
-    program, python, update, refused = await asyncio.gather(
-        crossrun.program_stack(ckc, real_cluster, program_ns, agent_image=PKO_IMAGE),
-        # the Go operator takes only https and ssh repositories: the pods trust the git server's CA
-        crossrun.python_git_stack(ckc, real_cluster, python_ns, pod_git, agent_image=PKO_IMAGE, https=True),
-        crossrun.handwritten_update(ckc, real_cluster, update_ns, pod_git),
-        crossrun.refused_http_stack(ckc, http_ns, pod_git),  # its own namespace: its events are not compared
-    )
+    try:
+        # inside the test's own timeout, so that a run that hangs says where (a fresh-clone run once waited 570 s
+        # on these scenarios, which take 30 to 70 s, and the test's timeout left no trace of why)
+        async with asyncio.timeout(SCENARIOS_TIMEOUT):
+            program, python, update, refused = await asyncio.gather(
+                crossrun.program_stack(ckc, real_cluster, program_ns, agent_image=PKO_IMAGE),
+                # the Go operator takes only https and ssh repositories: the pods trust the git server's CA
+                crossrun.python_git_stack(ckc, real_cluster, python_ns, pod_git, agent_image=PKO_IMAGE, https=True),
+                crossrun.handwritten_update(ckc, real_cluster, update_ns, pod_git),
+                crossrun.refused_http_stack(ckc, http_ns, pod_git),  # its own namespace: its events are not compared
+            )
+    except TimeoutError:
+        namespaces = (crossrun.GO_NAMESPACE, program_ns, python_ns, update_ns)
+        pytest.fail(f"the scenarios did not end within {SCENARIOS_TIMEOUT:.0f}s:\n" + "\n".join(
+            f"=== {namespace}\n{diagnose(real_cluster, namespace)}" for namespace in namespaces))
     observed["go", "program"], observed["go", "python"], observed["go", "update"] = program, python, update
     observed["go", "metrics"] = crossrun.metric_families(real_cluster, crossrun.GO_NAMESPACE)
     assert update.secret["data"] == {"answer": 42, "token": "s3cr3t"}
