@@ -131,3 +131,17 @@ async def test_agents_go_with_a_server_that_dies_and_a_new_server_takes_over(
     await server.close()  # closing the server ends what it still runs
     assert await asyncio.wait_for(again.wait(), 60) == -signal.SIGTERM
     assert not _alive(again.pid)
+
+
+async def test_an_agent_whose_start_was_given_up_is_stopped(tmp_path: Path) -> None:
+    """A start cancelled while the server forks (a shutdown, a worker's deadline): the agent that answers anyway has
+    no one to stop it later, so it is stopped at once and its exit is still consumed."""
+    fork_server = forks.ForkServer({}, tmp_path / "unused.log")
+    orphan = await asyncio.create_subprocess_exec("sleep", "300", start_new_session=True)
+    given_up: asyncio.Future[forks.ForkedAgent] = asyncio.get_running_loop().create_future()
+    given_up.cancel()
+    fork_server._pending[1] = given_up
+    fork_server._heard({"id": 1, "pid": orphan.pid})
+    assert await asyncio.wait_for(orphan.wait(), 10) == -signal.SIGTERM
+    fork_server._heard({"exit": orphan.pid, "code": -signal.SIGTERM})
+    assert not fork_server._children

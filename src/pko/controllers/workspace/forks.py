@@ -89,6 +89,7 @@ class ForkServer:
         stdin `stdin` (then closed) or nothing. Raises :class:`SpawnFailed` when it cannot start."""
         loop = asyncio.get_running_loop()
         read_end, write_end = os.pipe() if stdin is not None else (os.open(os.devnull, os.O_RDONLY), -1)
+        agent: ForkedAgent | None = None
         try:
             async with self._lock:
                 sock = await self._running()
@@ -108,7 +109,7 @@ class ForkServer:
         finally:
             if read_end >= 0:
                 os.close(read_end)
-            if write_end >= 0 and stdin is None:
+            if write_end >= 0 and agent is None:  # nothing will read it
                 os.close(write_end)
         if stdin is not None:
             await asyncio.to_thread(_write_all, write_end, stdin)
@@ -193,11 +194,15 @@ class ForkServer:
                 child.exited(int(message["code"]))
             return
         answer = self._pending.pop(int(message["id"]), None)
-        if answer is None or answer.done():
-            return
         if "pid" in message:
             child = self._children[int(message["pid"])] = ForkedAgent(int(message["pid"]))
+            if answer is None or answer.done():  # the start was given up (cancelled): nobody would stop it
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(child.pid, signal.SIGTERM)
+                return
             answer.set_result(child)
+        elif answer is None or answer.done():
+            return
         else:
             answer.set_exception(SpawnFailed(str(message.get("error", "refused"))))
 
