@@ -22,8 +22,16 @@ def test_an_update_begun_since_and_over_stands_for_the_lost_one(result: str) -> 
     assert resume.finished_since(_history(result=result), AFTER)
 
 
-def test_an_update_begun_in_the_same_second_counts() -> None:
-    assert resume.finished_since(_history(startTime="2026-05-01T12:00:00.000Z"), AFTER.replace(microsecond=900000))
+def test_an_update_begun_in_the_next_second_counts() -> None:
+    assert resume.finished_since(_history(startTime="2026-05-01T12:00:01.000Z"), AFTER.replace(microsecond=900000))
+
+
+def test_an_update_begun_in_the_same_second_does_not() -> None:
+    """It may be the lost Update's predecessor: begun a moment before the lost one was started, in that second (a
+    chaos run resumed exactly that, and its Stack kept the old outputs at the new generation)."""
+    assert not resume.finished_since(_history(startTime="2026-05-01T12:00:00.000Z"), AFTER)
+    assert not resume.finished_since(_history(startTime="2026-05-01T12:00:00.000Z"),
+                                     AFTER.replace(microsecond=900000))
 
 
 def test_an_earlier_update_does_not() -> None:
