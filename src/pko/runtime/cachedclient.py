@@ -54,8 +54,7 @@ class CachedClient(kclient.Client):
     docstring); every write records the version it produced."""
 
     def __init__(self, base: kclient.Client, lookup: Lookup) -> None:
-        super().__init__(base.api, field_manager=base.field_manager)
-        self.limiter = base.limiter
+        super().__init__(base.api, field_manager=base.field_manager, http=base.http)
         self._lookup = lookup
         self._written: dict[tuple[resources.Kind, objects.ObjectKey], int] = {}
         self.hits = 0
