@@ -220,14 +220,15 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer, agent_pb2_grpc
         released = await asyncio.to_thread(stalelocks.release, self.ws.cli.env, self.ws.project(), stack)
         notices = [notices_.stale_lock_released(path.name, lock.get("pid"), str(lock.get("hostname")), _now())
                    for path, lock in released]
+        config_flags, config_sent = self.ws.config_flags(stack)  # plaintext config that waited for this operation
         for attempt in (1, 2):
             for notice in notices:  # the operator posts each as an event and a status line (pko.protocol.notices)
                 yield on_event(eventlog.to_struct(notice))
             notices = []
             with tempfile.TemporaryDirectory(prefix=f"pko-agent-{op}-") as tmp:
                 event_log = Path(tmp) / "eventlog.txt"
-                run = asyncio.ensure_future(self.ws.cli.run(args(stack, str(event_log)), description=description,
-                                                            env_overrides=env_overrides))
+                run = asyncio.ensure_future(self.ws.cli.run([*args(stack, str(event_log)), *config_flags],
+                                                            description=description, env_overrides=env_overrides))
                 try:
                     count = 0
                     async for event in eventlog.follow(event_log, run.done):
@@ -257,6 +258,7 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer, agent_pb2_grpc
                         log.info("%s interrupted: the Pulumi CLI has stopped", op)
                     raise
                 log.info("%s completed (%d engine events)", op, count)
+                self.ws.config_saved(stack, config_sent)
                 yield outcome
                 return
 

@@ -20,7 +20,7 @@ import os
 import re
 import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +66,8 @@ class Workspace:
     kept_dir: Path | None = None
     #: pko: the CLI's plugins folder is a link onto that share (pko.agent.keptdeps.keep_plugins)
     plugins_kept: bool = False
+    #: pko: plaintext config per stack that the next operation carries as ``--config`` (:meth:`set_all_config`)
+    pending_config: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @classmethod
     async def open(cls, workdir: Path, env_file: Path | None = None, base_env: Mapping[str, str] | None = None,
@@ -180,8 +182,45 @@ class Workspace:
         return results.stack_summary(entry or {})
 
     async def set_all_config(self, stack: str, plan: ConfigPlan) -> None:
+        """Set the plan's config on `stack`. Plaintext values under verbatim keys wait for the next operation,
+        which carries them (:meth:`config_flags`) and saves them to the stack file as ``config set-all`` would
+        have, one CLI process fewer a workspace start (:meth:`ConfigPlan.deferred`). Anything else is set now,
+        after what was waiting, so the order of the calls is kept."""
+        deferred = plan.deferred()
+        if deferred is not None:
+            self.pending_config.setdefault(stack, {}).update(deferred)
+            return
+        await self.flush_config(stack)
         for args in plan.set_all_args():
             await self.cli.run([*args, "--stack", stack], description="failed to set config", log_output=False)
+
+    async def flush_config(self, stack: str) -> None:
+        """Set what waits for the next operation of `stack` now, with ``config set-all`` (keys verbatim)."""
+        waiting = self.pending_config.get(stack)
+        if not waiting:
+            return
+        args = ["config", "set-all"]
+        for key, value in waiting.items():
+            args += ["--plaintext", f"{key}={value}"]
+        await self.cli.run([*args, "--stack", stack], description="failed to set config", log_output=False)
+        self.config_saved(stack, waiting.copy())
+
+    def config_flags(self, stack: str) -> tuple[list[str], dict[str, str]]:
+        """The ``--config`` flags that carry what waits for `stack` on its next operation, and what they carry
+        (hand that to :meth:`config_saved` once the operation succeeded; until then it is sent again)."""
+        waiting = dict(self.pending_config.get(stack) or {})
+        return [f"--config={key}={value}" for key, value in waiting.items()], waiting
+
+    def config_saved(self, stack: str, sent: dict[str, str]) -> None:
+        """`sent` is in the stack file now: forget what has not changed since."""
+        waiting = self.pending_config.get(stack)
+        if waiting is None:
+            return
+        for key, value in sent.items():
+            if waiting.get(key) == value:
+                del waiting[key]
+        if not waiting:
+            del self.pending_config[stack]
 
     async def add_environments(self, stack: str, environments: Sequence[str]) -> None:
         await self.cli.run(["config", "env", "add", *environments, "--yes", "--stack", stack],
@@ -282,4 +321,5 @@ class Workspace:
 
     async def remove_stack(self, stack: str) -> None:
         self.selected = None
+        self.pending_config.pop(stack, None)
         await self.cli.run(["stack", "rm", "--yes", stack], description="failed to remove stack")

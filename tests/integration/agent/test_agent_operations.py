@@ -244,3 +244,51 @@ async def test_serve_selects_its_stack_and_loads_the_env_file(tmp_path: Path, st
 def config_get(workspace: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["pulumi", "config", "get", "token", "--stack", "staging"], cwd=workspace, env=env,
                           capture_output=True, text=True, check=False)
+
+
+DEFERRED_PROGRAM = """name: deferred
+runtime: yaml
+config:
+  greeting:
+    type: string
+outputs:
+  greeting: ${greeting}
+"""
+
+
+async def test_plain_config_rides_on_the_next_operation(tmp_path: Path, start_agent: AgentFactory) -> None:
+    """Plaintext config waits for the next operation, which sets it with `--config` (one CLI process fewer a
+    workspace start); anything else is set at once, after what waited."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "Pulumi.yaml").write_text(DEFERRED_PROGRAM)
+    agent = await start_agent(workspace)
+    stub = agent.stub
+    await select(agent)
+    stack_file = workspace / "Pulumi.dev.yaml"
+
+    await stub.SetAllConfig(agent_pb2.SetAllConfigRequest(config=[config_item("greeting", "one"),
+                                                                  config_item("note", "a=b")]))
+    assert "greeting" not in stack_file.read_text()  # no CLI process has set it
+    up = await drive(stub.Up(agent_pb2.UpRequest()))
+    assert up.error is None, up.error
+    assert outputs(up.result) == {"greeting": ("one", False)}
+    saved = stack_file.read_text()
+    assert "deferred:greeting: one" in saved
+    assert "deferred:note: a=b" in saved
+
+    await stub.SetAllConfig(agent_pb2.SetAllConfigRequest(config=[config_item("greeting", "two")]))
+    preview = await drive(stub.Preview(agent_pb2.PreviewRequest()))
+    assert preview.error is None, preview.error
+    assert "deferred:greeting: two" in stack_file.read_text()  # a preview saves what it carried, as `up` does
+    up = await drive(stub.Up(agent_pb2.UpRequest()))
+    assert up.error is None, up.error
+    assert outputs(up.result) == {"greeting": ("two", False)}
+
+    await stub.SetAllConfig(agent_pb2.SetAllConfigRequest(config=[config_item("greeting", "three")]))
+    await stub.SetAllConfig(agent_pb2.SetAllConfigRequest(config=[config_item("token", "hush", secret=True)]))
+    saved = stack_file.read_text()
+    assert "deferred:greeting: three" in saved  # set before the secret, by a `config set-all` of its own
+    assert "deferred:token:" in saved
+    assert "secure:" in saved
+    assert "hush" not in saved

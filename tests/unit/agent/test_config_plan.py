@@ -1,9 +1,11 @@
-"""SetAllConfig items become one `pulumi config set-all` call with the reference agent's rules and errors."""
+"""SetAllConfig items become one `pulumi config set-all` call with the reference agent's rules and errors, or, when
+they are plaintext under verbatim keys, wait for the next operation's `--config` flags."""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
 import grpc
 import pytest
@@ -11,6 +13,7 @@ from google.protobuf import struct_pb2
 
 from pko.agent.config import plan_config
 from pko.agent.errors import AgentError
+from pko.agent.workspace import Workspace
 from pko.protocol.proto import agent_pb2
 
 ENV = {"TOKEN": "from-env", "JSON_ENV": '{"b": [1, 2]}'}
@@ -141,3 +144,38 @@ def test_bad_json_from_a_variable_is_an_error() -> None:
 def test_keys_never_include_values() -> None:
     result = plan(item("token", "s3cr3t", secret=True))
     assert "s3cr3t" not in " ".join(result.keys())
+
+
+def test_plaintext_under_verbatim_keys_can_wait_for_the_next_operation() -> None:
+    plan = plan_config("proj", [item("greeting", "hi=there"), item("aws:region", "eu-west-1"), item("a.b", "-x"),
+                                item("empty", "")], ENV.get, read_file)
+    assert plan.deferred() == {"proj:greeting": "hi=there", "aws:region": "eu-west-1", "proj:a.b": "-x",
+                               "proj:empty": ""}
+
+
+@pytest.mark.parametrize("odd", [
+    item("token", "s3cr3t", secret=True),  # encrypted by the CLI
+    item("tags.env", "prod", path=True),  # merges into the stack file's value; --config would replace it
+    item("replicas", 3),  # a JSON document
+    item('["quoted"]', "v"),  # the key inside the brackets, which --config would take with them
+    item("proj:a:b", "v"),  # --config refuses a second colon
+])
+def test_anything_else_is_set_at_once(odd: agent_pb2.ConfigItem) -> None:
+    plan = plan_config("proj", [item("greeting", "hi"), odd], ENV.get, read_file)
+    assert plan.deferred() is None
+    assert plan.set_all_args()
+
+
+def test_what_an_operation_carried_is_forgotten_once_it_succeeded_unless_it_changed_meanwhile() -> None:
+    ws = Workspace(Path("."), cast(Any, None))
+    ws.pending_config["dev"] = {"p:a": "1", "p:b": "2"}
+    flags, sent = ws.config_flags("dev")
+    assert flags == ["--config=p:a=1", "--config=p:b=2"]
+    ws.pending_config["dev"]["p:b"] = "3"  # a SetAllConfig while the operation ran
+    ws.config_saved("dev", sent)
+    assert ws.pending_config == {"dev": {"p:b": "3"}}
+    flags, sent = ws.config_flags("dev")  # a failed operation never calls config_saved: it is carried again
+    assert ws.config_flags("dev")[0] == flags == ["--config=p:b=3"]
+    ws.config_saved("dev", sent)
+    assert ws.pending_config == {}
+    assert ws.config_flags("dev") == ([], {})
