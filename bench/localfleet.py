@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import resource
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -36,14 +38,14 @@ def _direct_children(pid: int) -> list[int]:
         return []
 
 
-def _children(pid: int) -> Iterator[int]:
+def children(pid: int) -> Iterator[int]:
     """Every descendant process of `pid` (the agents and the CLIs they run)."""
     for child in _direct_children(pid):
         yield child
-        yield from _children(child)
+        yield from children(child)
 
 
-def _rss(pid: int) -> int:
+def rss(pid: int) -> int:
     with contextlib.suppress(OSError, ValueError):
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith("VmRSS:"):
@@ -66,7 +68,7 @@ def _environment(values: dict[str, str]) -> Iterator[None]:
                 os.environ[key] = value
 
 
-def _agents(pid: int) -> int:
+def agents(pid: int) -> int:
     """The agent processes below `pid` (`pko agent serve`, or the standalone agent), not counting what an agent
     started: a process an agent has just forked carries the agent's command line until it execs the CLI, and was
     counted as a second agent (the likely reading of 21 agents seen at once in a pool of 20)."""
@@ -79,7 +81,7 @@ def _agents(pid: int) -> int:
         if b"serve" in words and any(w.endswith(b"agent") for w in words):
             count += 1
         else:
-            count += _agents(child)
+            count += agents(child)
     return count
 
 
@@ -107,28 +109,31 @@ async def _fleet(plane: controlplane.ControlPlane, root: Path, stacks: int, say:
         await local_operator.install_identity(kc)
         await local_operator.ensure_namespace(kc, NAMESPACE)
         names = [f"s{i:03d}" for i in range(stacks)]
-        peak_agents = [0]
-        most_agents = [0]
-
         last = [-1]
 
         def progress(done: int, total: int) -> None:
-            peak_agents[0] = max(peak_agents[0], sum(_rss(pid) for pid in _children(os.getpid())))
-            most_agents[0] = max(most_agents[0], _agents(os.getpid()))
             if done != last[0]:
                 last[0] = done
                 say(f"  [pko local] fleet: {done}/{total} Ready")
 
         async with local_operator.running(plane.kubeconfig, root / "workspaces", namespace=NAMESPACE,
                                           max_active_workspaces=pool, user_agent=USER_AGENT):
+            sampled = root / "procwatch.json"
+            watcher = await asyncio.create_subprocess_exec(sys.executable, "-m", "bench.procwatch", str(os.getpid()),
+                                                           str(sampled))
             cpu = time.process_time()
             start, since = time.monotonic(), time.time()
-            await b.create_program_stacks(kc, NAMESPACE, names, local=True)
-            done = await b.watch_ready(kc, None, NAMESPACE, names, start, timeout=600 + 10 * len(names),
-                                       progress=progress)
-            cpu = time.process_time() - cpu
+            try:
+                await b.create_program_stacks(kc, NAMESPACE, names, local=True)
+                done = await b.watch_ready(kc, None, NAMESPACE, names, start, timeout=600 + 10 * len(names),
+                                           progress=progress)
+            finally:
+                cpu = time.process_time() - cpu
+                watcher.terminate()
+                await watcher.wait()
+            seen = json.loads(sampled.read_text()) if sampled.is_file() else {"peak_rss": 0, "most_agents": 0}
             requests = _requests(root, since, time.time(), len(names), "fleet", say)
-            agents = sum(_rss(pid) for pid in _children(os.getpid()))
+            agents = sum(rss(pid) for pid in children(os.getpid()))
             if not restart:
                 for name in names:
                     await kc.delete(resources.STACK, name, NAMESPACE)
@@ -137,8 +142,8 @@ async def _fleet(plane: controlplane.ControlPlane, root: Path, stacks: int, say:
         return again | requests | {"all Ready (s)": max(times), "Stack Ready p50 (s)": b.percentile(times, 0.5),
                 "Stack Ready p95 (s)": b.percentile(times, 0.95), "operator+harness CPU (s)": cpu,
                 "operator+harness peak RSS (MB)": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3,
-                "agents RSS at rest (MB)": agents / 1e6, "agents peak RSS (MB)": peak_agents[0] / 1e6,
-                "most agents at once": float(most_agents[0])}
+                "agents RSS at rest (MB)": agents / 1e6, "agents peak RSS (MB)": seen["peak_rss"] / 1e6,
+                "most agents at once": float(seen["most_agents"])}
 
 
 async def _restart(kc: kclient.Client, plane: controlplane.ControlPlane, root: Path, names: list[str],

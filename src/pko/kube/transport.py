@@ -42,6 +42,12 @@ TOKEN_FILE_MAX_AGE = 60.0
 """Seconds a token file's content is trusted before it is read again (client-go re-reads a projected token this
 often: the kubelet rotates it in place)."""
 
+MAX_CONNECTIONS = 20
+"""Short requests in flight at once (more wait for a connection). Why so few: each TLS connection of asyncio holds a
+256 KiB buffer, some 0.3 MB of RSS a connection, and a burst of a fleet's writes opened a hundred (31 MB more than
+httpx2's pool); twenty requests at once already outrun the API rate a fleet's operator is given. Watches have
+connections of their own, as many as there are watches."""
+
 _EXEC_API_VERSIONS = ("client.authentication.k8s.io/v1alpha1", "client.authentication.k8s.io/v1beta1",
                       "client.authentication.k8s.io/v1")
 
@@ -130,7 +136,7 @@ class Transport:
 
     def __init__(self, config: SingleConfig, *, timeout: float = 30.0,
                  limiter: ratelimit.TokenBucket | None = None, user_agent: str | None = None,
-                 max_connections: int = 100) -> None:
+                 max_connections: int = MAX_CONNECTIONS) -> None:
         self.base = config.cluster.server.rstrip("/")
         self.timeout = timeout
         self.limiter = limiter if limiter is not None and limiter.limited else None
@@ -143,26 +149,38 @@ class Transport:
         self._max_connections = max_connections
         self._proxy = proxy_for(self.base)
         self._session: aiohttp.ClientSession | None = None
+        self._streams: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stream_timeout = aiohttp.ClientTimeout(total=None, connect=timeout, sock_connect=timeout,
                                                      sock_read=None)
 
-    def _open(self) -> aiohttp.ClientSession:
+    def _open(self, *, stream: bool = False) -> aiohttp.ClientSession:
+        """The session for short requests (at most `max_connections` at once), or for watches (`stream`: one
+        connection each, never waiting for a short request's connection, nor holding one)."""
         loop = asyncio.get_running_loop()
-        if self._session is None or self._session.closed or self._loop is not loop:
+        if self._loop is not loop:
             # A session belongs to the loop it was opened in; a client reused under another loop (a test's fixture,
             # a CLI command's second asyncio.run) opens its own there.
-            self._loop = loop
+            self._loop, self._session, self._streams = loop, None, None
+        session = self._streams if stream else self._session
+        if session is None or session.closed:
             connector = aiohttp.TCPConnector(ssl=self._ssl if self._ssl is not None else True,
-                                             limit=self._max_connections)
-            self._session = aiohttp.ClientSession(connector=connector, headers=self._headers, proxy=self._proxy,
-                                                  timeout=aiohttp.ClientTimeout(total=self.timeout))
-        return self._session
+                                             limit=0 if stream else self._max_connections)
+            session = aiohttp.ClientSession(connector=connector, headers=self._headers, proxy=self._proxy,
+                                            timeout=self._stream_timeout if stream
+                                            else aiohttp.ClientTimeout(total=self.timeout))
+            if stream:
+                self._streams = session
+            else:
+                self._session = session
+        return session
 
     async def close(self) -> None:
-        if self._session is not None and self._loop is asyncio.get_running_loop():
-            await self._session.close()
-        self._session = None
+        if self._loop is asyncio.get_running_loop():
+            for session in (self._session, self._streams):
+                if session is not None:
+                    await session.close()
+        self._session = self._streams = None
 
     async def _request_headers(self, content_type: str | None) -> dict[str, str]:
         headers: dict[str, str] = {}
@@ -204,8 +222,7 @@ class Transport:
             if self.limiter is not None:
                 await self.limiter.acquire()
             try:
-                response = await self._open().get(self.base + path, params=query, headers=headers,
-                                                  timeout=self._stream_timeout)
+                response = await self._open(stream=True).get(self.base + path, params=query, headers=headers)
             except (aiohttp.ClientError, TimeoutError) as err:
                 raise transport_error(err) from err
             try:
