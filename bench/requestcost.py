@@ -1,7 +1,7 @@
 """The operator's own CPU for one API request (a script, not a test): ``python -m bench.requestcost``.
 
 Why: at fleet scale the operator's CPU follows its request count (docs/performance.md: some 30 requests a Stack,
-most of them status writes and events), so what one request costs pko's client — lightkube over httpx, TLS, JSON —
+most of them status writes and events), so what one request costs pko's client — aiohttp, TLS, JSON —
 is the floor under its CPU a Stack, whatever the reconcilers do. This starts a fresh control plane (etcd and
 kube-apiserver from the test bed), sends each kind of request the reconcilers send most, one after the other, and
 prints the client process's CPU and the wall time a request. The API server's own CPU is not counted.
