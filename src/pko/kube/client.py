@@ -1,7 +1,7 @@
 """The async API client every pko component uses: plain dicts in and out (or, for a read, the typed model from
 ``pko.api`` the caller names), our errors, server-side apply first.
 
-Requests go out through :mod:`pko.kube.transport` (aiohttp: a request costs the operator a quarter of what
+Requests go out through :mod:`pko.kube.transport` (aiohttp: a request costs the operator a third to a half of what
 lightkube's httpx2 client did); lightkube reads the kubeconfig and serves the few calls that need its models (pod
 logs, TokenRequest). This layer adds what the operator needs on every call: kinds from :mod:`pko.kube.resources`
 (so CRDs and built-ins look alike), the operator's field manager and forced ownership for server-side apply (the Go
