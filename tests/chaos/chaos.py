@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import http.client
 import json
 import os
 import signal
@@ -84,14 +85,27 @@ class OperatorProcess:
             )
 
     async def ready(self, timeout: float = 90.0) -> None:
-        """Until /readyz answers (a non-leader answers too: readiness is not leadership)."""
-        url = f"http://127.0.0.1:{self.health}/readyz"
+        """Until /readyz answers (a non-leader answers too: readiness is not leadership). The health port is picked
+        before the operator binds it, and `make test` runs other sessions whose agents pick ports too: when another
+        server answers there (an agent's gRPC speaks HTTP/2 back) or the operator could not bind it, the operator
+        starts again on another port (twice at most), as the test bed's own servers do (pko.testing.ports)."""
+        for attempt in (1, 2, 3):
 
-        async def ok() -> bool:
-            assert self.alive(), f"{self.name} exited:\n{self.tail()}"
-            return await asyncio.to_thread(_http_ok, url)
+            async def ok(url: str = f"http://127.0.0.1:{self.health}/readyz") -> bool:
+                if not self.alive() and "address already in use" in self.tail().lower():
+                    raise PortTaken(self.health)
+                assert self.alive(), f"{self.name} exited:\n{self.tail()}"
+                return await asyncio.to_thread(_http_ok, url)
 
-        await eventually(ok, f"{self.name} /readyz", timeout, interval=0.2)
+            try:
+                await eventually(ok, f"{self.name} /readyz", timeout, interval=0.2)
+                return
+            except PortTaken:
+                if attempt == 3:
+                    raise
+                if self.alive():
+                    self.kill()
+                self.start()
 
     def kill(self) -> None:
         """SIGKILL: no shutdown code runs; the agents get SIGTERM from the kernel (their parent-death signal)."""
@@ -117,10 +131,16 @@ class OperatorProcess:
             return ""
 
 
+class PortTaken(Exception):
+    """Something other than the operator holds its health port."""
+
+
 def _http_ok(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=2) as response:
             return bool(response.status == 200)
+    except http.client.HTTPException as err:  # not HTTP/1.1 at all: another process's server holds the port
+        raise PortTaken(url) from err
     except OSError:
         return False
 
