@@ -10,6 +10,7 @@ memory is summed over their processes.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import os
@@ -133,6 +134,7 @@ async def _fleet(plane: controlplane.ControlPlane, root: Path, stacks: int, say:
                 await watcher.wait()
             seen = json.loads(sampled.read_text()) if sampled.is_file() else {"peak_rss": 0, "most_agents": 0}
             requests = _requests(root, since, time.time(), len(names), "fleet", say)
+            await _events(kc, say)
             agents = sum(rss(pid) for pid in children(os.getpid()))
             if not restart:
                 for name in names:
@@ -171,6 +173,15 @@ async def _restart(kc: kclient.Client, plane: controlplane.ControlPlane, root: P
     return {f"restart: {k}": v for k, v in requests.items()} | {
         "restart: all verified (s)": took, "restart: operator+harness CPU (s)": cpu,
         "restart: updates re-run": float(reruns), "restart: Ready after": float(ready)}
+
+
+async def _events(kc: kclient.Client, say: Callable[[str], None]) -> None:
+    """The fleet's events by kind and reason, most first (what a change to what reconcilers post moves)."""
+    found = collections.Counter(
+        f"{(e.get('involvedObject') or {}).get('kind', '?')} {e.get('reason', '?')}"
+        for e in (await kc.list(resources.EVENT, NAMESPACE)).items)
+    say("  [pko local] fleet: events by kind and reason, most first: "
+        + ", ".join(f"{what} {n}" for what, n in found.most_common(12)))
 
 
 def _requests(root: Path, since: float, until: float, stacks: int, phase: str,

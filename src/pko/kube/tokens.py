@@ -9,13 +9,10 @@ from __future__ import annotations
 import datetime
 from dataclasses import dataclass
 
-import lightkube
-from lightkube.models.authentication_v1 import TokenRequestSpec
-from lightkube.models.meta_v1 import ObjectMeta
-from lightkube.resources.core_v1 import ServiceAccount
+import msgspec
 
 from pko.kube import client as kclient
-from pko.kube import errors
+from pko.kube import errors, resources
 
 
 @dataclass(frozen=True)
@@ -29,19 +26,33 @@ class Token:
 
 async def request(client: kclient.Client, namespace: str, service_account: str, audiences: list[str],
                   expiration_seconds: int = 3600) -> Token:
-    """A token for `namespace/service_account`, valid for `audiences`."""
-    body = ServiceAccount.Token(
-        metadata=ObjectMeta(name=service_account, namespace=namespace),
-        spec=TokenRequestSpec(audiences=audiences, expirationSeconds=expiration_seconds),
-    )
+    """A token for `namespace/service_account`, valid for `audiences` (a TokenRequest to the ``token``
+    subresource, through the client's own transport: one a new workspace, so a fleet's start sends one a Stack)."""
+    body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+            "metadata": {"name": service_account, "namespace": namespace},
+            "spec": {"audiences": audiences, "expirationSeconds": expiration_seconds}}
+    path = kclient.path(resources.SERVICE_ACCOUNT, namespace, service_account, "token")
+    answer = await client.http.request("POST", path, body=msgspec.json.encode(body), content_type="application/json")
+    return issued(msgspec.json.decode(answer), f"{namespace}/{service_account}", expiration_seconds)
+
+
+def issued(answer: object, who: str, expiration_seconds: int, now: datetime.datetime | None = None) -> Token:
+    """The token in a TokenRequest's answer; its expiry, or `expiration_seconds` from `now` when it names none."""
+    status = answer.get("status") if isinstance(answer, dict) else None
+    token = status.get("token") if isinstance(status, dict) else None
+    if not isinstance(token, str) or not token:
+        raise errors.ApiError(500, "InternalError", f"TokenRequest for {who} returned no token")
+    assert isinstance(status, dict)
+    expires = _time(status.get("expirationTimestamp")) or (
+        (now or datetime.datetime.now(datetime.UTC)) + datetime.timedelta(seconds=expiration_seconds))
+    return Token(token, expires)
+
+
+def _time(value: object) -> datetime.datetime | None:
+    if not isinstance(value, str):
+        return None
     try:
-        issued = await client.api.create(body, name=service_account, namespace=namespace)
-    except lightkube.ApiError as err:
-        raise errors.translate(err) from err
-    status = issued.status
-    if status is None or not status.token:
-        raise errors.ApiError(500, "InternalError", f"TokenRequest for {namespace}/{service_account} returned no token")
-    expires = status.expirationTimestamp or (
-        datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=expiration_seconds)
-    )
-    return Token(status.token, expires)
+        parsed = datetime.datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=datetime.UTC)

@@ -194,46 +194,49 @@ class Transport:
     async def request(self, method: str, path: str, *, params: Params | None = None, body: bytes | None = None,
                       content_type: str | None = None) -> bytes:
         """The body of the answer to one request; :class:`errors.ApiError` for a failure status."""
+        response = await self._send(method, path, params, body, content_type, stream=False)
+        try:
+            return await response.read()
+        except (aiohttp.ClientError, TimeoutError) as err:
+            raise transport_error(err) from err
+        finally:
+            response.release()
+
+    @contextlib.asynccontextmanager
+    async def stream(self, path: str, *, params: Params | None = None) -> AsyncIterator[AsyncIterator[bytes]]:
+        """The body of a long answer (a watch) as it arrives, with no read timeout."""
+        response = await self._send("GET", path, params, None, None, stream=True)
+        try:
+            yield _chunks(response)
+        finally:
+            response.close()  # a watch left mid-stream must not hand its connection to another request
+
+    async def _send(self, method: str, path: str, params: Params | None, body: bytes | None,
+                    content_type: str | None, *, stream: bool) -> aiohttp.ClientResponse:
+        """The response to one request, its body not read yet: sent again once with fresh credentials when the
+        first is refused with 401 (a rotated token); :class:`errors.ApiError` for any other failure status."""
         query = _query(params)
         for attempt in (1, 2):
             headers = await self._request_headers(content_type)
             if self.limiter is not None:
                 await self.limiter.acquire()
             try:
-                async with self._open().request(method, self.base + path, params=query, data=body,
-                                                headers=headers) as response:
+                response = await self._open(stream=stream).request(method, self.base + path, params=query,
+                                                                   data=body, headers=headers)
+                if response.status < 400:
+                    return response
+                try:
                     data = await response.read()
-                    status = response.status
+                except BaseException:
+                    response.close()
+                    raise
+                response.release()  # read whole: its connection serves the next request
             except (aiohttp.ClientError, TimeoutError) as err:
                 raise transport_error(err) from err
-            if status == 401 and attempt == 1 and self.credentials.rejected():
+            if response.status == 401 and attempt == 1 and self.credentials.rejected():
                 continue
-            if status >= 400:
-                raise api_error(status, data)
-            return data
+            raise api_error(response.status, data)
         raise AssertionError("unreachable")
-
-    @contextlib.asynccontextmanager
-    async def stream(self, path: str, *, params: Params | None = None) -> AsyncIterator[AsyncIterator[bytes]]:
-        """The body of a long answer (a watch) as it arrives, with no read timeout."""
-        query = _query(params)
-        for attempt in (1, 2):
-            headers = await self._request_headers(None)
-            if self.limiter is not None:
-                await self.limiter.acquire()
-            try:
-                response = await self._open(stream=True).get(self.base + path, params=query, headers=headers)
-            except (aiohttp.ClientError, TimeoutError) as err:
-                raise transport_error(err) from err
-            try:
-                if response.status == 401 and attempt == 1 and self.credentials.rejected():
-                    continue
-                if response.status >= 400:
-                    raise api_error(response.status, await response.read())
-                yield _chunks(response)
-                return
-            finally:
-                response.close()  # a watch left mid-stream must not hand its connection to another request
 
 
 async def _chunks(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import datetime
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,6 +18,8 @@ from lightkube.models.rbac_v1 import PolicyRule, RoleRef, Subject
 from lightkube.resources.core_v1 import Namespace, ServiceAccount
 from lightkube.resources.rbac_authorization_v1 import Role, RoleBinding
 
+from pko.kube import client as kclient
+from pko.kube import errors, tokens
 from pko.protocol.proto import agent_pb2
 from pko.testing.controlplane import ControlPlane
 
@@ -81,6 +84,14 @@ async def test_kube_auth_modes(tmp_path: Path, start_agent: AgentFactory, kube: 
     operator = await token(kube, namespace, "operator", audience)
     answer = await stub.PulumiVersion(version, metadata=bearer(operator))
     assert answer.version == "3.259.0"
+    # the token the operator itself mints (pko.kube.tokens, through its own transport) is accepted too
+    async with kclient.Client.from_kubeconfig(control_plane.kubeconfig) as client:
+        minted = await tokens.request(client, namespace, "operator", [audience], expiration_seconds=600)
+        with pytest.raises(errors.NotFound):
+            await tokens.request(client, namespace, "nobody", [audience])
+    left = minted.expires - datetime.datetime.now(datetime.UTC)
+    assert datetime.timedelta(seconds=500) < left <= datetime.timedelta(seconds=600)
+    assert (await stub.PulumiVersion(version, metadata=bearer(minted.value))).version == "3.259.0"
     await stub.SelectStack(agent_pb2.SelectStackRequest(stack_name="dev", create=True), metadata=bearer(operator))
     denied_stream = await drive(stub.Preview(agent_pb2.PreviewRequest(), metadata=bearer(stranger)))
     assert denied_stream.error is not None
