@@ -5,6 +5,13 @@ runtime, so this measures pko alone: how large a fleet one machine converges, an
 It runs on a local control plane (etcd + kube-apiserver, no kubelet) with the operator in this process, as `pko dev`
 does; the CPU figure is therefore this whole process (the operator and the harness's polling), and the agents'
 memory is summed over their processes.
+
+The fleet's time is set beside its physical floor, measured in the same run on the same machine once the fleet is
+Ready: the Pulumi CLI's own CPU for the reference's sequence for one Stack (``stack select --create``, ``config
+set-all``, ``up`` of the same program on the same backend, the language host included), run for a few Stacks one
+after the other, times the fleet's size, divided by the cores. No operator converges a fleet faster than its CLI
+processes can run; the CLI's cost varies by a third from day to day on a shared machine, so a floor measured on
+another day says little.
 """
 
 from __future__ import annotations
@@ -15,6 +22,8 @@ import contextlib
 import json
 import os
 import resource
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -28,6 +37,17 @@ from pko.testing import controlplane, pulumi
 from pko.testing import operator as local_operator
 
 NAMESPACE = "fleet"
+#: Stacks of the floor's sequence, one after the other (the median is taken: the first may find a cold page cache).
+FLOOR_STACKS = 5
+#: The greeting config of the benchmark's Program, as its Pulumi.yaml
+FLOOR_PROJECT = """name: {name}
+runtime: yaml
+config:
+  greeting:
+    type: string
+outputs:
+  greeting: ${{greeting}}
+"""
 #: The operator's User-Agent: it shares the harness's account, so the audit log tells its requests apart by this.
 USER_AGENT = "pko-bench-operator"
 
@@ -135,13 +155,16 @@ async def _fleet(plane: controlplane.ControlPlane, root: Path, stacks: int, say:
             seen = json.loads(sampled.read_text()) if sampled.is_file() else {"peak_rss": 0, "most_agents": 0}
             requests = _requests(root, since, time.time(), len(names), "fleet", say)
             await _events(kc, say)
+            say(f"  [pko local] floor: the reference's CLI sequence for {FLOOR_STACKS} Stacks, one after the other")
+            floor_cpu_ = await asyncio.to_thread(floor_cpu, root / "floor")
             agents = sum(rss(pid) for pid in children(os.getpid()))
             if not restart:
                 for name in names:
                     await kc.delete(resources.STACK, name, NAMESPACE)
         again = await _restart(kc, plane, root, names, say, pool) if restart else {}
         times = list(done.values())
-        return again | requests | {"all Ready (s)": max(times), "Stack Ready p50 (s)": b.percentile(times, 0.5),
+        floor = against_floor(max(times), floor_cpu_, len(names), cores())
+        return again | requests | floor | {"all Ready (s)": max(times), "Stack Ready p50 (s)": b.percentile(times, 0.5),
                 "Stack Ready p95 (s)": b.percentile(times, 0.95), "operator+harness CPU (s)": cpu,
                 "operator+harness peak RSS (MB)": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3,
                 "agents RSS at rest (MB)": agents / 1e6, "agents peak RSS (MB)": seen["peak_rss"] / 1e6,
@@ -173,6 +196,53 @@ async def _restart(kc: kclient.Client, plane: controlplane.ControlPlane, root: P
     return {f"restart: {k}": v for k, v in requests.items()} | {
         "restart: all verified (s)": took, "restart: operator+harness CPU (s)": cpu,
         "restart: updates re-run": float(reruns), "restart: Ready after": float(ready)}
+
+
+def floor_sequence(name: str) -> list[list[str]]:
+    """The reference's CLI commands for one new Stack of the benchmark's program."""
+    return [["pulumi", "stack", "select", "--create", "--stack", "dev", "--non-interactive"],
+            ["pulumi", "config", "set-all", "--plaintext", f"{name}:greeting=hello", "--stack", "dev"],
+            ["pulumi", "up", "--yes", "--skip-preview", "--stack", "dev", "--non-interactive"]]
+
+
+def _cpu_of(argv: list[str], cwd: Path) -> float:
+    """Run `argv`; the CPU seconds it and the processes it waited for took (``wait4``: the CLI with its language
+    host), whatever else this process runs meanwhile."""
+    process = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE)
+    assert process.stderr is not None
+    errors_ = process.stderr.read()
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed ({process.returncode}): {errors_.decode(errors='replace')}")
+    return usage.ru_utime + usage.ru_stime
+
+
+def floor_cpu(root: Path, stacks: int = FLOOR_STACKS) -> float:
+    """The median CPU seconds of the reference's sequence for one new Stack (:func:`floor_sequence`), under this
+    process's environment (the fleet's backend and CLI). Blocking."""
+    per_stack = []
+    for i in range(stacks):
+        name = f"floor{i:02d}"
+        workdir = root / name
+        workdir.mkdir(parents=True)
+        (workdir / "Pulumi.yaml").write_text(FLOOR_PROJECT.format(name=name))
+        per_stack.append(sum(_cpu_of(argv, workdir) for argv in floor_sequence(name)))
+    return statistics.median(per_stack)
+
+
+def cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) or 1
+
+
+def against_floor(all_ready: float, cpu_a_stack: float, stacks: int, cores_: int) -> dict[str, float]:
+    """The floor's figures: its CPU a Stack, the floor (that CPU for every Stack, spread over the cores), and the
+    fleet's time over it."""
+    floor = cpu_a_stack * stacks / cores_
+    return {"floor: CLI CPU a Stack (s)": cpu_a_stack, "floor (s)": floor,
+            "all Ready over the floor": all_ready / floor if floor > 0 else 0.0}
 
 
 async def _events(kc: kclient.Client, say: Callable[[str], None]) -> None:

@@ -1,0 +1,38 @@
+"""The local fleet's physical floor (bench.localfleet): the reference's CLI sequence, and the fleet's time over it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench import localfleet
+
+
+def test_the_floor_is_the_cli_cpu_of_every_stack_spread_over_the_cores() -> None:
+    figures = localfleet.against_floor(all_ready=300.0, cpu_a_stack=0.9, stacks=1000, cores_=2)
+    assert figures["floor (s)"] == pytest.approx(450.0)
+    assert figures["all Ready over the floor"] == pytest.approx(300.0 / 450.0)
+    assert figures["floor: CLI CPU a Stack (s)"] == 0.9
+
+
+def test_no_floor_gives_no_ratio_rather_than_a_division_by_zero() -> None:
+    assert localfleet.against_floor(10.0, 0.0, 5, 2)["all Ready over the floor"] == 0.0
+
+
+def test_the_sequence_is_the_references_three_commands_with_the_stacks_own_config_key() -> None:
+    select, config, up = localfleet.floor_sequence("floor03")
+    assert select[:4] == ["pulumi", "stack", "select", "--create"]
+    assert config[:3] == ["pulumi", "config", "set-all"]
+    assert "floor03:greeting=hello" in config
+    assert up[:2] == ["pulumi", "up"]
+    assert "--yes" in up
+    assert localfleet.FLOOR_PROJECT.format(name="floor03").startswith("name: floor03\nruntime: yaml\n")
+
+
+def test_the_cpu_of_a_command_counts_what_it_waited_for_and_a_failure_says_what_it_wrote(tmp_path: Path) -> None:
+    busy = "import subprocess, sys; subprocess.run([sys.executable, '-c', 'sum(range(3_000_000))'])"
+    assert localfleet._cpu_of([sys.executable, "-c", busy], tmp_path) > 0.02
+    with pytest.raises(RuntimeError, match="refused here"):
+        localfleet._cpu_of([sys.executable, "-c", "import sys; sys.exit('refused here')"], tmp_path)
