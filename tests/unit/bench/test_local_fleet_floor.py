@@ -11,14 +11,15 @@ from bench import localfleet
 
 
 def test_the_floor_is_the_cli_cpu_of_every_stack_spread_over_the_cores() -> None:
-    figures = localfleet.against_floor(all_ready=300.0, cpu_a_stack=0.9, stacks=1000, cores_=2)
-    assert figures["floor (s)"] == pytest.approx(450.0)
+    figures = localfleet.against_floor(all_ready=300.0, before=0.8, after=1.0, stacks=1000, cores_=2)
+    assert figures["floor (s)"] == pytest.approx(450.0)  # the mean of before and after: the backend grew
     assert figures["all Ready over the floor"] == pytest.approx(300.0 / 450.0)
-    assert figures["floor: CLI CPU a Stack (s)"] == 0.9
+    assert figures["floor: CLI CPU a Stack, empty backend (s)"] == 0.8
+    assert figures["floor: CLI CPU a Stack, after the fleet (s)"] == 1.0
 
 
 def test_no_floor_gives_no_ratio_rather_than_a_division_by_zero() -> None:
-    assert localfleet.against_floor(10.0, 0.0, 5, 2)["all Ready over the floor"] == 0.0
+    assert localfleet.against_floor(10.0, 0.0, 0.0, 5, 2)["all Ready over the floor"] == 0.0
 
 
 def test_the_sequence_is_the_references_three_commands_with_the_stacks_own_config_key() -> None:
