@@ -156,6 +156,7 @@ async def _fleet(plane: controlplane.ControlPlane, root: Path, stacks: int, say:
                 cpu = time.process_time() - cpu
                 watcher.terminate()
                 await watcher.wait()
+            at_rest = rss(os.getpid())
             seen = json.loads(sampled.read_text()) if sampled.is_file() else {"peak_rss": 0, "most_agents": 0}
             requests = _requests(root, since, time.time(), len(names), "fleet", say)
             await _events(kc, say)
@@ -171,6 +172,8 @@ async def _fleet(plane: controlplane.ControlPlane, root: Path, stacks: int, say:
         return again | requests | floor | {"all Ready (s)": max(times), "Stack Ready p50 (s)": b.percentile(times, 0.5),
                 "Stack Ready p95 (s)": b.percentile(times, 0.95), "operator+harness CPU (s)": cpu,
                 "operator+harness peak RSS (MB)": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3,
+                "operator+harness peak RSS reached after (s)": float(seen.get("own_peak_at", 0.0)),
+                "operator+harness RSS when all Ready (MB)": at_rest / 1e6,
                 "agents RSS at rest (MB)": agents / 1e6, "agents peak RSS (MB)": seen["peak_rss"] / 1e6,
                 "most agents at once": float(seen["most_agents"])}
 

@@ -18,6 +18,9 @@ async def test_the_local_runtime_fleet_yields_figures() -> None:
     assert figures["restart: updates re-run"] == 0, figures
     assert figures["restart: Ready after"] == 1, figures
     assert figures["agents RSS at rest (MB)"] > 1, figures  # the agent process was alive and measured
+    # the operator's own memory when the fleet is Ready, beside its peak (the sampler says when that was)
+    assert 10 < figures["operator+harness RSS when all Ready (MB)"] <= figures["operator+harness peak RSS (MB)"] * 1.05
+    assert figures["operator+harness peak RSS reached after (s)"] >= 0, figures
     # the operator's own requests, told apart in the audit log by its User-Agent: a Stack's status, Workspace,
     # Update and events are written, and the restarted operator reads what it verifies
     assert figures["API writes per Stack"] >= 4, figures
