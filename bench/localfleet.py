@@ -33,23 +33,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from bench import bed as b
+from pko.api import program as program_api
 from pko.kube import client as kclient
 from pko.kube import resources
+from pko.sources import program as program_source
 from pko.testing import controlplane, pulumi
 from pko.testing import operator as local_operator
 
 NAMESPACE = "fleet"
 #: Stacks of the floor's sequence, one after the other (the median is taken: the first may find a cold page cache).
 FLOOR_STACKS = 5
-#: The greeting config of the benchmark's Program, as its Pulumi.yaml
-FLOOR_PROJECT = """name: {name}
-runtime: yaml
-config:
-  greeting:
-    type: string
-outputs:
-  greeting: ${{greeting}}
-"""
 #: The operator's User-Agent: it shares the harness's account, so the audit log tells its requests apart by this.
 USER_AGENT = "pko-bench-operator"
 
@@ -212,6 +205,13 @@ def floor_sequence(name: str) -> list[list[str]]:
             ["pulumi", "up", "--yes", "--skip-preview", "--stack", "dev", "--non-interactive"]]
 
 
+def floor_project(name: str) -> bytes:
+    """The Pulumi.yaml the operator serves for the benchmark's Program named `name` (:mod:`pko.sources.program`):
+    the floor runs the very program the fleet's Stacks run."""
+    program = program_api.Program.model_validate(resources.PROGRAM.new(name, NAMESPACE, program=b.PROGRAM))
+    return program_source.render(program_source.project(program))
+
+
 def _cpu_of(argv: list[str], cwd: Path) -> float:
     """Run `argv`; the CPU seconds it and the processes it waited for took (``wait4``: the CLI with its language
     host), whatever else this process runs meanwhile."""
@@ -234,7 +234,7 @@ def floor_cpu(root: Path, prefix: str, stacks: int = FLOOR_STACKS) -> float:
         name = f"floor-{prefix}-{i:02d}"
         workdir = root / name
         workdir.mkdir(parents=True)
-        (workdir / "Pulumi.yaml").write_text(FLOOR_PROJECT.format(name=name))
+        (workdir / "Pulumi.yaml").write_bytes(floor_project(name))
         per_stack.append(sum(_cpu_of(argv, workdir) for argv in floor_sequence(name)))
     return statistics.median(per_stack)
 

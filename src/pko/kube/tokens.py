@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import msgspec
 
+from pko.api import conditions
 from pko.kube import client as kclient
 from pko.kube import errors, resources
 
@@ -43,16 +44,10 @@ def issued(answer: object, who: str, expiration_seconds: int, now: datetime.date
     if not isinstance(token, str) or not token:
         raise errors.ApiError(500, "InternalError", f"TokenRequest for {who} returned no token")
     assert isinstance(status, dict)
-    expires = _time(status.get("expirationTimestamp")) or (
-        (now or datetime.datetime.now(datetime.UTC)) + datetime.timedelta(seconds=expiration_seconds))
-    return Token(token, expires)
-
-
-def _time(value: object) -> datetime.datetime | None:
-    if not isinstance(value, str):
-        return None
     try:
-        parsed = datetime.datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=datetime.UTC)
+        expires = conditions.parse_time(status.get("expirationTimestamp"))
+    except (TypeError, ValueError):  # not a metav1.Time
+        expires = None
+    if expires is None:
+        expires = (now or datetime.datetime.now(datetime.UTC)) + datetime.timedelta(seconds=expiration_seconds)
+    return Token(token, expires)

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from bench import localfleet
 
@@ -29,7 +30,9 @@ def test_the_sequence_is_the_references_three_commands_with_the_stacks_own_confi
     assert "floor03:greeting=hello" in config
     assert up[:2] == ["pulumi", "up"]
     assert "--yes" in up
-    assert localfleet.FLOOR_PROJECT.format(name="floor03").startswith("name: floor03\nruntime: yaml\n")
+    project = yaml.safe_load(localfleet.floor_project("floor03"))
+    assert project == {"name": "floor03", "runtime": "yaml", "configuration": {"greeting": {"type": "String"}},
+                       "outputs": {"greeting": "${greeting}"}}
 
 
 def test_the_cpu_of_a_command_counts_what_it_waited_for_and_a_failure_says_what_it_wrote(tmp_path: Path) -> None:
