@@ -25,8 +25,8 @@ from prometheus_client import CollectorRegistry
 
 from pko import kube
 from pko.kube import resources
+from pko.runtime import compactmetrics, httpserver, informer, leader, leaderelection, metrics, ratelimit, store
 from pko.runtime import controller as ctl
-from pko.runtime import httpserver, informer, leader, leaderelection, metrics, ratelimit, store
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +148,7 @@ class Manager:
         return 200, "text/plain; charset=utf-8", b"ok"
 
     async def _metrics(self) -> httpserver.Response:
-        return 200, prometheus_client.CONTENT_TYPE_LATEST, prometheus_client.generate_latest(self.registry)
+        return 200, prometheus_client.CONTENT_TYPE_LATEST, compactmetrics.exposition(self.registry)
 
     # --- running ---------------------------------------------------------------------------------------------
 

@@ -26,6 +26,8 @@ from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from pko.runtime import compactmetrics
+
 RECONCILE_BUCKETS = (
     0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5,
     1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0, 25.0, 30.0, 40.0, 50.0, 60.0,
@@ -168,29 +170,29 @@ class PulumiMetrics:
     with ``stacks_failing{name}``."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.update_duration = Histogram(
+        self.update_duration = compactmetrics.Histogram(
             "pulumi_update_duration_seconds",
             "Time from an Update's creation to the end of its Pulumi operation, by update type and result",
             ["namespace", "stack", "type", "result"], buckets=UPDATE_BUCKETS, registry=registry,
         )
-        self.phase_duration = Histogram(
+        self.phase_duration = compactmetrics.Histogram(
             "pulumi_update_phase_duration_seconds",
             "Time of the phases of a Stack's updates: fetch (the source into a new workspace), install (the "
             "program's dependencies), operation (the Pulumi operation itself)",
             ["namespace", "stack", "phase"], buckets=UPDATE_BUCKETS, registry=registry,
         )
-        self.resource_changes = Counter(
+        self.resource_changes = compactmetrics.Counter(
             "pulumi_stack_resource_changes_total",
             "Resources changed by a Stack's updates (previews excluded), by update type and operation, from the "
             "engine's summary event",
             ["namespace", "stack", "type", "op"], registry=registry,
         )
-        self.last_success = Gauge(
+        self.last_success = compactmetrics.Gauge(
             "pulumi_stack_last_success_timestamp_seconds",
             "Unix time of the end of a Stack's last successful update, by update type",
             ["namespace", "stack", "type"], registry=registry,
         )
-        self.stalled = Gauge(
+        self.stalled = compactmetrics.Gauge(
             "pulumi_stack_stalled",
             "1 while a Stack is Stalled (its Stalled condition is True), with the condition's reason; no series "
             "otherwise",
@@ -205,16 +207,16 @@ class PulumiMetrics:
         """One Update's operation ended (`seconds` since its creation, `operation_seconds` of which in the
         Pulumi operation; `ended_at` Unix time)."""
         result = UPDATE_RESULTS[0] if succeeded else UPDATE_RESULTS[1]
-        self.update_duration.labels(namespace, stack, type_, result).observe(max(0.0, seconds))
+        self.update_duration.observe((namespace, stack, type_, result), max(0.0, seconds))
         self.phase(namespace, stack, "operation", operation_seconds)
         if changes is not None and type_ != "preview":  # a preview changes nothing
             for op in CHANGE_OPS:  # zeros too: each series exists from the first update on, so rate() sees it
-                self.resource_changes.labels(namespace, stack, type_, op).inc(max(0, changes.get(op, 0)))
+                self.resource_changes.inc((namespace, stack, type_, op), max(0, changes.get(op, 0)))
         if succeeded:
             self.succeeded_at(namespace, stack, type_, ended_at)
 
     def phase(self, namespace: str, stack: str, phase: str, seconds: float) -> None:
-        self.phase_duration.labels(namespace, stack, phase).observe(max(0.0, seconds))
+        self.phase_duration.observe((namespace, stack, phase), max(0.0, seconds))
 
     def succeeded_at(self, namespace: str, stack: str, type_: str, timestamp: float) -> None:
         """Record a success at `timestamp` unless a later one is recorded (a Stack's status seeds this after a
@@ -223,7 +225,7 @@ class PulumiMetrics:
         with self._lock:
             if timestamp > self._last_success.get(key, 0.0):
                 self._last_success[key] = timestamp
-                self.last_success.labels(*key).set(timestamp)
+                self.last_success.set(key, timestamp)
 
     def stack_stalled(self, namespace: str, stack: str, reason: str | None) -> None:
         """The Stack is Stalled for `reason`, or (None) is not."""
@@ -235,7 +237,7 @@ class PulumiMetrics:
                 self.stalled.remove(namespace, stack, before)
                 del self._stalled[(namespace, stack)]
             if reason is not None:
-                self.stalled.labels(namespace, stack, reason).set(1)
+                self.stalled.set((namespace, stack, reason), 1)
                 self._stalled[(namespace, stack)] = reason
 
     def forget_stack(self, namespace: str, stack: str) -> None:
