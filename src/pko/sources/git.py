@@ -28,6 +28,7 @@ so that a restarted init never takes a half-fetched ``.git`` for a checkout.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import re
 import shutil
@@ -36,13 +37,12 @@ import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
-from dulwich import client as git_client
-from dulwich.config import ConfigDict
-from dulwich.errors import GitProtocolError, HangupException
-from dulwich.objects import S_ISGITLINK, Commit, ObjectID, Tag
-from dulwich.repo import Repo
+if TYPE_CHECKING:  # dulwich is imported by what talks to a remote: an operator without Git sources never loads it
+    from dulwich import client as git_client
+    from dulwich.objects import Commit
+    from dulwich.repo import Repo
 
 log = logging.getLogger("pko.sources.git")
 
@@ -141,6 +141,8 @@ def _check_tree_size(repo: Repo, commit: Commit, cap: int, url: str) -> None:
     the pack is compressed, so a small pack can still unpack to a tree larger than the disk."""
     if cap == UNLIMITED:
         return
+    from dulwich.objects import S_ISGITLINK
+
     total = 0
     for entry in repo.object_store.iter_tree_contents(commit.tree):
         if entry.mode is None or entry.sha is None or S_ISGITLINK(entry.mode):
@@ -208,6 +210,9 @@ def _client(url: str, auth: GitAuth, timeout: float = DEFAULT_TIMEOUT, *, allow_
     """A dulwich client and the remote path, with any SSH key in a private temporary file; every transport gives up
     on a remote silent for `timeout` seconds."""
     check_url(url, allow_local=allow_local)
+    from dulwich import client as git_client
+    from dulwich.config import ConfigDict
+
     if _is_ssh(url):
         from pko.sources import ssh  # paramiko and cryptography: only what an SSH remote needs loads them
 
@@ -231,30 +236,38 @@ def _client(url: str, auth: GitAuth, timeout: float = DEFAULT_TIMEOUT, *, allow_
     config.set((b"http",), b"timeout", str(timeout).encode())
     client, path = git_client.get_transport_and_path(url, config=config, username=username, password=password)
     if isinstance(client, git_client.TCPGitClient):
-        client = _TimedTCPGitClient.from_client(client, timeout)
+        client = _timed_tcp_client(client, timeout)
     yield client, path
 
 
-class _TimedTCPGitClient(git_client.TCPGitClient):
-    """``git://`` whose socket times out: dulwich's blocks forever on a server that accepts and never answers."""
+def _timed_tcp_client(client: git_client.TCPGitClient, timeout: float) -> git_client.TCPGitClient:
+    """`client` (``git://``) with a socket that times out: dulwich's blocks forever on a server that accepts and
+    never answers."""
+    cls = _timed_tcp_class()
+    timed = cls.__new__(cls)
+    timed.__dict__.update(client.__dict__)
+    timed.timeout = timeout
+    return cast("git_client.TCPGitClient", timed)
 
-    timeout: float = DEFAULT_TIMEOUT
 
-    @classmethod
-    def from_client(cls, client: git_client.TCPGitClient, timeout: float) -> _TimedTCPGitClient:
-        timed = cls.__new__(cls)
-        timed.__dict__.update(client.__dict__)
-        timed.timeout = timeout
-        return timed
+@functools.cache
+def _timed_tcp_class() -> Any:
+    """The ``TCPGitClient`` whose connection uses its `timeout` (made once dulwich is loaded)."""
+    from dulwich import client as git_client
 
-    def _connect(self, cmd: bytes, path: str | bytes, protocol_version: int | None = None) -> Any:
-        previous = socket.getdefaulttimeout()
-        with _DEFAULT_TIMEOUT_LOCK:  # dulwich makes its socket inside; the default applies to sockets made now
-            socket.setdefaulttimeout(self.timeout)
-            try:
-                return super()._connect(cmd, path, protocol_version)
-            finally:
-                socket.setdefaulttimeout(previous)
+    class TimedTCPGitClient(git_client.TCPGitClient):
+        timeout: float = DEFAULT_TIMEOUT
+
+        def _connect(self, cmd: bytes, path: str | bytes, protocol_version: int | None = None) -> Any:
+            previous = socket.getdefaulttimeout()
+            with _DEFAULT_TIMEOUT_LOCK:  # dulwich makes its socket inside; the default applies to sockets made now
+                socket.setdefaulttimeout(self.timeout)
+                try:
+                    return super()._connect(cmd, path, protocol_version)
+                finally:
+                    socket.setdefaulttimeout(previous)
+
+    return TimedTCPGitClient
 
 
 _DEFAULT_TIMEOUT_LOCK = threading.Lock()
@@ -279,6 +292,8 @@ def resolve(refs: Mapping[bytes, bytes | None], revision: str) -> bytes | None:
 
 
 def _peel(repo: Repo, sha: bytes) -> Commit:
+    from dulwich.objects import Commit, Tag
+
     obj = repo[sha]
     while isinstance(obj, Tag):
         obj = repo[obj.object[1]]
@@ -296,6 +311,9 @@ def checkout(url: str, revision: str, target: Path, auth: GitAuth = GitAuth(), s
     if (target / ".git").exists():
         raise AlreadyCheckedOutError(f"repository already exists in {target}")
     check_url(url, allow_local=allow_local)
+    from dulwich.objects import ObjectID
+    from dulwich.repo import Repo
+
     target.mkdir(parents=True, exist_ok=True)
     was_empty = not any(target.iterdir())
     with _client(url, auth, timeout, allow_local=allow_local) as (client, path):
@@ -329,6 +347,9 @@ def checkout(url: str, revision: str, target: Path, auth: GitAuth = GitAuth(), s
 
 def _fetch(client: Any, path: str, repo: Repo, sha: bytes, refs: Mapping[bytes, bytes | None],
            shallow: bool) -> None:
+    from dulwich.errors import GitProtocolError, HangupException
+    from dulwich.objects import ObjectID
+
     depth = 1 if shallow else None
 
     def wants(_refs: Any, depth: int | None = None) -> list[bytes]:

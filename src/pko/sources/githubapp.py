@@ -11,11 +11,10 @@ It must never log the key, the JWT or the token.
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
-import httpx
-import jwt
-from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.hazmat.primitives.serialization import load_pem_private_key
+if TYPE_CHECKING:  # imported when a Stack asks for a token: 9 MB of every operator's memory otherwise
+    from cryptography.hazmat.primitives.asymmetric import rsa
 
 API_URL = "https://api.github.com"
 
@@ -26,6 +25,9 @@ class GitHubAppError(Exception):
 
 def rsa_private_key(pem: str) -> rsa.RSAPrivateKey:
     """The RSA private key in a PEM text (PKCS#1 or PKCS#8, unencrypted)."""
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
     try:
         key = load_pem_private_key(pem.encode(), password=None)
     except (ValueError, TypeError) as err:  # the message never holds key material
@@ -37,6 +39,8 @@ def rsa_private_key(pem: str) -> rsa.RSAPrivateKey:
 
 def app_jwt(app_id: str, private_key: str, now: float | None = None) -> str:
     """The app's JWT, valid from a minute ago for ten minutes."""
+    import jwt
+
     issued = int(time.time() if now is None else now)
     claims = {"iat": issued - 60, "exp": issued + 600, "iss": app_id}
     return jwt.encode(claims, rsa_private_key(private_key), algorithm="RS256", headers={"typ": "JWT"})
@@ -45,6 +49,8 @@ def app_jwt(app_id: str, private_key: str, now: float | None = None) -> str:
 def installation_token(app_id: str, installation_id: str, private_key: str, api_url: str = API_URL,
                        timeout: float = 30.0) -> str:
     """An installation access token for the app's installation."""
+    import httpx
+
     url = f"{api_url.rstrip('/')}/app/installations/{installation_id}/access_tokens"
     headers = {"Authorization": f"Bearer {app_jwt(app_id, private_key)}", "Accept": "application/vnd.github+json"}
     try:

@@ -16,15 +16,42 @@ import base64
 import math
 import urllib.parse
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from pko.api import rollout as api
 from pko.controllers.rollout.plan import GateCheck, StackView
 
+if TYPE_CHECKING:
+    import httpx
+
 DEFAULT_HTTP_TIMEOUT = 10.0
 MAX_SHOWN = 5
+
+
+class GateClient:
+    """The HTTP client of the HTTP and Prometheus gates, made when the first such gate is checked: an operator
+    whose rollouts use neither (or that has no rollouts) never loads httpx and its TLS context, a few MB of its
+    memory. Never follows a redirect."""
+
+    def __init__(self, headers: Mapping[str, str]) -> None:
+        self.headers = dict(headers)
+        self._client: httpx.AsyncClient | None = None
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            import httpx
+
+            self._client = httpx.AsyncClient(follow_redirects=False, headers=self.headers)
+        return self._client
+
+    async def get(self, url: str, **options: Any) -> httpx.Response:
+        return await self.client.get(url, **options)
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
 
 
 def _where(url: str) -> str:
@@ -118,7 +145,7 @@ def headers_of(secret: Mapping[str, Any] | None, name: str) -> dict[str, str] | 
     return headers
 
 
-async def check(gate: api.Gate, stacks: Sequence[StackView], client: httpx.AsyncClient,
+async def check(gate: api.Gate, stacks: Sequence[StackView], client: httpx.AsyncClient | GateClient,
                 headers: Mapping[str, str] | None = None) -> GateCheck:
     """Run one check of `gate`; `stacks` are those the rollout has moved to the revision so far; `headers` go with
     the request."""

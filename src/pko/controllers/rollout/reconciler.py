@@ -17,8 +17,6 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-import httpx
-
 from pko.api import names
 from pko.api import rollout as api
 from pko.controllers.rollout import gates, plan
@@ -41,7 +39,7 @@ class RolloutReconciler:
     client: kclient.Client  # reads and writes through the manager's caches
     live: kclient.Client  # lists Stacks of every shard
     recorder: events.Recorder
-    http: httpx.AsyncClient
+    http: gates.GateClient
     rollouts: Callable[[str], list[objects.Object]]  # this shard's StackRollouts of a namespace (the informer's store)
     #: the Stacks of a namespace from this operator's cache, when it sees every Stack (no sharding); None: listed
     cached_stacks: Callable[[str], list[objects.Object]] | None = None

@@ -16,11 +16,11 @@ import contextlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-import httpx
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from pko.api import names
 from pko.api import rollout as api
+from pko.controllers.rollout import gates
 from pko.controllers.rollout import reconciler as rollout_reconciler
 from pko.controllers.settings import Settings
 from pko.kube import client as kclient
@@ -107,7 +107,7 @@ def setup(mgr: manager.Manager, client: kclient.Client, live: kclient.Client, se
     metrics = RolloutMetrics(mgr.registry)
     reconciler = rollout_reconciler.RolloutReconciler(
         client=client, live=live, recorder=events.Recorder(client, names.ROLLOUT_CONTROLLER),
-        http=httpx.AsyncClient(follow_redirects=False, headers={"User-Agent": f"pko/{settings.version}"}),
+        http=gates.GateClient({"User-Agent": f"pko/{settings.version}"}),
         rollouts=rollouts.store.list, shard=settings.shard, observe=metrics.observe)
     if settings.shard.everything:  # this operator's cache holds every Stack: no list per pass
         reconciler.cached_stacks = stacks.store.list
