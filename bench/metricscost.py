@@ -31,8 +31,8 @@ def _client_metrics(registry: CollectorRegistry) -> Callable[[str, str], None]:
                                            registry=registry)
     phase = prometheus_client.Histogram("pulumi_update_phase_duration_seconds", "p", ["namespace", "stack", "phase"],
                                         buckets=metrics.UPDATE_BUCKETS, registry=registry)
-    changes = prometheus_client.Counter("pulumi_stack_resource_changes_total", "c", ["namespace", "stack", "type", "op"],
-                                        registry=registry)
+    changes = prometheus_client.Counter("pulumi_stack_resource_changes_total", "c",
+                                        ["namespace", "stack", "type", "op"], registry=registry)
     success = prometheus_client.Gauge("pulumi_stack_last_success_timestamp_seconds", "s",
                                       ["namespace", "stack", "type"], registry=registry)
 
