@@ -57,8 +57,9 @@ def timed(unpack: Callable[[Path, Path], None], tree: Path, base: Path) -> tuple
         wall, after = time.perf_counter() - start, os.times()
     finally:
         shutil.rmtree(into, ignore_errors=True)
-    user = after.user + after.children_user - before.user - before.children_user
-    system = after.system + after.children_system - before.system - before.children_system
+    # to the millisecond: the clock's ticks are coarser, and a difference of sums of floats can come out at -1e-16
+    user = round(after.user + after.children_user - before.user - before.children_user, 3)
+    system = round(after.system + after.children_system - before.system - before.children_system, 3)
     return wall, user, system
 
 
