@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import cast
 
 from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import metrics as _client_metrics
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
@@ -28,6 +29,12 @@ from prometheus_client.utils import floatToGoString
 Labels = tuple[str, ...]
 #: A value as the text format writes it (Go's float formatting; prometheus_client leaves it untyped).
 _go = cast("Callable[[float], str]", floatToGoString)
+
+
+def _use_created() -> bool:
+    """Whether ``_created`` series are written: prometheus_client's switch, read at each scrape as its own
+    metrics read it (``PROMETHEUS_DISABLE_CREATED_SERIES`` at import, ``disable_created_metrics()`` later)."""
+    return bool(getattr(_client_metrics, "_use_created", True))
 
 
 def escape(value: str) -> str:
@@ -171,12 +178,14 @@ class Counter(_Family):
     def _samples(self, series: _Series) -> Iterator[Sample]:
         labels = self._dict(series)
         yield Sample(self.name + "_total", labels, series.value)
-        yield Sample(self.name + "_created", labels, series.created)
+        if _use_created():
+            yield Sample(self.name + "_created", labels, series.created)
 
     def _lines(self, series: _Series, out: list[str], created: list[str]) -> None:
         labels = _braced(series.text)
         out.append(f"{self.name}_total{labels} {_go(series.value)}\n")
-        created.append(f"{self.name}_created{labels} {_go(series.created)}\n")
+        if _use_created():
+            created.append(f"{self.name}_created{labels} {_go(series.created)}\n")
 
 
 class Histogram(_Family):
@@ -209,7 +218,8 @@ class Histogram(_Family):
             yield Sample(self.name + "_bucket", labels | {"le": le}, float(count))
         yield Sample(self.name + "_count", labels, float(cumulative[-1]))
         yield Sample(self.name + "_sum", labels, series.total)
-        yield Sample(self.name + "_created", labels, series.created)
+        if _use_created():
+            yield Sample(self.name + "_created", labels, series.created)
 
     def _lines(self, series: _Series, out: list[str], created: list[str]) -> None:
         before, after = series.split
@@ -221,7 +231,8 @@ class Histogram(_Family):
         labels = _braced(series.text)
         out.append(f"{self.name}_count{labels} {_count(cumulative[-1])}\n")
         out.append(f"{self.name}_sum{labels} {_go(series.total)}\n")
-        created.append(f"{self.name}_created{labels} {_go(series.created)}\n")
+        if _use_created():
+            created.append(f"{self.name}_created{labels} {_go(series.created)}\n")
 
 
 def _braced(text: str) -> str:

@@ -76,6 +76,21 @@ def test_the_exposition_is_what_generate_latest_writes_and_keeps_the_other_metri
             assert family.source.render() == alone
 
 
+def test_created_series_follow_prometheus_clients_switch() -> None:
+    """PROMETHEUS_DISABLE_CREATED_SERIES (or ``disable_created_metrics()``) drops every ``_created`` series, for
+    the compact families as for prometheus_client's own; the rest stays byte for byte the same."""
+    prometheus_client.disable_created_metrics()
+    try:
+        ours, theirs = _registries()
+        fast = compactmetrics.exposition(ours)
+        assert b"_created" not in fast
+        assert sorted(fast.splitlines()) == sorted(prometheus_client.generate_latest(theirs).splitlines())
+        assert not [s for f in ours.collect() for s in f.samples if s.name.endswith("_created")]
+    finally:
+        prometheus_client.enable_created_metrics()
+    assert b"h_seconds_created{" in compactmetrics.exposition(ours)
+
+
 @pytest.mark.parametrize("n", [0, 1, 7, 999_999, 1_000_000, 1_234_567, 10**17])
 def test_a_count_is_written_as_go_writes_the_float(n: int) -> None:
     assert compactmetrics._count(n) == floatToGoString(float(n))
