@@ -13,7 +13,7 @@ current lockfile (its root entry asks for what package.json asks for) and no ins
 ``node_modules`` yet, and runs on the platform trees are built for (linux/x64, glibc). Anything
 else, or any failure on the way, returns the reason and the caller runs ``pulumi install`` as before: the tree is
 a shortcut, never a new way to fail. The unpack goes to a temporary folder renamed into place, under the agent's
-own rules (:func:`member_target`: nothing outside ``node_modules``, no device files, no link leaving it, nothing
+own rules (:func:`checked_name`: nothing outside ``node_modules``, no device files, no link leaving it, nothing
 written through a link).
 """
 
@@ -35,7 +35,7 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 from pko.depcache import npmtree, routes
 
@@ -47,6 +47,7 @@ OTHER_LOCKFILES = ("yarn.lock", "pnpm-lock.yaml", "bun.lock", "bun.lockb")
 #: Long enough for the first pod of a fleet to wait while the cache builds the tree from its upstream.
 TIMEOUT = 600.0
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -146,12 +147,13 @@ class UnsafeMember(ValueError):
     """A tree member that would land outside ``node_modules``, or is neither a file, a folder nor a local link."""
 
 
-def member_target(root: Path, member: tarfile.TarInfo) -> Path:
-    """Where `member` goes under `root`, refusing anything outside ``node_modules`` (a relative link must point
-    inside it too, with ``..`` only at its start, as bin links are). The agent's own rule, not tarfile's ``data``
-    filter: the agent's Python may predate it."""
+def checked_name(member: tarfile.TarInfo) -> str:
+    """`member`'s path, normalised, refusing anything outside ``node_modules`` (a relative link must point inside
+    it too, with ``..`` only at its start, as bin links are). The agent's own rule, not tarfile's ``data`` filter:
+    the agent's Python may predate it."""
     name = posixpath.normpath(member.name)
-    if member.name.startswith("/") or name.split("/")[0] != "node_modules" or ".." in name.split("/"):
+    parts = name.split("/")
+    if member.name.startswith("/") or parts[0] != "node_modules" or ".." in parts:
         raise UnsafeMember(f"{member.name!r} is outside node_modules")
     if member.issym():
         target = posixpath.normpath(posixpath.join(posixpath.dirname(name), member.linkname))
@@ -161,7 +163,7 @@ def member_target(root: Path, member: tarfile.TarInfo) -> Path:
             raise UnsafeMember(f"{member.name!r} links outside node_modules")
     elif not (member.isfile() or member.isdir()):
         raise UnsafeMember(f"{member.name!r} is not a file, a folder or a link")
-    return root / name
+    return name
 
 
 def extract(archive: tarfile.TarFile, root: Path) -> None:
@@ -171,29 +173,36 @@ def extract(archive: tarfile.TarFile, root: Path) -> None:
     Why no path is resolved: a tree of the Kubernetes SDK is some 14,000 members, and resolving two paths for each
     (a ``stat`` per component) was a second of a cold start. The folder starts empty, so the only links in it are
     the tree's own, which this unpack remembers; a member below one of them is refused, and a link's target, checked
-    by :func:`member_target` to stay inside ``node_modules`` with ``..`` only at its start, is then taken from a
-    real folder, so no chain of links leaves ``node_modules`` either."""
+    by :func:`checked_name` to stay inside ``node_modules`` with ``..`` only at its start, is then taken from a
+    real folder, so no chain of links leaves ``node_modules`` either. Paths are joined as strings, and a member
+    whose folder this unpack already made skips the walk up its folders: no folder made here is, or is below, a
+    link (a link never replaces a folder, a folder is never made at or through a link), so only a new folder's
+    path needs the look for links above it. On tmpfs this halved the unpack's CPU."""
     root.mkdir(parents=True, exist_ok=True)
     if any(root.iterdir()):
         raise UnsafeMember(f"{root} is not empty")
+    base = os.fspath(root)
     folders: set[str] = {""}  # relative paths this unpack made as folders ("" is root)
     links: set[str] = set()
     for member in archive:
-        target = member_target(root, member)
-        name = posixpath.normpath(member.name)
+        name = checked_name(member)
+        target = f"{base}/{name}"
         parent = posixpath.dirname(name)
-        if (name in links and member.isdir()) or _below(parent, links):
-            raise UnsafeMember(f"{member.name!r} would be written through a link")
-        _folders(root, parent, folders)
+        if parent not in folders:
+            if _below(parent, links):
+                raise UnsafeMember(f"{member.name!r} would be written through a link")
+            _folders(base, parent, folders)
         if member.isdir():
+            if name in links:
+                raise UnsafeMember(f"{member.name!r} would be written through a link")
             if name not in folders:
-                target.mkdir(exist_ok=True)
+                os.mkdir(target)
                 folders.add(name)
             continue
         if name in folders:
             raise UnsafeMember(f"{member.name!r} would replace a folder")
         if member.issym():
-            _make(functools.partial(target.symlink_to, member.linkname), target, links, name)
+            _make(functools.partial(os.symlink, member.linkname, target), target, links, name)
             links.add(name)
             continue
         source = archive.extractfile(member)
@@ -201,13 +210,25 @@ def extract(archive: tarfile.TarFile, root: Path) -> None:
             raise UnsafeMember(f"{member.name!r} has no content")
         mode = 0o755 if member.mode & 0o111 else 0o644
         handle = _make(functools.partial(os.open, target, _NEW_FILE, mode), target, links, name)
-        with os.fdopen(handle, "wb") as out:
+        try:
             os.fchmod(handle, mode)  # whatever the umask
-            shutil.copyfileobj(source, out)
+            _copy(source, handle)
+        finally:
+            os.close(handle)
+
+
+def _copy(source: IO[bytes], handle: int) -> None:
+    """Write what `source` holds to file descriptor `handle` (most of a tree's files are a few kB: one read)."""
+    while chunk := source.read(_CHUNK):
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(handle, view):]
 
 
 def _below(path: str, links: set[str]) -> bool:
     """Whether relative `path` is, or is inside, one of `links`."""
+    if not links:
+        return False
     while path:
         if path in links:
             return True
@@ -215,23 +236,26 @@ def _below(path: str, links: set[str]) -> bool:
     return False
 
 
-def _folders(root: Path, path: str, folders: set[str]) -> None:
+def _folders(base: str, path: str, folders: set[str]) -> None:
     """Make relative folder `path` and the folders above it that this unpack has not made yet."""
     missing: list[str] = []
     while path not in folders:
         missing.append(path)
         path = posixpath.dirname(path)
     for folder in reversed(missing):
-        (root / folder).mkdir(exist_ok=True)
+        try:  # the root started empty and the folders made here are known: only a file of the tree can be there
+            os.mkdir(f"{base}/{folder}")
+        except FileExistsError:
+            raise UnsafeMember(f"{folder!r} is a file of the tree, not a folder") from None
         folders.add(folder)
 
 
-def _make(make: Callable[[], T], target: Path, links: set[str], name: str) -> T:
+def _make(make: Callable[[], T], target: str, links: set[str], name: str) -> T:
     """Make `target`; when a member of the same name came before, the later one wins, as with tar."""
     try:
         return make()
     except FileExistsError:
-        target.unlink()  # a folder stays: unlink refuses it
+        os.unlink(target)  # a folder stays: unlink refuses it
         links.discard(name)
         return make()
 

@@ -133,10 +133,25 @@ def test_a_tree_member_outside_node_modules_stops_the_unpack(
 def test_nothing_is_written_through_a_link_of_the_tree_even_one_that_stays_inside(tmp_path: Path) -> None:
     for members in ([("node_modules/l", "a", LINK), ("node_modules/l/index.js", b"x", FILE)],
                     [("node_modules/l", "a", LINK), ("node_modules/l/deep/index.js", b"x", FILE)],
-                    [("node_modules/l", "a", LINK), ("node_modules/l", None, DIR)]):
+                    [("node_modules/l", "a", LINK), ("node_modules/l", None, DIR)],
+                    # a link inside a folder the unpack already made, then a member below the link
+                    [("node_modules/d/x.js", b"x", FILE), ("node_modules/d/l", "../a", LINK),
+                     ("node_modules/d/l/index.js", b"x", FILE)]):
         staging = tmp_path / str(len(list(tmp_path.iterdir())))
         with tarfile.open(fileobj=_tar(members), mode="r|gz") as archive, \
                 pytest.raises(nodemodules.UnsafeMember, match="would be written through a link"):
+            nodemodules.extract(archive, staging)
+        assert not (staging / "node_modules/a").exists()
+
+
+def test_a_folder_is_never_replaced_by_a_link_nor_a_file_by_a_folder(tmp_path: Path) -> None:
+    for members, reason in (
+            ([("node_modules/d/x.js", b"x", FILE), ("node_modules/d", "a", LINK)], "would replace a folder"),
+            ([("node_modules/d/x.js", b"x", FILE), ("node_modules/d", b"x", FILE)], "would replace a folder"),
+            ([("node_modules/f", b"x", FILE), ("node_modules/f/g.js", b"y", FILE)], "is a file of the tree")):
+        staging = tmp_path / str(len(list(tmp_path.iterdir())))
+        with tarfile.open(fileobj=_tar(members), mode="r|gz") as archive, \
+                pytest.raises(nodemodules.UnsafeMember, match=reason):
             nodemodules.extract(archive, staging)
         assert not (staging / "node_modules/a").exists()
 
