@@ -2,9 +2,10 @@
 where every workspace agent is a process on the operator's machine instead of a pod. The Go operator has no such
 runtime, so this measures pko alone: how large a fleet one machine converges, and at what cost.
 
-It runs on a local control plane (etcd + kube-apiserver, no kubelet) with the operator in this process, as `pko dev`
-does; the CPU figure is therefore this whole process (the operator and the harness's polling), and the agents'
-memory is summed over their processes.
+It runs on a local control plane (etcd + kube-apiserver, no kubelet) with the operator in a process of its own
+(:mod:`bench.operatorproc`: the manager and controllers `pko dev` runs), so its CPU and peak RSS are the operator's
+alone, read from ``/proc``; the agents are its children, and their memory is summed over their processes. The
+harness's own CPU is reported beside it.
 
 The fleet's time is set beside its physical floor, measured in the same run on the same machine: the Pulumi CLI's
 own CPU for the reference's sequence for one Stack (``stack select --create``, ``config set-all``, ``up`` of the same
@@ -23,16 +24,18 @@ import collections
 import contextlib
 import json
 import os
-import resource
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 from bench import bed as b
+from bench import operatorproc
+from bench.proctree import children, cpu, rss
 from pko.api import program as program_api
 from pko.kube import client as kclient
 from pko.kube import resources
@@ -47,26 +50,63 @@ FLOOR_STACKS = 5
 USER_AGENT = "pko-bench-operator"
 
 
-def _direct_children(pid: int) -> list[int]:
+class OperatorProcess:
+    """A running :mod:`bench.operatorproc`: its pid, and how many Stacks it has verified since its start."""
+
+    def __init__(self, process: asyncio.subprocess.Process, status: Path, log: Path) -> None:
+        self.process = process
+        self.pid = process.pid
+        self.status = status
+        self.log = log
+
+    def verified(self) -> int:
+        if self.process.returncode is not None:
+            raise RuntimeError(f"the operator exited ({self.process.returncode}); the end of {self.log}:\n"
+                               + self.log.read_text(errors="replace")[-4000:])
+        found = operatorproc.read_status(self.status)
+        return int(found["verified"]) if found else -1
+
+
+@contextlib.asynccontextmanager
+async def operator_process(kubeconfig: Path, root: Path, name: str, pool: int | None,
+                           timeout: float = 120.0) -> AsyncIterator[OperatorProcess]:
+    """The operator in a process of its own (this process's environment: the fleet's Pulumi backend and CLI),
+    running once it has said so; stopped with SIGTERM (its agents with it) when the block ends."""
+    config = root / f"{name}.json"
+    status, log = root / f"{name}.status.json", root / f"{name}.log"
+    config.write_text(json.dumps({"kubeconfig": str(kubeconfig), "workspace_root": str(root / f"{name}-workspaces"),
+                                  "namespace": NAMESPACE, "max_active_workspaces": pool,
+                                  "user_agent": USER_AGENT, "status": str(status)}))
+    with log.open("wb") as out:
+        process = await asyncio.create_subprocess_exec(sys.executable, "-m", "bench.operatorproc", str(config),
+                                                       stdin=subprocess.DEVNULL, stdout=out, stderr=out)
+    op = OperatorProcess(process, status, log)
     try:
-        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        return []
+        deadline = time.monotonic() + timeout
+        while op.verified() < 0:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the operator did not start within {timeout:.0f}s (see {log})")
+            await asyncio.sleep(0.1)
+        yield op
+    except BaseException:
+        await _stop(process, timeout)
+        raise
+    if await _stop(process, timeout) != 0:
+        raise RuntimeError(f"the operator's shutdown failed ({process.returncode}); the end of {log}:\n"
+                           + log.read_text(errors="replace")[-4000:])
 
 
-def children(pid: int) -> Iterator[int]:
-    """Every descendant process of `pid` (the agents and the CLIs they run)."""
-    for child in _direct_children(pid):
-        yield child
-        yield from children(child)
-
-
-def rss(pid: int) -> int:
-    with contextlib.suppress(OSError, ValueError):
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
+async def _stop(process: asyncio.subprocess.Process, timeout: float) -> int:
+    """SIGTERM, then SIGKILL if it is still there after `timeout` seconds; its exit status."""
+    if process.returncode is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(process.wait(), timeout)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+    assert process.returncode is not None
+    return process.returncode
 
 
 @contextlib.contextmanager
@@ -82,23 +122,6 @@ def _environment(values: dict[str, str]) -> Iterator[None]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-
-
-def agents(pid: int) -> int:
-    """The agent processes below `pid` (`pko agent serve`, or the standalone agent), not counting what an agent
-    started: a process an agent has just forked carries the agent's command line until it execs the CLI, and was
-    counted as a second agent (the likely reading of 21 agents seen at once in a pool of 20)."""
-    count = 0
-    for child in _direct_children(pid):
-        try:
-            words = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"serve" in words and any(w.endswith(b"agent") for w in words):
-            count += 1
-        else:
-            count += agents(child)
-    return count
 
 
 async def run(stacks: int, say: Callable[[str], None] = print, pool: int | None = None,
@@ -134,28 +157,32 @@ async def _fleet(plane: controlplane.ControlPlane, root: Path, stacks: int, say:
 
         say(f"  [pko local] floor: the reference's CLI sequence for {FLOOR_STACKS} Stacks on the empty backend")
         floor_before = await asyncio.to_thread(floor_cpu, root / "floor", "before")
-        async with local_operator.running(plane.kubeconfig, root / "workspaces", namespace=NAMESPACE,
-                                          max_active_workspaces=pool, user_agent=USER_AGENT):
+        async with operator_process(plane.kubeconfig, root, "operator", pool) as op:
             sampled = root / "procwatch.json"
-            watcher = await asyncio.create_subprocess_exec(sys.executable, "-m", "bench.procwatch", str(os.getpid()),
+            watcher = await asyncio.create_subprocess_exec(sys.executable, "-m", "bench.procwatch", str(op.pid),
                                                            str(sampled))
-            cpu = time.process_time()
+            waited = time.monotonic() + 60
+            while not sampled.is_file():  # sampling before the fleet starts
+                if watcher.returncode is not None or time.monotonic() > waited:
+                    raise RuntimeError(f"bench.procwatch did not start sampling ({watcher.returncode})")
+                await asyncio.sleep(0.05)
+            used, harness = cpu(op.pid), time.process_time()
             start, since = time.monotonic(), time.time()
             try:
                 await b.create_program_stacks(kc, NAMESPACE, names, local=True)
                 done = await b.watch_ready(kc, None, NAMESPACE, names, start, timeout=600 + 10 * len(names),
                                            progress=progress)
             finally:
-                cpu = time.process_time() - cpu
+                used, harness = cpu(op.pid) - used, time.process_time() - harness
                 watcher.terminate()
                 await watcher.wait()
-            at_rest = rss(os.getpid())
+            at_rest, peak = rss(op.pid), rss(op.pid, "VmHWM")
             seen = json.loads(sampled.read_text()) if sampled.is_file() else {"peak_rss": 0, "most_agents": 0}
             requests = _requests(root, since, time.time(), len(names), "fleet", say)
             await _events(kc, say)
             say(f"  [pko local] floor: the reference's CLI sequence for {FLOOR_STACKS} Stacks beside the fleet")
             floor_after = await asyncio.to_thread(floor_cpu, root / "floor", "after")
-            agents = sum(rss(pid) for pid in children(os.getpid()))
+            agents = sum(rss(pid) for pid in children(op.pid))
             if not restart:
                 for name in names:
                     await kc.delete(resources.STACK, name, NAMESPACE)
@@ -163,10 +190,10 @@ async def _fleet(plane: controlplane.ControlPlane, root: Path, stacks: int, say:
         times = list(done.values())
         floor = against_floor(max(times), floor_before, floor_after, len(names), cores())
         return again | requests | floor | {"all Ready (s)": max(times), "Stack Ready p50 (s)": b.percentile(times, 0.5),
-                "Stack Ready p95 (s)": b.percentile(times, 0.95), "operator+harness CPU (s)": cpu,
-                "operator+harness peak RSS (MB)": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3,
-                "operator+harness peak RSS reached after (s)": float(seen.get("own_peak_at", 0.0)),
-                "operator+harness RSS when all Ready (MB)": at_rest / 1e6,
+                "Stack Ready p95 (s)": b.percentile(times, 0.95), "operator CPU (s)": used,
+                "harness CPU (s)": harness, "operator peak RSS (MB)": peak / 1e6,
+                "operator peak RSS reached after (s)": float(seen.get("own_peak_at", 0.0)),
+                "operator RSS when all Ready (MB)": at_rest / 1e6,
                 "agents RSS at rest (MB)": agents / 1e6, "agents peak RSS (MB)": seen["peak_rss"] / 1e6,
                 "most agents at once": float(seen["most_agents"])}
 
@@ -176,25 +203,23 @@ async def _restart(kc: kclient.Client, plane: controlplane.ControlPlane, root: P
     """A second operator takes over the Ready fleet (the first one is gone, and its agents with it)."""
     before = len(await b.updates_in(kc, NAMESPACE))
     say(f"  [pko local] restart: a new operator takes over {len(names)} Ready Stacks")
-    async with local_operator.running(plane.kubeconfig, root / "workspaces-2", namespace=NAMESPACE,
-                                      max_active_workspaces=pool, user_agent=USER_AGENT) as op:
-        cpu = time.process_time()
+    async with operator_process(plane.kubeconfig, root, "operator-2", pool) as op:
+        used = cpu(op.pid)
         start, since = time.monotonic(), time.time()
-        verified = op.controllers.stacks.reconciler.verified
         deadline = start + 600 + len(names)
-        while len(verified) < len(names):
+        while op.verified() < len(names):
             if time.monotonic() > deadline:
-                raise TimeoutError(f"the new operator verified {len(verified)} of {len(names)} Stacks")
+                raise TimeoutError(f"the new operator verified {op.verified()} of {len(names)} Stacks")
             await asyncio.sleep(0.1)
         took = time.monotonic() - start
-        cpu = time.process_time() - cpu
+        used = cpu(op.pid) - used
         requests = _requests(root, since, time.time(), len(names), "restart", say)
         reruns = len(await b.updates_in(kc, NAMESPACE)) - before
         ready = sum(1 for s in (await kc.list(resources.STACK, NAMESPACE)).items if b.is_ready(s))
         for name in names:
             await kc.delete(resources.STACK, name, NAMESPACE)
     return {f"restart: {k}": v for k, v in requests.items()} | {
-        "restart: all verified (s)": took, "restart: operator+harness CPU (s)": cpu,
+        "restart: all verified (s)": took, "restart: operator CPU (s)": used,
         "restart: updates re-run": float(reruns), "restart: Ready after": float(ready)}
 
 

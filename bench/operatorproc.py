@@ -1,0 +1,72 @@
+"""The local fleet's operator in a process of its own (a script :mod:`bench.localfleet` starts, not a test):
+``python -m bench.operatorproc CONFIG``.
+
+Why: with the operator in the harness's process, the fleet's CPU and memory figures were the operator's and the
+harness's together (its polling, its imports: pytest, the test bed's Git server and CA, 22 MB of them), and the
+targets are the operator's. Here the operator runs alone, as the real manager and controllers of
+:mod:`pko.testing.operator`, so the harness reads its CPU and peak RSS from ``/proc``; its agents are its children.
+
+CONFIG is a JSON file: ``kubeconfig``, ``workspace_root``, ``namespace``, ``max_active_workspaces`` (or null),
+``user_agent`` and ``status``, a path. Once the operator runs, and whenever the number of Stacks it has verified
+since its start changes (:attr:`StackReconciler.verified`, what the restart phase waits for), it replaces the file
+at ``status`` with ``{"verified": N}``, checking twice a second. SIGTERM stops it as a shutdown of the operator
+does (its agents with it); it exits 0 then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from pko.testing import operator as local_operator
+
+#: How often the verified count is looked at (seconds): cheap, and well inside the restart phase's resolution.
+CHECK = 0.5
+
+
+def write_status(path: Path, values: dict[str, Any]) -> None:
+    """Replace `path` whole with `values` as JSON (a reader never sees half a file)."""
+    partial = path.with_suffix(".partial")
+    partial.write_text(json.dumps(values))
+    partial.replace(path)
+
+
+def read_status(path: Path) -> dict[str, Any] | None:
+    """What :func:`write_status` last wrote at `path` (None: nothing yet)."""
+    try:
+        found: dict[str, Any] = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    return found
+
+
+async def serve(config: dict[str, Any]) -> None:
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    status = Path(config["status"])
+    async with local_operator.running(Path(config["kubeconfig"]), Path(config["workspace_root"]),
+                                      namespace=config["namespace"],
+                                      max_active_workspaces=config.get("max_active_workspaces"),
+                                      user_agent=config["user_agent"]) as op:
+        verified = op.controllers.stacks.reconciler.verified
+        written = -1
+        while not stop.is_set():
+            if len(verified) != written:
+                written = len(verified)
+                write_status(status, {"verified": written})
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), CHECK)
+
+
+def main(argv: list[str]) -> int:
+    asyncio.run(serve(json.loads(Path(argv[0]).read_text())))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
