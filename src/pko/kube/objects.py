@@ -11,7 +11,10 @@ This module only reads and builds such dicts. It must never do I/O and never mut
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+import copy
+from typing import Any, NamedTuple, TypeVar, cast
+
+import msgspec
 
 from pko.api import meta
 
@@ -124,3 +127,45 @@ def group_of(api_version: str) -> str:
 def gvk_of(obj: Object) -> tuple[str, str]:
     """``(apiVersion, kind)`` of an object."""
     return str(obj.get("apiVersion") or ""), str(obj.get("kind") or "")
+
+
+_ATOMS = (str, int, float, bool, type(None))
+T = TypeVar("T")
+
+
+def clone(value: T) -> T:
+    """A deep copy of JSON-shaped data: dicts and lists copied all the way down, strings, numbers, booleans and
+    None shared (they cannot change). Anything else is handed to ``copy.deepcopy``.
+
+    Why not ``copy.deepcopy`` itself: it keeps a memo of every object it copies, to preserve shared references and
+    cycles that JSON cannot have, and that made it about a twentieth of a fleet's operator CPU (the cached reads
+    of every reconcile and the strategic merge of every Workspace copy objects). This does the same for JSON in a
+    fraction of the time."""
+    return cast(T, _clone(value))
+
+
+def _clone(value: Any) -> Any:
+    kind = type(value)
+    if kind is dict:
+        return {key: _clone(item) for key, item in value.items()}
+    if kind is list:
+        return [_clone(item) for item in value]
+    if kind in _ATOMS:
+        return value
+    return copy.deepcopy(value)
+
+
+_PACK = msgspec.msgpack.Encoder()
+_UNPACK = msgspec.msgpack.Decoder()
+
+
+def copy_decoded(value: Object) -> Object:
+    """A deep copy of an object as it was decoded from the API server's JSON (the informers' cache holds nothing
+    else): a round trip through msgpack in C, about eight times faster than ``copy.deepcopy`` for a Stack. Only for
+    such data: a tuple or a set would come back a list (:func:`clone` keeps every type); a value msgpack cannot
+    carry at all is copied by :func:`clone`."""
+    try:
+        copied: Object = _UNPACK.decode(_PACK.encode(value))
+    except (TypeError, OverflowError, msgspec.EncodeError):
+        return clone(value)
+    return copied

@@ -23,10 +23,9 @@ This module never does I/O and never mutates its arguments.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
-from pko.kube import patchmeta
+from pko.kube import objects, patchmeta
 
 DIRECTIVE = "$patch"
 RETAIN_KEYS = "$retainKeys"
@@ -45,7 +44,9 @@ def merge(
     maps merge, lists are replaced)."""
     if not isinstance(original, dict) or not isinstance(patch, dict):
         raise PatchError("both the original and the patch must be maps")
-    return _merge_map(original, patch, schema or {})
+    # One copy of the original, up front: the merge below then works on it in place of copying each level again
+    # as it descends (that made merging a Workspace's pod template a twentieth of a fleet's operator CPU).
+    return _merge_map(objects.clone(original), patch, schema or {})
 
 
 def _merge_map(original: dict[str, Any], patch: dict[str, Any], schema: patchmeta.Schema) -> dict[str, Any]:
@@ -57,7 +58,7 @@ def _merge_map(original: dict[str, Any], patch: dict[str, Any], schema: patchmet
             return _merge_map({}, {k: v for k, v in patch.items() if k != DIRECTIVE}, schema)
         raise PatchError(f"unknown {DIRECTIVE} directive {directive!r} in a map")
 
-    result = {k: copy.deepcopy(v) for k, v in original.items()}
+    result = dict(original)  # `original` is the merge's own copy (merge), or a map made by the merge
     retain = patch.get(RETAIN_KEYS)
     if retain is not None:
         if not isinstance(retain, list):
@@ -118,7 +119,7 @@ def _union(original: list[Any], patch: list[Any]) -> list[Any]:
 def _merge_keyed(
     original: list[Any], patch: list[Any], merge_key: str, schema: patchmeta.Schema
 ) -> list[Any]:
-    items = [copy.deepcopy(item) for item in original]
+    items = list(original)  # the merge's own copy, as in _merge_map
     deleted: set[int] = set()
     plain: list[dict[str, Any]] = []
     replace = False

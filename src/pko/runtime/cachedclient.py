@@ -19,7 +19,6 @@ It must never hand out the cache's own objects (readers get a copy) and never an
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -73,7 +72,7 @@ class CachedClient(kclient.Client):
         found = source.store.get(key)
         if found is None or not fresh(found, self._written.get((kind, key))):
             return None
-        return copy.deepcopy(found)
+        return objects.copy_decoded(found)
 
     # --- reading ---------------------------------------------------------------------------------------------
 
