@@ -39,6 +39,7 @@ class Controllers:
     updates: update_setup.UpdateController
     programs: program_controller.Programs
     rollouts: rollout_setup.RolloutController | None = None
+    connector: connect.Connector | None = None  # the agents' channels, closed last
 
     @property
     def local_runtime(self) -> local.LocalRuntime | None:
@@ -61,6 +62,8 @@ class Controllers:
         await self.stacks.close()
         await self.updates.close()
         await self.workspaces.close()
+        if self.connector is not None:
+            await self.connector.close()
 
 
 def dependency_cache(settings: Settings, server: fileserver.FileServer, registry: CollectorRegistry,
@@ -108,4 +111,4 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings) -> C
     updates = update_setup.setup(mgr, client, settings, connector)
     stacks = stack_setup.setup(mgr, client, settings)
     rollouts = rollout_setup.setup(mgr, client, live, settings)
-    return Controllers(mgr, stacks, workspaces, updates, programs, rollouts)
+    return Controllers(mgr, stacks, workspaces, updates, programs, rollouts, connector)

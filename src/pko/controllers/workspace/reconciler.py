@@ -160,6 +160,7 @@ class WorkspaceReconciler:
         if workspace is None or not self.shard.owns_labels(workspace.metadata.labels):
             # gone, or relabelled to another shard (which takes over its pod; a local agent stops here)
             await self.runtime.remove(key)
+            await self.connector.forget(key.namespace, key.name)
             self._release(key)
             return None
         previous = workspace.status or ws_api.WorkspaceStatus()
@@ -168,6 +169,7 @@ class WorkspaceReconciler:
         now = self.clock()
         if workspace.metadata.deletion_timestamp:
             await self.runtime.remove(key)
+            await self.connector.forget(key.namespace, key.name)
             self._release(key)
             status.ready("False", DELETING, "Workspace is being deleted", now)
             await self._save(status)
@@ -279,6 +281,7 @@ class WorkspaceReconciler:
                                   volume=self.share_volume),
             workspace)
         await self.runtime.sleep(workspace, statefulset)
+        await self.connector.forget(workspace.metadata.namespace or "", workspace.metadata.name or "")
 
     # --- the pool of active workspaces (pool.py) ----------------------------------------------------------------
 
