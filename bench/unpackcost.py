@@ -4,7 +4,8 @@
 Why: a new workspace of a Node.js program writes some 12,000 files, whether pko unpacks the dependency cache's
 tree or npm installs it, and on some disks the kernel's file creation, not the unpacker, is most of the time
 (docs/performance.md, "What limits the figures"). This builds the tree of each lockfile in the test bed's npm
-mirror (`make tools` fills it) as the cache would, then unpacks it with pko's agent (:func:`nodemodules.extract`)
+mirror (`make tools` fills it; the largest lockfile a test resolved, or the Kubernetes TypeScript program's, resolved
+here once) as the cache would, then unpacks it with pko's agent (:func:`nodemodules.extract`)
 and with GNU tar, onto a folder of this machine's disk and onto tmpfs, a few rounds in turn, and prints each
 unpack's wall time and CPU (user, system).
 
@@ -26,7 +27,8 @@ from pathlib import Path
 
 from pko.agent import nodemodules
 from pko.depcache import npmtree, treebuild
-from pko.testing import mirrorfill
+from pko.testing import mirror as testmirror
+from pko.testing import mirrorfill, programs
 
 TMPFS = Path("/dev/shm")
 
@@ -69,9 +71,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--disk", type=Path, default=Path(tempfile.gettempdir()), help="a folder on the disk")
     args = parser.parse_args(argv)
     mirror = mirrorfill.part_dir(mirrorfill.PART_NPM)
-    lockfiles = sorted((mirror / "lockfiles").glob("*.json"), key=lambda p: p.stat().st_size)
-    if not lockfiles or shutil.which("tar") is None:
+    if not (mirror / "tarballs").is_dir() or shutil.which("tar") is None:
         raise SystemExit(f"needs the test bed's npm mirror ({mirror}: run `make tools`) and GNU tar")
+    lockfiles = sorted((mirror / "lockfiles").glob("*.json"), key=lambda p: p.stat().st_size)
+    if not lockfiles:  # no test has resolved a program against this mirror yet: resolve the largest one
+        print("resolving the Kubernetes TypeScript program's lockfile against the mirror (npm, once)", flush=True)
+        with testmirror.running() as served:
+            testmirror.npm_lockfile(served, programs.typescript_kubernetes())
+        lockfiles = sorted((mirror / "lockfiles").glob("*.json"), key=lambda p: p.stat().st_size)
     places = [("disk", args.disk)] + ([("tmpfs", TMPFS)] if TMPFS.is_dir() else [])
     with tempfile.TemporaryDirectory(prefix="pko-unpackcost-") as tmp:
         tree = Path(tmp) / "tree.tgz"
