@@ -177,7 +177,8 @@ def extract(archive: tarfile.TarFile, root: Path) -> None:
     real folder, so no chain of links leaves ``node_modules`` either. Paths are joined as strings, and a member
     whose folder this unpack already made skips the walk up its folders: no folder made here is, or is below, a
     link (a link never replaces a folder, a folder is never made at or through a link), so only a new folder's
-    path needs the look for links above it. On tmpfs this halved the unpack's CPU."""
+    path needs the look for links above it (in a profile of a synthetic tree the walk up every member's folders
+    was 15% of the unpack; on tmpfs the Kubernetes program's tree unpacks about a tenth faster)."""
     root.mkdir(parents=True, exist_ok=True)
     if any(root.iterdir()):
         raise UnsafeMember(f"{root} is not empty")

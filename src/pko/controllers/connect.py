@@ -5,8 +5,8 @@ The agent authorises each RPC with TokenReview (audience `<workspace>.<namespace
 refreshed five minutes before it expires. Tokens never appear in logs or errors.
 
 A workspace's channel is kept between its reconciles and operations (one per workspace and address): opening a
-channel, waiting for it to be ready and closing it again for every reconcile was a twentieth of a fleet's operator
-CPU (py-spy, 200 Stacks). A channel goes when its workspace's agent moves to another address, when the workspace
+channel, waiting for it to be ready and closing it again for every reconcile was 7% of a fleet's operator samples
+(py-spy, 200 Stacks). A channel goes when its workspace's agent moves to another address, when the workspace
 is forgotten (deleted, or its agent stopped), when it stays unused while more than :data:`KEPT` are kept, or when
 the operator stops; never while a call holds it.
 """

@@ -138,7 +138,7 @@ def clone(value: T) -> T:
     None shared (they cannot change). Anything else is handed to ``copy.deepcopy``.
 
     Why not ``copy.deepcopy`` itself: it keeps a memo of every object it copies, to preserve shared references and
-    cycles that JSON cannot have, and that made it about a twentieth of a fleet's operator CPU (the cached reads
+    cycles that JSON cannot have, and that made it 6.6% of a 200-Stack fleet's operator samples (the cached reads
     of every reconcile and the strategic merge of every Workspace copy objects). This does the same for JSON in a
     fraction of the time."""
     return cast(T, _clone(value))

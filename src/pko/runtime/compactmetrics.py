@@ -107,20 +107,22 @@ class _Family(Collector):
 
     def samples(self) -> list[Sample]:
         """Every series' samples, as prometheus_client's own metric of this kind gives them."""
+        created = _use_created()
         with self._lock:
-            return [sample for series in self._series.values() for sample in self._samples(series)]
+            return [sample for series in self._series.values() for sample in self._samples(series, created)]
 
-    def _samples(self, series: _Series) -> Iterator[Sample]:
+    def _samples(self, series: _Series, created: bool) -> Iterator[Sample]:
         raise NotImplementedError
 
-    def _lines(self, series: _Series, out: list[str], created: list[str]) -> None:
+    def _lines(self, series: _Series, out: list[str], created: list[str] | None) -> None:
+        """Append `series`' lines to `out`, and its ``_created`` line to `created` (None: none are written)."""
         raise NotImplementedError
 
     def render(self) -> str:
         """This family in the text format, as ``generate_latest`` writes it."""
         name = self.name + self.suffix
         out = [f"# HELP {name} {_help(self.documentation)}\n", f"# TYPE {name} {self.kind}\n"]
-        created: list[str] = []
+        created: list[str] | None = [] if _use_created() else None  # the switch read once a scrape
         with self._lock:
             for series in self._series.values():
                 self._lines(series, out, created)
@@ -158,10 +160,10 @@ class Gauge(_Family):
         with self._lock:
             self._get(labels).value = float(value)
 
-    def _samples(self, series: _Series) -> Iterator[Sample]:
+    def _samples(self, series: _Series, created: bool) -> Iterator[Sample]:
         yield Sample(self.name, self._dict(series), series.value)
 
-    def _lines(self, series: _Series, out: list[str], created: list[str]) -> None:
+    def _lines(self, series: _Series, out: list[str], created: list[str] | None) -> None:
         out.append(f"{self.name}{_braced(series.text)} {_go(series.value)}\n")
 
 
@@ -175,16 +177,16 @@ class Counter(_Family):
         with self._lock:
             self._get(labels).value += amount
 
-    def _samples(self, series: _Series) -> Iterator[Sample]:
+    def _samples(self, series: _Series, created: bool) -> Iterator[Sample]:
         labels = self._dict(series)
         yield Sample(self.name + "_total", labels, series.value)
-        if _use_created():
+        if created:
             yield Sample(self.name + "_created", labels, series.created)
 
-    def _lines(self, series: _Series, out: list[str], created: list[str]) -> None:
+    def _lines(self, series: _Series, out: list[str], created: list[str] | None) -> None:
         labels = _braced(series.text)
         out.append(f"{self.name}_total{labels} {_go(series.value)}\n")
-        if _use_created():
+        if created is not None:
             created.append(f"{self.name}_created{labels} {_go(series.created)}\n")
 
 
@@ -211,17 +213,17 @@ class Histogram(_Family):
             out.append(running)
         return out
 
-    def _samples(self, series: _Series) -> Iterator[Sample]:
+    def _samples(self, series: _Series, created: bool) -> Iterator[Sample]:
         labels = self._dict(series)
         cumulative = self._cumulative(series)
         for le, count in zip(self._le, cumulative, strict=True):
             yield Sample(self.name + "_bucket", labels | {"le": le}, float(count))
         yield Sample(self.name + "_count", labels, float(cumulative[-1]))
         yield Sample(self.name + "_sum", labels, series.total)
-        if _use_created():
+        if created:
             yield Sample(self.name + "_created", labels, series.created)
 
-    def _lines(self, series: _Series, out: list[str], created: list[str]) -> None:
+    def _lines(self, series: _Series, out: list[str], created: list[str] | None) -> None:
         before, after = series.split
         head = f"{self.name}_bucket{{{before},le=" if before else f"{self.name}_bucket{{le="
         tail = f",{after}}}" if after else "}"
@@ -231,7 +233,7 @@ class Histogram(_Family):
         labels = _braced(series.text)
         out.append(f"{self.name}_count{labels} {_count(cumulative[-1])}\n")
         out.append(f"{self.name}_sum{labels} {_go(series.total)}\n")
-        if _use_created():
+        if created is not None:
             created.append(f"{self.name}_created{labels} {_go(series.created)}\n")
 
 
