@@ -4,6 +4,7 @@ right conditions. Real API server, real agent processes, the real Pulumi CLI, a 
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -177,6 +178,30 @@ async def test_update_without_a_controller_owner_is_canceled(
     assert "endTime" not in done["status"]
     assert done["status"]["outputs"] == ""  # no Secret (written empty, as by the Go operator)
     assert not target.exists()  # the program never ran
+
+
+async def test_status_writes_alone_do_not_bring_an_update_back(
+    kc: kclient.Client, namespace: str, running_operator: operator.Operator,
+) -> None:
+    """The Update controller's own status writes (and anybody's) are no reason to look at an Update again; a change
+    of what it reads (here a label) is. Each was a reconcile that changed nothing, several an Update in a fleet."""
+    registry = running_operator.manager.registry
+    nowhere = {"metadata": {"name": "nowhere", "namespace": namespace}}
+    await kc.create(_update("quiet", nowhere, owned=False))  # canceled at once: nobody owns it
+    await waiting.wait_for(kc, resources.UPDATE, "quiet", namespace, _complete, timeout=60)
+    await waiting.settled(registry, names.UPDATE_CONTROLLER, after=0)
+    before = waiting.reconciles(registry, names.UPDATE_CONTROLLER)
+    for note in range(5):
+        await kc.apply_status({"apiVersion": "auto.pulumi.com/v1alpha1", "kind": "Update",
+                               "metadata": {"name": "quiet", "namespace": namespace},
+                               "status": {"message": f"note {note}"}}, field_manager="a-test")
+    await waiting.wait_for(kc, resources.UPDATE, "quiet", namespace,
+                           lambda o: (o or {}).get("status", {}).get("message") == "note 4", timeout=30)
+    await asyncio.sleep(2)  # what the five writes would have queued has had its time
+    assert waiting.reconciles(registry, names.UPDATE_CONTROLLER) == before
+
+    await kc.patch(resources.UPDATE, "quiet", {"metadata": {"labels": {"looked-at": "again"}}}, namespace)
+    await waiting.settled(registry, names.UPDATE_CONTROLLER, after=before)
 
 
 async def test_preview_up_refresh_destroy_complete(

@@ -1,7 +1,11 @@
 """Wiring of the Update controller into a manager (the Go operator's ``SetupWithManager``).
 
-An Update is reconciled when it changes, when its operation ends (the reconciler re-queues it), and when its
-Workspace becomes ready or goes away — unless it is complete or its operation is in flight.
+An Update is reconciled when it is created, when its spec, owners, labels or annotations change, when it is being
+deleted, when it becomes Complete (its TTL starts), when its operation ends (the reconciler re-queues it), and when
+its Workspace becomes ready or goes away — unless it is complete or its operation is in flight. Not for the other
+status writes and the Stack's finalizer of every Update: those are the reconciler's and the Stack's own, and each
+was a reconcile that changed nothing (3.4 of an Update's 5.7 reconciles in a 100-Stack fleet). The reference
+watches Updates the same way (``GenerationChanged OR ownerRefs changed OR became Complete``).
 """
 
 from __future__ import annotations
@@ -36,6 +40,21 @@ class UpdateController:
         await self.reconciler.close()
 
 
+_WATCHED_METADATA = ("generation", "ownerReferences", "labels", "annotations", "deletionTimestamp")
+
+
+def update_changed(event: store.Event) -> bool:
+    """Whether an Update event asks for a reconcile: any but a change of status or finalizers only, unless the
+    Update became Complete."""
+    if event.type != "MODIFIED" or event.old is None:
+        return True
+    old, new = event.old["metadata"], event.object["metadata"]
+    if any(old.get(field) != new.get(field) for field in _WATCHED_METADATA):
+        return True
+    return objects.condition_true(event.object, conditions.COMPLETE) and not objects.condition_true(
+        event.old, conditions.COMPLETE)
+
+
 def _workspace_ready_or_gone(event: store.Event) -> bool:
     if event.type == "DELETED":
         return True
@@ -61,7 +80,7 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings,
     controller = mgr.controller(names.UPDATE_CONTROLLER, reconciler, workers=settings.workers)
     reconciler.enqueue = lambda key: controller.queue.add(key)
     updates = mgr.informer(resources.UPDATE, indexers={UPDATE_WORKSPACE_INDEX: _update_workspace})
-    controller.watch(updates)
+    controller.watch(updates, predicate=update_changed)
 
     def updates_of_workspace(obj: objects.Object) -> list[objects.ObjectKey]:
         found = updates.store.by_index(UPDATE_WORKSPACE_INDEX, str(objects.key_of(obj)))
