@@ -33,7 +33,7 @@ from pko.api import update as up_api
 from pko.api import workspace as ws_api
 from pko.api.meta import Condition
 from pko.controllers import connect
-from pko.controllers.workspace import fleet, initialize, manifests, pool, runtime
+from pko.controllers.workspace import built, fleet, initialize, manifests, pool, runtime
 from pko.controllers.workspace.runtime import Pending, WorkspaceRuntime
 from pko.kube import client as kclient
 from pko.kube import events, objects, owners, resources
@@ -153,6 +153,7 @@ class WorkspaceReconciler:
         self.config_in_place = config_in_place  # docs/config-without-restart.md
         self.updates_of = updates_of
         self.clock = clock
+        self._built = built.Built()  # the StatefulSets of the last revisions seen
 
     async def __call__(self, key: objects.ObjectKey) -> Result | None:
         workspace = await self.client.get_typed_or_none(resources.WORKSPACE, ws_api.Workspace, key.name,
@@ -197,14 +198,7 @@ class WorkspaceReconciler:
             await self._save(status)
             await self.recorder.normal(workspace, "Waking", fleet.WAKING_MESSAGE)
 
-        statefulset = owners.set_controller_reference(
-            manifests.statefulset(workspace, self.agent_image, flux_max_untar=self.flux_max_untar,
-                                  github_api_url=self.github_api_url,
-                                  carried=self.shard.carried(workspace.metadata.labels),
-                                  pod_generation=revision.generation, default_env=await self.default_env(),
-                                  volume=self.share_volume),
-            workspace)
-        placed = await self.runtime.place(workspace, statefulset)
+        placed = await self.runtime.place(workspace, await self._statefulset(workspace, revision, replicas=1))
         if isinstance(placed, Pending):
             if placed.reason is not None:
                 status.ready("False", placed.reason, placed.message, now)
@@ -273,15 +267,25 @@ class WorkspaceReconciler:
 
     async def _stop_agent(self, workspace: ws_api.Workspace, revision: fleet.PodRevision) -> None:
         """No agent for this Workspace: the StatefulSet at zero replicas (or the local agent stopped)."""
-        statefulset = owners.set_controller_reference(
-            manifests.statefulset(workspace, self.agent_image, flux_max_untar=self.flux_max_untar,
-                                  github_api_url=self.github_api_url, replicas=0,
-                                  carried=self.shard.carried(workspace.metadata.labels),
-                                  pod_generation=revision.generation, default_env=await self.default_env(),
-                                  volume=self.share_volume),
-            workspace)
-        await self.runtime.sleep(workspace, statefulset)
+        await self.runtime.sleep(workspace, await self._statefulset(workspace, revision, replicas=0))
         await self.connector.forget(workspace.metadata.namespace or "", workspace.metadata.name or "")
+
+    async def _statefulset(self, workspace: ws_api.Workspace, revision: fleet.PodRevision, *,
+                           replicas: int) -> dict[str, Any]:
+        """The Workspace's StatefulSet at `revision` with `replicas`, built once for each (built.py)."""
+        carried = self.shard.carried(workspace.metadata.labels)
+        default_env = await self.default_env()
+
+        def build() -> dict[str, Any]:
+            return owners.set_controller_reference(
+                manifests.statefulset(workspace, self.agent_image, flux_max_untar=self.flux_max_untar,
+                                      github_api_url=self.github_api_url, replicas=replicas, carried=carried,
+                                      pod_generation=revision.generation, default_env=default_env,
+                                      volume=self.share_volume),
+                workspace)
+
+        return self._built.get(built.key(workspace, replicas=replicas, pod_generation=revision.generation,
+                                         carried=carried, default_env=default_env), build)
 
     # --- the pool of active workspaces (pool.py) ----------------------------------------------------------------
 

@@ -1,0 +1,59 @@
+"""A Workspace's StatefulSet, built once for each revision: a memo the Workspace reconciler keeps.
+
+Why: each reconcile of a Workspace built its StatefulSet anew (the spec with its defaults, the pod template merged
+in, the owner reference), some 0.3 ms of CPU each, about six times a Stack as a pool of active workspaces turns over:
+4% of the operator's CPU in a profile of 200 Stacks. What it is built from changes far less often: the Workspace's
+spec (a custom resource's generation moves with every change of its spec), its name and uid, the pod revision, the
+replicas, the labels the shard carries and the operator's default env. Those are the key. A Workspace without a uid
+or a generation (never one the API server made) is built every time.
+
+Every caller gets its own copy: a runtime may change what it is given, and the kept one must stay as built.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any
+
+from pko.api import workspace as ws_api
+from pko.kube import objects
+
+KEPT = 256
+"""StatefulSets kept, the least recently used dropped first: the active pool's and those about to sleep or wake."""
+
+Manifest = dict[str, Any]
+
+
+def key(workspace: ws_api.Workspace, *, replicas: int, pod_generation: int, carried: Mapping[str, str],
+        default_env: Mapping[str, str]) -> Hashable | None:
+    """What the StatefulSet of `workspace` is built from (None: not to be kept)."""
+    meta = workspace.metadata
+    if not meta.uid or meta.generation is None:
+        return None
+    return (meta.uid, meta.namespace, meta.name, meta.generation, pod_generation, replicas,
+            tuple(sorted(carried.items())), tuple(sorted(default_env.items())))
+
+
+class Built:
+    """Manifests by key, at most `kept` of them."""
+
+    def __init__(self, kept: int = KEPT) -> None:
+        self.kept = kept
+        self._kept: collections.OrderedDict[Hashable, Manifest] = collections.OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def get(self, found: Hashable | None, build: Callable[[], Manifest]) -> Manifest:
+        """A copy of the manifest kept under `found`, built with `build` the first time (every time for None)."""
+        if found is None:
+            return build()
+        manifest = self._kept.get(found)
+        if manifest is None:
+            manifest = self._kept[found] = build()
+            while len(self._kept) > self.kept:
+                self._kept.popitem(last=False)
+        else:
+            self._kept.move_to_end(found)
+        return objects.clone(manifest)

@@ -1,0 +1,82 @@
+"""A Workspace's StatefulSet is built once for each revision and handed out as a copy; anything it is built from
+makes a new one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pko.api import workspace as ws_api
+from pko.controllers.workspace import built, manifests
+from pko.kube import owners
+
+
+def _workspace(generation: int | None = 1, uid: str | None = "u1") -> ws_api.Workspace:
+    return ws_api.Workspace.model_validate({
+        "apiVersion": "auto.pulumi.com/v1alpha1", "kind": "Workspace",
+        "metadata": {"name": "w", "namespace": "ns", "uid": uid, "generation": generation},
+        "spec": {"securityProfile": "restricted", "stacks": [{"name": "dev", "create": True}],
+                 "podTemplate": {"spec": {"containers": [{"name": "pulumi", "env": [{"name": "X", "value": "y"}]}]}}},
+    })
+
+
+def _key(workspace: ws_api.Workspace, **changed: Any) -> object:
+    values: dict[str, Any] = {"replicas": 1, "pod_generation": 1, "carried": {}, "default_env": {"A": "b"}}
+    return built.key(workspace, **(values | changed))
+
+
+def test_built_once_and_handed_out_as_copies() -> None:
+    workspace = _workspace()
+    builds: list[int] = []
+
+    def build() -> dict[str, Any]:
+        builds.append(1)
+        return owners.set_controller_reference(
+            manifests.statefulset(workspace, manifests.AgentImage("agent:1"), pod_generation=1,
+                                  default_env={"A": "b"}), workspace)
+
+    memo = built.Built()
+    first = memo.get(_key(workspace), build)
+    first["spec"]["template"]["spec"]["containers"][0]["env"].clear()  # a runtime may change what it is given
+    first["metadata"]["labels"]["changed"] = "yes"
+    second = memo.get(_key(workspace), build)
+    assert len(builds) == 1
+    assert second == build()  # as built, the first copy's changes nowhere
+    assert second["metadata"]["ownerReferences"][0]["uid"] == "u1"
+
+
+def test_anything_it_is_built_from_is_another_key() -> None:
+    workspace = _workspace()
+    same = _key(workspace)
+    assert _key(_workspace()) == same
+    others = [_key(_workspace(generation=2)), _key(_workspace(uid="u2")), _key(workspace, replicas=0),
+              _key(workspace, pod_generation=2), _key(workspace, carried={"shard": "a"}),
+              _key(workspace, default_env={"A": "c"})]
+    assert same not in others
+    assert len(set(others)) == len(others)
+
+
+def test_a_workspace_the_api_server_did_not_make_is_built_every_time() -> None:
+    assert _key(_workspace(uid=None)) is None
+    assert _key(_workspace(generation=None)) is None
+    builds: list[int] = []
+    memo = built.Built()
+    for _ in range(2):
+        memo.get(None, lambda: builds.append(1) or {})  # type: ignore[func-returns-value]
+    assert len(builds) == 2
+    assert len(memo) == 0
+
+
+def test_the_least_recently_used_goes_first() -> None:
+    memo = built.Built(kept=2)
+    builds: list[str] = []
+
+    def build(name: str) -> Any:
+        return lambda: builds.append(name) or {"name": name}
+
+    memo.get("a", build("a"))
+    memo.get("b", build("b"))
+    memo.get("a", build("a"))  # a used again: b is now the oldest
+    memo.get("c", build("c"))
+    memo.get("a", build("a"))
+    memo.get("b", build("b"))
+    assert builds == ["a", "b", "c", "b"]
