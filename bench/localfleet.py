@@ -32,6 +32,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from bench import bed as b
 from bench import operatorproc
@@ -59,7 +60,7 @@ class OperatorProcess:
         self.status = status
         self.log = log
 
-    def _status(self) -> dict[str, float] | None:
+    def _status(self) -> dict[str, Any] | None:
         if self.process.returncode is not None:
             raise RuntimeError(f"the operator exited ({self.process.returncode}); the end of {self.log}:\n"
                                + self.log.read_text(errors="replace")[-4000:])
@@ -68,6 +69,11 @@ class OperatorProcess:
     def verified(self) -> int:
         found = self._status()
         return int(found["verified"]) if found else -1
+
+    def reconciles(self) -> dict[str, float]:
+        """Reconciles so far by controller (the operator's ``controller_runtime_reconcile_total``)."""
+        found = self._status()
+        return dict(found.get("reconciles", {})) if found else {}
 
     def started(self) -> tuple[float, float]:
         """When the operator began to start: the wall clock (``time.time``) and its own CPU seconds then."""
@@ -189,6 +195,7 @@ async def _fleet(plane: controlplane.ControlPlane, root: Path, stacks: int, say:
             at_rest, peak = rss(op.pid), rss(op.pid, "VmHWM")
             seen = json.loads(sampled.read_text()) if sampled.is_file() else {"peak_rss": 0, "most_agents": 0}
             requests = _requests(root, since, time.time(), len(names), "fleet", say)
+            requests |= _reconciles(op.reconciles(), len(names), "fleet", say)
             await _events(kc, say)
             say(f"  [pko local] floor: the reference's CLI sequence for {FLOOR_STACKS} Stacks beside the fleet")
             floor_after = await asyncio.to_thread(floor_cpu, root / "floor", "after")
@@ -223,6 +230,7 @@ async def _restart(kc: kclient.Client, plane: controlplane.ControlPlane, root: P
         took = time.time() - since
         used = cpu(op.pid) - used
         requests = _requests(root, since, time.time(), len(names), "restart", say)
+        requests |= _reconciles(op.reconciles(), len(names), "restart", say)
         reruns = len(await b.updates_in(kc, NAMESPACE)) - before
         ready = sum(1 for s in (await kc.list(resources.STACK, NAMESPACE)).items if b.is_ready(s))
         for name in names:
@@ -230,6 +238,13 @@ async def _restart(kc: kclient.Client, plane: controlplane.ControlPlane, root: P
     return {f"restart: {k}": v for k, v in requests.items()} | {
         "restart: all verified (s)": took, "restart: operator CPU (s)": used,
         "restart: updates re-run": float(reruns), "restart: Ready after": float(ready)}
+
+
+def _reconciles(counts: dict[str, float], stacks: int, phase: str, say: Callable[[str], None]) -> dict[str, float]:
+    """The operator's reconciles a Stack, all controllers together, and each controller's said."""
+    say(f"  [pko local] {phase}: the operator's reconciles a Stack, most first: "
+        + ", ".join(f"{name} {n / stacks:.1f}" for name, n in sorted(counts.items(), key=lambda kv: -kv[1])))
+    return {"reconciles per Stack": sum(counts.values()) / stacks}
 
 
 def floor_sequence(name: str) -> list[list[str]]:

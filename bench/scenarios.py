@@ -24,7 +24,7 @@ from typing import Any
 from bench import bed as b
 from bench.workload import Realistic
 from pko.kube import client as kclient
-from pko.kube import resources
+from pko.kube import objects, resources
 from pko.testing import binaries, cluster, crossrun, gitserver, podprocs, pulumi, waiting
 from pko.testing.clusterbed import ROOT, diagnose, new_namespace, passphrase_env
 
@@ -232,6 +232,17 @@ async def concurrency(ctx: Context, operator: b.Operator) -> Figures:
 
 # ---------------------------------------------------------------------------------------------------------------
 
+async def _workspaces_made(ctx: Context, namespace: str, names: list[str], deadline: float) -> None:
+    """Wait until each of `names` has its Workspace."""
+    while True:
+        made = {objects.name_of(w) for w in (await ctx.kc.list(resources.WORKSPACE, namespace)).items}
+        if made >= set(names):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no Workspace for {sorted(set(names) - made)}\n{diagnose(ctx.bed, namespace)}")
+        await asyncio.sleep(b.POLL)
+
+
 def long_share(stacks: int) -> tuple[int, int, int]:
     """How a replay of PKO#1293 splits `stacks`: (long, lost, short). 8 in 280 run long operations (the 8 slots the
     issue found held by dead operations), at least one; the agents of half of them (rounded down) are killed; the
@@ -276,12 +287,13 @@ def _restarts(pods: list[b.Object]) -> int:
 
 async def killed(ctx: Context, operator: b.Operator) -> Figures:
     """A replay of PKO#1293 (25 of 25 workers busy, 8 held by dead operations for hours): N Stacks at once, a few of
-    them with long operations (a program that sleeps `--sleep` seconds in its `up`, created first, so they hold
-    slots as long operations do). Once every long one is in its `up` and a third of the others are Ready, the
-    operator's container is SIGKILLed, and so are the agents of half the long ones: those operations are dead, the
-    others still run in their pods. Until every Stack is Ready again: how long, how many Updates each Stack took
-    (1 where the agent lived: its running `up` adopted, not run twice; 2 where it died), the Stacks Stalled at the
-    end, and the most workspace pods at once (pko with a pool: never more than the pool)."""
+    them with long operations (a program that sleeps `--sleep` seconds in its `up`, created first and the others only
+    once their Workspaces exist, so they hold slots as long operations do). Once every long one is in its `up` and a
+    third of the others are Ready, the operator's container is SIGKILLed, and so are the agents of half the long
+    ones: those operations are dead, the others still run in their pods. Until every Stack is Ready again: how
+    long, how many Updates each Stack took (1 where the agent lived: its running `up` adopted, not run twice; 2
+    where it died), the Stacks Stalled at the end, and the most workspace pods at once (pko with a pool: never more
+    than the pool)."""
     namespace = await new_namespace(ctx.kc, ctx.bed, "killed")
     long_, lost, short = long_share(ctx.stacks)
     long_names = [f"slow{i:03d}" for i in range(long_)]
@@ -300,6 +312,10 @@ async def killed(ctx: Context, operator: b.Operator) -> Figures:
     try:
         start = time.monotonic()
         await _create_slow_stacks(ctx, namespace, long_names)
+        # their Workspaces first, as the issue's long operations held their slots before the queue behind them:
+        # a Stack from Git has its Workspace only once its commit is resolved, a Program's at once, so without
+        # this wait the long ones came late in the pool's queue and some were done before the last one started
+        await _workspaces_made(ctx, namespace, long_names, start + 300)
         await b.create_program_stacks(ctx.kc, namespace, names[long_:])
         deadline = start + 900 + 10 * len(names)
         while True:  # the kill point: what the Stacks show, never a fixed time

@@ -29,6 +29,9 @@ async def test_the_local_runtime_fleet_yields_figures() -> None:
     # Update and events are written, and the restarted operator reads what it verifies
     assert figures["API writes per Stack"] >= 4, figures
     assert figures["restart: API requests per Stack"] > 0, figures
+    # and its reconciles, from its own counter: the Stack, its Workspace and its Update at least once each
+    assert figures["reconciles per Stack"] >= 3, figures
+    assert figures["restart: reconciles per Stack"] >= 1, figures  # the new operator verified the Stack
     # the floor, measured in the same run: the CLI's own CPU for a Stack of the same program (a CLI start alone is
     # about 0.2 CPU s, and the sequence starts three), and the fleet's time over it
     assert 0.1 < figures["floor: CLI CPU a Stack, empty backend (s)"] < 30, figures
