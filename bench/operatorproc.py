@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import proctree
 from pko.runtime import metrics
 from pko.testing import operator as local_operator
 
@@ -33,15 +34,8 @@ from pko.testing import operator as local_operator
 CHECK = 0.5
 
 
-def write_status(path: Path, values: dict[str, Any]) -> None:
-    """Replace `path` whole with `values` as JSON (a reader never sees half a file)."""
-    partial = path.with_suffix(".partial")
-    partial.write_text(json.dumps(values))
-    partial.replace(path)
-
-
 def read_status(path: Path) -> dict[str, Any] | None:
-    """What :func:`write_status` last wrote at `path` (None: nothing yet)."""
+    """What the operator last wrote at `path` (:func:`bench.proctree.write_json`; None: nothing yet)."""
     try:
         found: dict[str, Any] = json.loads(path.read_text())
     except FileNotFoundError:
@@ -78,7 +72,7 @@ async def serve(config: dict[str, Any]) -> None:
             now = {"verified": len(verified), **started, "reconciles": reconciles(op.manager.metrics)}
             if now != written:
                 written = now
-                write_status(status, now)
+                proctree.write_json(status, now)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), CHECK)
 

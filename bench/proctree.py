@@ -1,4 +1,5 @@
-"""The process tree below a pid, read from ``/proc``: its descendants, its agents, a process's RSS and CPU.
+"""The process tree below a pid, read from ``/proc``: its descendants, its agents, a process's RSS and CPU; and
+:func:`write_json`, how the processes that sample them hand their figures over.
 
 Why a module of its own: :mod:`bench.procwatch` samples the tree in a process of its own and must be sampling
 within a moment (a fleet of a few Stacks is Ready in seconds), so it imports nothing of pko; :mod:`bench.localfleet`
@@ -8,6 +9,7 @@ reads the same figures at the ends of its phases.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,3 +59,10 @@ def agents(pid: int) -> int:
         else:
             count += agents(child)
     return count
+
+
+def write_json(path: Path, values: object) -> None:
+    """Replace `path` whole with `values` as JSON: a reader never sees half a file."""
+    partial = path.with_suffix(".partial")
+    partial.write_text(json.dumps(values))
+    partial.replace(path)

@@ -10,7 +10,6 @@ process that started it (the harness) is gone, or on SIGTERM.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -37,10 +36,8 @@ def main(argv: list[str]) -> int:
         own = proctree.rss(pid)
         if own > own_peak:
             own_peak, own_peak_at = own, time.monotonic() - start
-        partial = out.with_suffix(".partial")
-        partial.write_text(json.dumps({"peak_rss": peak_rss, "most_agents": most_agents,
-                                       "own_peak_at": round(own_peak_at, 1)}))
-        partial.replace(out)
+        proctree.write_json(out, {"peak_rss": peak_rss, "most_agents": most_agents,
+                                  "own_peak_at": round(own_peak_at, 1)})
         time.sleep(EVERY)
     return 0
 
