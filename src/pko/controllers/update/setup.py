@@ -4,7 +4,7 @@ An Update is reconciled when it is created, when its spec, owners, labels or ann
 deleted, when it becomes Complete (its TTL starts), when its operation ends (the reconciler re-queues it), and when
 its Workspace becomes ready or goes away — unless it is complete or its operation is in flight. Not for the other
 status writes and the Stack's finalizer of every Update: those are the reconciler's and the Stack's own, and each
-was a reconcile that changed nothing (3.4 of an Update's 5.7 reconciles in a 100-Stack fleet). The reference
+was a reconcile that changed nothing (2.7 of an Update's 5.7 reconciles in a 200-Stack fleet). The reference
 watches Updates the same way (``GenerationChanged OR ownerRefs changed OR became Complete``).
 """
 

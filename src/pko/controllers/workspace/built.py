@@ -2,7 +2,7 @@
 
 Why: each reconcile of a Workspace built its StatefulSet anew (the spec with its defaults, the pod template merged
 in, the owner reference), some 0.3 ms of CPU each, about six times a Stack as a pool of active workspaces turns over:
-4% of the operator's CPU in a profile of 200 Stacks. What it is built from changes far less often: the Workspace's
+3.4% of the operator's CPU in a profile of 200 Stacks. What it is built from changes far less often: the Workspace's
 spec (a custom resource's generation moves with every change of its spec), its name and uid, the pod revision, the
 replicas, the labels the shard carries and the operator's default env. Those are the key. A Workspace without a uid
 or a generation (never one the API server made) is built every time.
