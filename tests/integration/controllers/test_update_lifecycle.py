@@ -189,7 +189,8 @@ async def test_status_writes_alone_do_not_bring_an_update_back(
     nowhere = {"metadata": {"name": "nowhere", "namespace": namespace}}
     await kc.create(_update("quiet", nowhere, owned=False))  # canceled at once: nobody owns it
     await waiting.wait_for(kc, resources.UPDATE, "quiet", namespace, _complete, timeout=60)
-    await waiting.settled(registry, names.UPDATE_CONTROLLER, after=0)
+    # two reconciles: its creation (canceled) and its becoming Complete (the TTL's wait); then none is due
+    await waiting.settled(registry, names.UPDATE_CONTROLLER, after=1)
     before = waiting.reconciles(registry, names.UPDATE_CONTROLLER)
     for note in range(5):
         await kc.apply_status({"apiVersion": "auto.pulumi.com/v1alpha1", "kind": "Update",
