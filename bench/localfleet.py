@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import bed as b
-from bench import operatorproc
+from bench import operatorproc, proctree
 from bench.proctree import children, cpu, rss
 from pko.api import program as program_api
 from pko.kube import client as kclient
@@ -178,7 +178,7 @@ async def _fleet(plane: controlplane.ControlPlane, root: Path, stacks: int, say:
             watcher = await asyncio.create_subprocess_exec(sys.executable, "-m", "bench.procwatch", str(op.pid),
                                                            str(sampled))
             waited = time.monotonic() + 60
-            while not sampled.is_file():  # sampling before the fleet starts
+            while proctree.read_json(sampled) is None:  # sampling before the fleet starts
                 if watcher.returncode is not None or time.monotonic() > waited:
                     raise RuntimeError(f"bench.procwatch did not start sampling ({watcher.returncode})")
                 await asyncio.sleep(0.05)
@@ -193,7 +193,7 @@ async def _fleet(plane: controlplane.ControlPlane, root: Path, stacks: int, say:
                 watcher.terminate()
                 await watcher.wait()
             at_rest, peak = rss(op.pid), rss(op.pid, "VmHWM")
-            seen = json.loads(sampled.read_text()) if sampled.is_file() else {"peak_rss": 0, "most_agents": 0}
+            seen = proctree.read_json(sampled) or {"peak_rss": 0, "most_agents": 0}
             requests = _requests(root, since, time.time(), len(names), "fleet", say)
             requests |= _reconciles(op.reconciles(), len(names), "fleet", say)
             await _events(kc, say)

@@ -7,12 +7,12 @@ targets are the operator's. Here the operator runs alone, as the real manager an
 :mod:`pko.testing.operator`, so the harness reads its CPU and peak RSS from ``/proc``; its agents are its children.
 
 CONFIG is a JSON file: ``kubeconfig``, ``workspace_root``, ``namespace``, ``max_active_workspaces`` (or null),
-``user_agent`` and ``status``, a path. Once the operator runs, and whenever the number of Stacks it has verified
-since its start (:attr:`StackReconciler.verified`, what the restart phase waits for) or its reconciles change, it
-replaces the file at ``status`` with ``{"verified": N, "started": T, "cpu": C, "reconciles": {controller: n}}``,
-checking twice a second: T and C are the wall clock and the process's CPU seconds when the operator began to start
-(after the imports); the reconciles are ``controller_runtime_reconcile_total`` by controller, all results. SIGTERM
-stops it as a shutdown of the operator does (its agents with it); it exits 0 then.
+``user_agent`` and ``status``, a path. Once the operator runs, and whenever the number of Stacks it has verified since
+its start (:attr:`StackReconciler.verified`, what the restart phase waits for) or its reconciles change, it rewrites the
+file at ``status`` in place (:class:`bench.proctree.StatusFile`) with ``{"verified": N, "started": T, "cpu": C,
+"reconciles": {controller: n}}``, checking twice a second: T and C are the wall clock and the process's CPU seconds when
+the operator began to start (after the imports); the reconciles are ``controller_runtime_reconcile_total`` by
+controller, all results. SIGTERM stops it as a shutdown of the operator does (its agents with it); it exits 0 then.
 """
 
 from __future__ import annotations
@@ -35,11 +35,8 @@ CHECK = 0.5
 
 
 def read_status(path: Path) -> dict[str, Any] | None:
-    """What the operator last wrote at `path` (:func:`bench.proctree.write_json`; None: nothing yet)."""
-    try:
-        found: dict[str, Any] = json.loads(path.read_text())
-    except FileNotFoundError:
-        return None
+    """What the operator last wrote at `path` (a :class:`bench.proctree.StatusFile`; None: nothing yet)."""
+    found: dict[str, Any] | None = proctree.read_json(path)
     return found
 
 
@@ -58,7 +55,7 @@ def reconciles(runtime: metrics.Metrics) -> dict[str, float]:
 async def serve(config: dict[str, Any]) -> None:
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    status = Path(config["status"])
+    status = proctree.StatusFile(Path(config["status"]))
     # when it started, by the wall clock and its own CPU clock: the restart phase counts from here (by the time
     # the harness reads the first status, a small fleet may be verified already)
     started = {"started": time.time(), "cpu": time.process_time()}
@@ -72,9 +69,10 @@ async def serve(config: dict[str, Any]) -> None:
             now = {"verified": len(verified), **started, "reconciles": reconciles(op.manager.metrics)}
             if now != written:
                 written = now
-                proctree.write_json(status, now)
+                status.write(now)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), CHECK)
+    status.close()
 
 
 def main(argv: list[str]) -> int:

@@ -1,5 +1,5 @@
 """The process tree below a pid, read from ``/proc``: its descendants, its agents, a process's RSS and CPU; and
-:func:`write_json`, how the processes that sample them hand their figures over.
+the :class:`StatusFile`, how the processes that sample them hand their figures over.
 
 Why a module of its own: :mod:`bench.procwatch` samples the tree in a process of its own and must be sampling
 within a moment (a fleet of a few Stacks is Ready in seconds), so it imports nothing of pko; :mod:`bench.localfleet`
@@ -13,6 +13,7 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 
 def _direct_children(pid: int) -> list[int]:
@@ -61,8 +62,47 @@ def agents(pid: int) -> int:
     return count
 
 
-def write_json(path: Path, values: object) -> None:
-    """Replace `path` whole with `values` as JSON: a reader never sees half a file."""
-    partial = path.with_suffix(".partial")
-    partial.write_text(json.dumps(values))
-    partial.replace(path)
+class StatusFile:
+    """A small JSON file its writer rewrites in place, many times a second if need be, for another process to read
+    (:func:`read_json`).
+
+    Why not a new file renamed over the old one each time: on ext4 a rename over an existing file makes the kernel
+    write the new file's data out first (``auto_da_alloc``), 3.5 ms a time on this VM; twice a second in the
+    operator's process that was 2% of its samples in a 200-Stack fleet, charged to the operator's CPU figure. The
+    text is padded with spaces to the longest written so far, so no old tail is ever left behind it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+        self._size = 0
+
+    def write(self, values: object) -> None:
+        data = json.dumps(values).encode()
+        self._size = max(self._size, len(data))
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.pwrite(self._fd, data.ljust(self._size), 0)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def read_json(path: Path) -> Any:
+    """What a :class:`StatusFile` at `path` holds (None: nothing yet). A read that met a write half done (it does
+    not parse) is read again."""
+    for _ in range(READ_TRIES):
+        try:
+            text = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        if not text.strip():
+            return None
+        with contextlib.suppress(ValueError):
+            return json.loads(text)
+    raise RuntimeError(f"{path} did not parse in {READ_TRIES} reads")
+
+
+#: Reads of a :class:`StatusFile` before giving up: a read meets a write half done only rarely.
+READ_TRIES = 20

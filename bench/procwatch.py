@@ -4,8 +4,9 @@
 Why: walking /proc for the agents' count and RSS every half second took about a tenth of a process's busy time at
 300 Stacks (py-spy); here it is charged to neither the operator nor the harness. Every :data:`EVERY`
 seconds it writes the most agents seen at once, the peak RSS of PID's descendants (the agents and their CLIs), and
-when PID's own RSS peaked, in seconds since the start, to OUT as JSON, replacing the file whole; it stops when the
-process that started it (the harness) is gone, or on SIGTERM.
+when PID's own RSS peaked, in seconds since the start, to OUT as JSON, rewriting it in place
+(:class:`bench.proctree.StatusFile`); it stops when the process that started it (the harness) is gone, or on
+SIGTERM.
 """
 
 from __future__ import annotations
@@ -30,13 +31,14 @@ def main(argv: list[str]) -> int:
     peak_rss = most_agents = own_peak = 0
     start = time.monotonic()
     own_peak_at = 0.0
+    status = proctree.StatusFile(out)
     while not stop[0] and os.getppid() == harness:
         peak_rss = max(peak_rss, sum(proctree.rss(p) for p in proctree.children(pid) if p != me))
         most_agents = max(most_agents, proctree.agents(pid))
         own = proctree.rss(pid)
         if own > own_peak:
             own_peak, own_peak_at = own, time.monotonic() - start
-        proctree.write_json(out, {"peak_rss": peak_rss, "most_agents": most_agents,
+        status.write({"peak_rss": peak_rss, "most_agents": most_agents,
                                   "own_peak_at": round(own_peak_at, 1)})
         time.sleep(EVERY)
     return 0
