@@ -64,3 +64,28 @@ def test_the_queue_moving_does_not_wake_the_stack_but_a_new_lane_or_leaving_the_
     assert not _moved(third, second)  # every waiting Stack's status written each time the queue moves: no
     assert _moved(second, retry)
     assert _moved(second, starting)
+
+
+def _added(obj: dict[str, object]) -> bool:
+    return setup.workspace_changed(store.Event("ADDED", obj, None))
+
+
+def test_a_new_workspace_is_news_for_its_stack_only_when_it_says_something() -> None:
+    """The Stack that applied a Workspace is reconciling already, and at the operator's start every Stack is: a
+    Workspace seen for the first time with nothing to show (no status, or plain waiting) brings no reconcile; one
+    that is ready, stalled, queued or stuck does (a relist can deliver any of those as ADDED)."""
+    fresh: dict[str, object] = {"apiVersion": "auto.pulumi.com/v1alpha1", "kind": "Workspace",
+                                "metadata": {"name": "w", "namespace": "ns"}}
+    assert not _added(fresh)
+    assert not _added(_workspace("WaitingForReplicas", "Waiting for the workspace pod to be available"))
+    assert _added(_workspace(conditions.QUEUED, lanes.queued_message(3, 12, 20, lanes.CHANGE)))
+    assert _added(_workspace("WaitingForReplicas", "Waiting for the workspace agent: the image cannot be pulled"))
+    ready_now = {**fresh, "metadata": {"name": "w", "namespace": "ns", "generation": 1},
+                 "status": {"observedGeneration": 1, "conditions": [
+                     {"type": "Ready", "status": "True", "reason": "Succeeded", "message": "",
+                      "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}
+    assert _added(ready_now)
+    stalled = {**fresh, "status": {"conditions": [{"type": "Stalled", "status": "True", "reason": "InstallationFailed",
+                                                   "message": "x", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}
+    assert _added(stalled)
+    assert setup.workspace_changed(store.Event("DELETED", fresh, None))
