@@ -139,7 +139,8 @@ class StackReconciler:
         return sync.stack_policy(stack, defaults=self.retry_policy)
 
     async def __call__(self, key: objects.ObjectKey) -> Result | None:
-        stack = await self.client.get_typed_or_none(resources.STACK, stack_api.Stack, key.name, key.namespace)
+        found = await self.client.get_or_none(resources.STACK, key.name, key.namespace)
+        stack = None if found is None else stack_api.Stack.model_validate(found)
         if stack is None or not self.shard.owns_labels(stack.metadata.labels):
             self.first_looks.forget(key.namespace, key.name)
             self.verified.discard(key)
@@ -149,7 +150,10 @@ class StackReconciler:
         if wait is not None:
             return Result(requeue_after=wait)
         self.verified.add(key)
-        status = (stack.status or stack_api.StackStatus()).model_copy(deep=True)
+        # the status this pass builds, apart from the one read (what a write is compared with): validated again
+        # from a copy of what was read, several times cheaper than a deep copy of the model
+        assert found is not None
+        status = stack_api.StackStatus.model_validate(objects.copy_decoded(found.get("status") or {}))
         status.observed_generation = stack.metadata.generation
         status.observed_reconcile_request = sync.reconcile_request(stack)
         if status.current_update is not None and status.current_update.name:

@@ -4,8 +4,10 @@ Why: each reconcile of a Workspace built its StatefulSet anew (the spec with its
 in, the owner reference), some 0.3 ms of CPU each, about six times a Stack as a pool of active workspaces turns over:
 3.4% of the operator's CPU in a profile of 200 Stacks. What it is built from changes far less often: the Workspace's
 spec (a custom resource's generation moves with every change of its spec), its name and uid, the pod revision, the
-replicas, the labels the shard carries and the operator's default env. Those are the key. A Workspace without a uid
-or a generation (never one the API server made) is built every time.
+labels the shard carries and the operator's default env. Those are the key. A Workspace without a uid or a
+generation (never one the API server made) is built every time. The replicas are not in the key: a Workspace that
+sleeps (0) and wakes (1) is the same build, and each copy gets the replicas asked for (keyed by them too, nearly
+every Stack in a turning pool was built twice).
 
 Every caller gets its own copy: a runtime may change what it is given, and the kept one must stay as built.
 """
@@ -25,13 +27,13 @@ KEPT = 256
 Manifest = dict[str, Any]
 
 
-def key(workspace: ws_api.Workspace, *, replicas: int, pod_generation: int, carried: Mapping[str, str],
+def key(workspace: ws_api.Workspace, *, pod_generation: int, carried: Mapping[str, str],
         default_env: Mapping[str, str]) -> Hashable | None:
     """What the StatefulSet of `workspace` is built from (None: not to be kept)."""
     meta = workspace.metadata
     if not meta.uid or meta.generation is None:
         return None
-    return (meta.uid, meta.namespace, meta.name, meta.generation, pod_generation, replicas,
+    return (meta.uid, meta.namespace, meta.name, meta.generation, pod_generation,
             tuple(sorted(carried.items())), tuple(sorted(default_env.items())))
 
 
@@ -45,15 +47,19 @@ class Built:
     def __len__(self) -> int:
         return len(self._kept)
 
-    def get(self, found: Hashable | None, build: Callable[[], Manifest]) -> Manifest:
-        """A copy of the manifest kept under `found`, built with `build` the first time (every time for None)."""
+    def get(self, found: Hashable | None, build: Callable[[], Manifest], *, replicas: int) -> Manifest:
+        """A copy of the manifest kept under `found`, built with `build` the first time (every time for None), with
+        `replicas`."""
         if found is None:
-            return build()
-        manifest = self._kept.get(found)
-        if manifest is None:
-            manifest = self._kept[found] = build()
-            while len(self._kept) > self.kept:
-                self._kept.popitem(last=False)
+            manifest = build()
         else:
-            self._kept.move_to_end(found)
-        return objects.clone(manifest)
+            kept = self._kept.get(found)
+            if kept is None:
+                kept = self._kept[found] = build()
+                while len(self._kept) > self.kept:
+                    self._kept.popitem(last=False)
+            else:
+                self._kept.move_to_end(found)
+            manifest = objects.clone(kept)
+        manifest["spec"]["replicas"] = replicas
+        return manifest

@@ -279,13 +279,13 @@ class WorkspaceReconciler:
         def build() -> dict[str, Any]:
             return owners.set_controller_reference(
                 manifests.statefulset(workspace, self.agent_image, flux_max_untar=self.flux_max_untar,
-                                      github_api_url=self.github_api_url, replicas=replicas, carried=carried,
+                                      github_api_url=self.github_api_url, carried=carried,
                                       pod_generation=revision.generation, default_env=default_env,
                                       volume=self.share_volume),
                 workspace)
 
-        return self._built.get(built.key(workspace, replicas=replicas, pod_generation=revision.generation,
-                                         carried=carried, default_env=default_env), build)
+        return self._built.get(built.key(workspace, pod_generation=revision.generation, carried=carried,
+                                         default_env=default_env), build, replicas=replicas)
 
     # --- the pool of active workspaces (pool.py) ----------------------------------------------------------------
 

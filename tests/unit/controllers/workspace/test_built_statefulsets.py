@@ -20,7 +20,7 @@ def _workspace(generation: int | None = 1, uid: str | None = "u1") -> ws_api.Wor
 
 
 def _key(workspace: ws_api.Workspace, **changed: Any) -> object:
-    values: dict[str, Any] = {"replicas": 1, "pod_generation": 1, "carried": {}, "default_env": {"A": "b"}}
+    values: dict[str, Any] = {"pod_generation": 1, "carried": {}, "default_env": {"A": "b"}}
     return built.key(workspace, **(values | changed))
 
 
@@ -35,10 +35,10 @@ def test_built_once_and_handed_out_as_copies() -> None:
                                   default_env={"A": "b"}), workspace)
 
     memo = built.Built()
-    first = memo.get(_key(workspace), build)
+    first = memo.get(_key(workspace), build, replicas=1)
     first["spec"]["template"]["spec"]["containers"][0]["env"].clear()  # a runtime may change what it is given
     first["metadata"]["labels"]["changed"] = "yes"
-    second = memo.get(_key(workspace), build)
+    second = memo.get(_key(workspace), build, replicas=1)
     assert len(builds) == 1
     assert second == build()  # as built, the first copy's changes nowhere
     assert second["metadata"]["ownerReferences"][0]["uid"] == "u1"
@@ -48,7 +48,7 @@ def test_anything_it_is_built_from_is_another_key() -> None:
     workspace = _workspace()
     same = _key(workspace)
     assert _key(_workspace()) == same
-    others = [_key(_workspace(generation=2)), _key(_workspace(uid="u2")), _key(workspace, replicas=0),
+    others = [_key(_workspace(generation=2)), _key(_workspace(uid="u2")),
               _key(workspace, pod_generation=2), _key(workspace, carried={"shard": "a"}),
               _key(workspace, default_env={"A": "c"})]
     assert same not in others
@@ -61,7 +61,7 @@ def test_a_workspace_the_api_server_did_not_make_is_built_every_time() -> None:
     builds: list[int] = []
     memo = built.Built()
     for _ in range(2):
-        memo.get(None, lambda: builds.append(1) or {})  # type: ignore[func-returns-value]
+        memo.get(None, lambda: builds.append(1) or {"spec": {}}, replicas=1)  # type: ignore[func-returns-value]
     assert len(builds) == 2
     assert len(memo) == 0
 
@@ -71,12 +71,32 @@ def test_the_least_recently_used_goes_first() -> None:
     builds: list[str] = []
 
     def build(name: str) -> Any:
-        return lambda: builds.append(name) or {"name": name}
+        return lambda: builds.append(name) or {"name": name, "spec": {}}
 
-    memo.get("a", build("a"))
-    memo.get("b", build("b"))
-    memo.get("a", build("a"))  # a used again: b is now the oldest
-    memo.get("c", build("c"))
-    memo.get("a", build("a"))
-    memo.get("b", build("b"))
+    memo.get("a", build("a"), replicas=1)
+    memo.get("b", build("b"), replicas=1)
+    memo.get("a", build("a"), replicas=1)  # a used again: b is now the oldest
+    memo.get("c", build("c"), replicas=1)
+    memo.get("a", build("a"), replicas=1)
+    memo.get("b", build("b"), replicas=1)
     assert builds == ["a", "b", "c", "b"]
+
+
+def test_a_sleep_and_a_wake_are_one_build_each_copy_with_its_replicas() -> None:
+    workspace = _workspace()
+    builds: list[int] = []
+
+    def build() -> dict[str, Any]:
+        builds.append(1)
+        return owners.set_controller_reference(
+            manifests.statefulset(workspace, manifests.AgentImage("agent:1"), pod_generation=1,
+                                  default_env={"A": "b"}), workspace)
+
+    memo = built.Built()
+    awake = memo.get(_key(workspace), build, replicas=1)
+    asleep = memo.get(_key(workspace), build, replicas=0)
+    again = memo.get(_key(workspace), build, replicas=1)
+    assert len(builds) == 1
+    assert (awake["spec"]["replicas"], asleep["spec"]["replicas"], again["spec"]["replicas"]) == (1, 0, 1)
+    assert {**asleep, "spec": {**asleep["spec"], "replicas": 1}} == awake
+    assert memo.get(None, build, replicas=0)["spec"]["replicas"] == 0  # built every time, replicas still set
