@@ -12,11 +12,13 @@ The project is ``{name: <Program name>, runtime: yaml}`` plus the program's fiel
 Go operator's typed structs apply it: empty strings, ``false`` and empty lists/maps of typed fields are left
 out, objects given (even empty ones) and every free-form Pulumi YAML expression are kept verbatim.
 
-Pure: a model in, bytes out. Must never do I/O, read the clock or interpret Pulumi YAML expressions.
+Pure: a model in, bytes out (kept for each uid and generation, :func:`build`). Must never do I/O, read the
+clock or interpret Pulumi YAML expressions.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import gzip
@@ -234,6 +236,28 @@ def digest_of(data: bytes) -> str:
 
 
 def build(program: program_api.Program) -> Artifact:
-    """The artifact of a Program."""
+    """The artifact of a Program: made once for each Program (uid) and generation, the last :data:`KEPT` kept.
+
+    Why kept: the Program controller builds it for the digest it publishes, and the file server again when the
+    workspace fetches it, about 1 ms each in PyYAML's emitter. What it is made of, the Program's name and spec,
+    cannot change without a new uid or generation, so the same key is the same bytes. A Program the API server did
+    not make (no uid or generation) is built every time."""
+    meta = program.metadata
+    key = (meta.uid, meta.generation) if meta.uid and meta.generation is not None else None
+    found = _kept.get(key) if key is not None else None
+    if found is not None:
+        _kept.move_to_end(key)
+        return found
     data = pack(render(project(program)))
-    return Artifact(data, digest_of(data))
+    made = Artifact(data, digest_of(data))
+    if key is not None:
+        _kept[key] = made
+        while len(_kept) > KEPT:
+            _kept.popitem(last=False)
+    return made
+
+
+KEPT = 256
+"""Artifacts kept: a fleet's Programs are built and fetched close together, at most a pool's worth at once."""
+
+_kept: collections.OrderedDict[object, Artifact] = collections.OrderedDict()

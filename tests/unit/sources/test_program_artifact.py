@@ -182,3 +182,36 @@ def test_keys_sort_as_go_yaml_sorts_them() -> None:
     ordered = sorted(keys, key=artifacts.go_yaml_key)
     assert ordered == ["9", "10", "B", "a_b", "a1", "a01", "aB", "b", "index.html", "indexContent", "item9", "item10",
                        "x"]
+
+
+def test_built_once_for_each_uid_and_generation(monkeypatch: Any) -> None:
+    """The controller's digest and the file server's bytes come from one build of a Program's generation; a new
+    generation or another Program is built anew, and one without a uid every time."""
+    renders: list[str] = []
+    render = artifacts.render
+    monkeypatch.setattr(artifacts, "render", lambda doc: renders.append(doc["name"]) or render(doc))
+    made = copy.deepcopy(STATICWEBSITE)
+    made["metadata"] |= {"uid": "u-static-1", "generation": 3}
+    first = artifacts.build(_program(made))
+    assert artifacts.build(_program(made)) is first
+    assert len(renders) == 1
+    changed = copy.deepcopy(made)
+    changed["metadata"]["generation"] = 4
+    changed["program"]["outputs"]["bucketName"] = "${bucket.bucket}"
+    assert artifacts.build(_program(changed)).digest != first.digest
+    other = copy.deepcopy(made)
+    other["metadata"] |= {"uid": "u-static-2", "name": "otherwebsite"}
+    assert artifacts.build(_program(other)).digest != first.digest
+    artifacts.build(_program(STATICWEBSITE))
+    artifacts.build(_program(STATICWEBSITE))
+    assert len(renders) == 5
+
+
+def test_only_the_last_kept_artifacts_are_kept(monkeypatch: Any) -> None:
+    monkeypatch.setattr(artifacts, "KEPT", 2)
+    monkeypatch.setattr(artifacts, "_kept", type(artifacts._kept)())
+    for uid in ("a", "b", "c"):
+        made = copy.deepcopy(STATICWEBSITE)
+        made["metadata"] |= {"uid": uid}
+        artifacts.build(_program(made))
+    assert [key[0] for key in artifacts._kept] == ["b", "c"]  # type: ignore[index]

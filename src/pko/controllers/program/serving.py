@@ -1,11 +1,12 @@
 """What the program file server answers to ``GET /programs/<namespace>/<name>/<generation>``, as pure functions.
 
-Why: the archive is never stored; every request regenerates it from the Program as it is now, and only for the
-generation the URL names — an old URL must stop working once the Program changes (``404``), so a workspace can
-never build from a program other than the one whose digest it was given. Answers follow the Go operator:
-``400`` when the path does not have exactly three parts, ``404`` when the Program is missing or at another
-generation (an unparsable generation is generation 0, which never exists), else the ``.tar.gz`` with
-``Content-Type: application/gzip`` and ``Content-Disposition: attachment; filename=project.tar.gz``.
+Why: the archive is never stored; every request takes it from the Program as it is now (built once for each uid and
+generation, :func:`pko.sources.program.build`), and only for the generation the URL names — an old URL must stop
+working once the Program changes (``404``), so a workspace can never build from a program other than the one whose
+digest it was given. Answers follow the Go operator: ``400`` when the path does not have exactly three parts,
+``404`` when the Program is missing or at another generation (an unparsable generation is generation 0, which never
+exists), else the ``.tar.gz`` with ``Content-Type: application/gzip`` and ``Content-Disposition: attachment;
+filename=project.tar.gz``.
 
 Pure: the request path and the Program (or ``None``) in, status, headers and body out. Must never do I/O.
 """
