@@ -36,7 +36,7 @@ from lightkube.config.kubeconfig import SingleConfig
 from lightkube.config.models import User
 from lightkube.core.exceptions import ConfigError
 
-from pko.kube import errors, ratelimit
+from pko.kube import errors, http1, ratelimit
 
 TOKEN_FILE_MAX_AGE = 60.0
 """Seconds a token file's content is trusted before it is read again (client-go re-reads a projected token this
@@ -148,6 +148,11 @@ class Transport:
             self._headers["User-Agent"] = user_agent
         self._max_connections = max_connections
         self._proxy = proxy_for(self.base)
+        server = urllib.parse.urlsplit(self.base)
+        self._prefix = server.path  # a server URL may have a path of its own (a proxy in front of the cluster)
+        self._address = (server.hostname or "", server.port or (443 if server.scheme == "https" else 80))
+        self._head = "".join(f"{name}: {value}\r\n" for name, value in self._headers.items())
+        self._pool: http1.Pool | None = None  # short requests, unless through a proxy (http1.py)
         self._session: aiohttp.ClientSession | None = None
         self._streams: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -157,11 +162,7 @@ class Transport:
     def _open(self, *, stream: bool = False) -> aiohttp.ClientSession:
         """The session for short requests (at most `max_connections` at once), or for watches (`stream`: one
         connection each, never waiting for a short request's connection, nor holding one)."""
-        loop = asyncio.get_running_loop()
-        if self._loop is not loop:
-            # A session belongs to the loop it was opened in; a client reused under another loop (a test's fixture,
-            # a CLI command's second asyncio.run) opens its own there.
-            self._loop, self._session, self._streams = loop, None, None
+        self._in_running_loop()
         session = self._streams if stream else self._session
         if session is None or session.closed:
             connector = aiohttp.TCPConnector(ssl=self._ssl if self._ssl is not None else True,
@@ -175,12 +176,28 @@ class Transport:
                 self._session = session
         return session
 
+    def _in_running_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            # Sessions and connections belong to the loop they were opened in; a client reused under another loop
+            # (a test's fixture, a CLI command's second asyncio.run) opens its own there.
+            self._loop, self._session, self._streams, self._pool = loop, None, None, None
+
+    def _short(self) -> http1.Pool:
+        """The pool of connections for short requests in the running loop."""
+        self._in_running_loop()
+        if self._pool is None:
+            self._pool = http1.Pool(*self._address, self._ssl, limit=self._max_connections)
+        return self._pool
+
     async def close(self) -> None:
         if self._loop is asyncio.get_running_loop():
             for session in (self._session, self._streams):
                 if session is not None:
                     await session.close()
-        self._session = self._streams = None
+            if self._pool is not None:
+                self._pool.close()
+        self._session = self._streams = self._pool = None
 
     async def _request_headers(self, content_type: str | None) -> dict[str, str]:
         headers: dict[str, str] = {}
@@ -194,6 +211,8 @@ class Transport:
     async def request(self, method: str, path: str, *, params: Params | None = None, body: bytes | None = None,
                       content_type: str | None = None) -> bytes:
         """The body of the answer to one request; :class:`errors.ApiError` for a failure status."""
+        if self._proxy is None:
+            return await self._request_short(method, path, params, body, content_type)
         response = await self._send(method, path, params, body, content_type, stream=False)
         try:
             return await response.read()
@@ -239,6 +258,30 @@ class Transport:
         raise AssertionError("unreachable")
 
 
+    async def _request_short(self, method: str, path: str, params: Params | None, body: bytes | None,
+                             content_type: str | None) -> bytes:
+        """:meth:`request` on the pool of :mod:`pko.kube.http1`, sent again once with fresh credentials when the
+        first is refused with 401."""
+        query = _query(params)
+        target = self._prefix + path + ("?" + urllib.parse.urlencode(query, quote_via=urllib.parse.quote)
+                                        if query else "")
+        for attempt in (1, 2):
+            headers = await self._request_headers(content_type)
+            head = (self._head + "".join(f"{name}: {value}\r\n" for name, value in headers.items())).encode("latin-1")
+            if self.limiter is not None:
+                await self.limiter.acquire()
+            try:
+                answer = await self._short().request(method, target, head, body, timeout=self.timeout)
+            except http1.Unanswered as err:
+                raise unanswered_error(err) from err
+            if answer.status < 400:
+                return answer.body
+            if answer.status == 401 and attempt == 1 and self.credentials.rejected():
+                continue
+            raise api_error(answer.status, answer.body)
+        raise AssertionError("unreachable")
+
+
 async def _chunks(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
     try:
         async for chunk in response.content.iter_any():
@@ -273,6 +316,16 @@ def api_error(status: int, body: bytes) -> errors.ApiError:
         return errors.from_status(int(decoded.get("code") or status), str(decoded.get("reason") or ""),
                                   str(decoded.get("message") or ""), details if isinstance(details, dict) else None)
     return errors.from_status(status, message=body.decode(errors="replace").strip())
+
+
+_UNANSWERED: dict[str, type[httpx2.TransportError]] = {
+    "connect": httpx2.ConnectError, "timeout": httpx2.ReadTimeout, "closed": httpx2.RemoteProtocolError,
+    "protocol": httpx2.RemoteProtocolError, "io": httpx2.ReadError}
+
+
+def unanswered_error(err: http1.Unanswered) -> httpx2.TransportError:
+    """A short request's failure to get an answer, as :func:`transport_error` names aiohttp's."""
+    return _UNANSWERED.get(err.reason, httpx2.TransportError)(str(err) or err.reason)
 
 
 def transport_error(err: BaseException) -> httpx2.TransportError:
