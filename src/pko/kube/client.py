@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import re
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -306,7 +305,7 @@ class Client:
         k = resources.of(obj)
         return _decode(await self.http.request(
             "PATCH", path(k, _namespace_of(k, obj), objects.name_of(obj), "status" if status else None),
-            body=_encode(apply_body(obj)), content_type=PatchType.APPLY.value,
+            body=apply_body(obj), content_type=PatchType.APPLY.value,
             params={"fieldManager": field_manager or self.field_manager, "force": "true" if force else None}))
 
     async def patch(
@@ -389,20 +388,21 @@ def _decode(data: bytes | str) -> objects.Object:
 
 # Characters a JSON encoder writes raw (it escapes only U+0000-U+001F) that a YAML reader refuses anywhere in its
 # input ("control characters are not allowed": DEL, the C1 controls, the two BMP non-characters) or reads as a line
-# break and folds into a space inside a string (NEL, LINE and PARAGRAPH SEPARATOR).
+# break and folds into a space inside a string (NEL, LINE and PARAGRAPH SEPARATOR), as text and as their UTF-8 bytes.
 _YAML_UNREADABLE = re.compile("[\x7f-\x9f\u2028\u2029\ufffe\uffff]")
+_YAML_UNREADABLE_UTF8 = re.compile(b"\x7f|\xc2[\x80-\x9f]|\xe2\x80[\xa8\xa9]|\xef\xbf[\xbe\xbf]")
 
 
-def apply_body(obj: objects.Object) -> objects.Object | msgspec.Raw:
-    """`obj` as the body of a server-side apply. The API server reads an apply body as YAML, whose reader refuses
-    or alters some characters JSON carries unescaped (a C1 control in a condition message that quotes a Workspace's
-    spec made every status apply of that Workspace a 400, found by tests/chaos/hostile/test_fuzzed_workspaces.py):
-    a body with one is sent as JSON with those characters ``\\u``-escaped, which YAML reads back as the same
-    string."""
-    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
-    if _YAML_UNREADABLE.search(text) is None:
-        return obj
-    return msgspec.Raw(_YAML_UNREADABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode())
+def apply_body(obj: objects.Object) -> bytes:
+    """`obj` encoded as the body of a server-side apply. The API server reads an apply body as YAML, whose reader
+    refuses or alters some characters JSON carries unescaped (a C1 control in a condition message that quotes a
+    Workspace's spec made every status apply of that Workspace a 400, found by
+    tests/chaos/hostile/test_fuzzed_workspaces.py): a body with one has those characters ``\\u``-escaped, which YAML
+    reads back as the same string. Encoded once and looked through as bytes: most bodies have none."""
+    body = _encode(obj)
+    if _YAML_UNREADABLE_UTF8.search(body) is None:
+        return body
+    return _YAML_UNREADABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", body.decode()).encode()
 
 
 async def json_lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
