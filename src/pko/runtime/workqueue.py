@@ -72,7 +72,10 @@ class WorkQueue(Generic[K]):
         self._processing: dict[K, float] = {}
         self._added_at: dict[K, float] = {}
         self._delayed: dict[K, tuple[float, asyncio.TimerHandle]] = {}
-        self._wakeup = asyncio.Event()
+        #: workers waiting for a key, each woken alone when one comes (an Event woke every idle worker of the
+        #: controller for each key, 25 of them by default, all but one to wait again: at fleet scale that was most
+        #: of the event loop's task switches)
+        self._getters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._shutting_down = False
 
     def __len__(self) -> int:
@@ -110,7 +113,14 @@ class WorkQueue(Generic[K]):
             return
         self._queue.append(key)
         self._metrics.depth(len(self._queue))
-        self._wakeup.set()
+        self._wake_one()
+
+    def _wake_one(self) -> None:
+        while self._getters:
+            getter = self._getters.popleft()
+            if not getter.done():
+                getter.set_result(None)
+                return
 
     def add_after(self, key: K, delay: float) -> None:
         """Queue ``key`` after ``delay`` seconds; an earlier pending deadline for the key is kept."""
@@ -149,8 +159,14 @@ class WorkQueue(Generic[K]):
         while not self._queue:
             if self._shutting_down:
                 raise ShutDown()
-            self._wakeup.clear()
-            await self._wakeup.wait()
+            getter = asyncio.get_running_loop().create_future()
+            self._getters.append(getter)
+            try:
+                await getter
+            except asyncio.CancelledError:
+                if getter.done() and not getter.cancelled():
+                    self._wake_one()  # woken for a key, then cancelled: the key goes to another worker
+                raise
         key = self._queue.popleft()
         now = time.monotonic()
         self._dirty.discard(key)
@@ -167,7 +183,7 @@ class WorkQueue(Generic[K]):
         if key in self._dirty and not self._shutting_down:
             self._queue.append(key)
             self._metrics.depth(len(self._queue))
-            self._wakeup.set()
+            self._wake_one()
 
     def shutdown(self) -> None:
         """Stop handing out keys: waiting and future :meth:`get` calls raise :class:`ShutDown`."""
@@ -178,4 +194,7 @@ class WorkQueue(Generic[K]):
         self._queue.clear()
         self._dirty.clear()
         self._metrics.depth(0)
-        self._wakeup.set()
+        while self._getters:
+            getter = self._getters.popleft()
+            if not getter.done():
+                getter.set_result(None)  # each finds the queue shut down

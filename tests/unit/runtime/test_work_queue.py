@@ -50,6 +50,48 @@ async def test_waiting_worker_is_woken_by_add() -> None:
     assert await asyncio.wait_for(waiter, LIVENESS) == "x"
 
 
+async def test_a_key_wakes_one_idle_worker_not_all_of_them() -> None:
+    """A controller's 25 workers wait on one queue: each key must cost one worker's wake-up, not 25 (each woken
+    worker that finds nothing waits again, on a new future: the futures made while a key is handed out count the
+    workers woken for nothing)."""
+    queue: workqueue.WorkQueue[str] = workqueue.WorkQueue()
+    workers = [asyncio.create_task(queue.get()) for _ in range(10)]
+    await asyncio.sleep(0)
+    loop = asyncio.get_running_loop()
+    made = 0
+    create_future = loop.create_future
+
+    def counting() -> asyncio.Future[object]:
+        nonlocal made
+        made += 1
+        return create_future()
+
+    loop.create_future = counting  # type: ignore[method-assign]
+    try:
+        queue.add("x")
+        for _ in range(5):
+            await asyncio.sleep(0)
+    finally:
+        del loop.create_future
+    assert [w.result() for w in workers if w.done()] == ["x"]
+    assert made == 0
+    queue.shutdown()
+    for worker in workers:
+        if not worker.done():
+            with pytest.raises(workqueue.ShutDown):
+                await asyncio.wait_for(worker, LIVENESS)
+
+
+async def test_a_worker_cancelled_once_woken_passes_its_key_on() -> None:
+    queue: workqueue.WorkQueue[str] = workqueue.WorkQueue()
+    first, second = asyncio.create_task(queue.get()), asyncio.create_task(queue.get())
+    await asyncio.sleep(0)
+    queue.add("x")  # wakes the first ...
+    first.cancel()  # ... which is cancelled before it runs
+    assert await asyncio.wait_for(second, LIVENESS) == "x"
+    assert first.cancelled()
+
+
 async def test_add_after_adds_later_and_earliest_deadline_wins() -> None:
     queue: workqueue.WorkQueue[str] = workqueue.WorkQueue()
     queue.add_after("a", 3600)
