@@ -10,6 +10,7 @@ Must never: read the clock (callers pass ``now``) or mutate the list or conditio
 from __future__ import annotations
 
 import datetime
+import re
 from collections.abc import Sequence
 
 from pko.api.meta import Condition, ConditionStatus
@@ -96,10 +97,18 @@ def format_time(moment: datetime.datetime) -> str:
 
 
 def parse_time(value: str | None) -> datetime.datetime | None:
-    """A metav1.Time from the wire (the inverse of :func:`format_time`); None when empty."""
+    """A metav1.Time from the wire (the inverse of :func:`format_time`); None when empty. The API server's own
+    spelling is read by slicing (``strptime`` was 1.5% of the operator's CPU in a fleet: every Stack event's
+    metrics and TTL look at timestamps); any other goes through ``strptime``, which accepts or refuses it as ever."""
     if not value:
         return None
+    if _WIRE_TIME.fullmatch(value):
+        return datetime.datetime(int(value[0:4]), int(value[5:7]), int(value[8:10]), int(value[11:13]),
+                                 int(value[14:16]), int(value[17:19]), tzinfo=datetime.UTC)
     return datetime.datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
+
+
+_WIRE_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
 
 
 def find(conditions: Sequence[Condition] | None, type_: str) -> Condition | None:
