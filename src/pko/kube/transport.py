@@ -1,15 +1,17 @@
-"""The HTTP side of the API client: one aiohttp session to one API server, with the kubeconfig's TLS and
-credentials, the client-side rate limiter and the User-Agent. Bytes in, bytes out.
+"""The HTTP side of the API client: connections to one API server, with the kubeconfig's TLS and credentials, the
+client-side rate limiter and the User-Agent. Bytes in, bytes out. Short requests go over the keep-alive pool of
+:mod:`pko.kube.http1`; watches, and every request when a proxy is configured, over an aiohttp session.
 
 Why not lightkube's own HTTP client: at fleet scale the operator's CPU follows its request count (some 30 requests
 a Stack, docs/performance.md), and httpx2's pure-Python HTTP/1.1 stack cost about four times what aiohttp's C
 parser does for the same request (1.4 ms against 0.33 ms of the client's CPU for a GET of a small object from a
-loopback server). lightkube still reads the kubeconfig (in-cluster, exec plugins, certificates) and serves the
-rare calls that need its models (pod logs, TokenRequest).
+loopback server); aiohttp's request machinery in turn cost about twice what http1's does (0.41 against 0.19 ms,
+``python -m bench.requestcost``). lightkube still reads the kubeconfig (in-cluster, exec plugins, certificates) and
+serves the rare calls that need its models (pod logs, TokenRequest).
 
 Errors: an answer that is not 2xx becomes a :class:`pko.kube.errors.ApiError` from its ``Status`` (or from the
-text of a non-JSON body); no answer at all (refused, reset, timed out) becomes the httpx2 ``TransportError`` of the
-same meaning, which the rest of pko catches as :data:`pko.kube.errors.TransportError`.
+text of a non-JSON body); no answer at all (refused, reset, timed out), from either path, becomes the httpx2
+``TransportError`` of the same meaning, which the rest of pko catches as :data:`pko.kube.errors.TransportError`.
 
 This module must never cache, retry (but for one new credential after a 401) or interpret objects.
 """
