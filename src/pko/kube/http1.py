@@ -258,7 +258,8 @@ class Pool:
         return connection
 
     def _host_header(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
+        host = self.host if self.host.isascii() else self.host.encode("idna").decode("ascii")
+        host = f"[{host}]" if ":" in host else host
         return f"{host}:{self.port}"
 
     def close(self) -> None:

@@ -269,6 +269,9 @@ class Transport:
                                         if query else "")
         for attempt in (1, 2):
             headers = await self._request_headers(content_type)
+            if any("\r" in value or "\n" in value for value in headers.values()):
+                # a credential with a line break in it would end the headers early (aiohttp refuses such values too)
+                raise ConfigError("a request header (the credential?) holds a line break")
             head = (self._head + "".join(f"{name}: {value}\r\n" for name, value in headers.items())).encode("latin-1")
             if self.limiter is not None:
                 await self.limiter.acquire()

@@ -4,6 +4,7 @@ transport error every caller catches, the proxy the environment names, and the c
 
 from __future__ import annotations
 
+import asyncio
 import json
 import stat
 from pathlib import Path
@@ -11,7 +12,8 @@ from pathlib import Path
 import aiohttp
 import httpx2
 import pytest
-from lightkube.config.models import User, UserExec
+from lightkube.config.kubeconfig import SingleConfig
+from lightkube.config.models import Cluster, Context, User, UserExec
 from lightkube.core.exceptions import ConfigError
 
 from pko import kube
@@ -128,3 +130,30 @@ async def test_an_exec_plugin_that_fails_says_so(tmp_path: Path) -> None:
                                                      command=str(plugin))))
     with pytest.raises(ConfigError, match="returned 3: no credentials here"):
         await creds.header()
+
+
+
+async def test_a_credential_with_a_line_break_is_refused_before_anything_is_sent() -> None:
+    """Over the short requests' own HTTP/1.1 writer a line break in a header value would end the headers early and
+    smuggle the rest in as a request of its own: it is refused (as aiohttp refuses it), nothing is sent."""
+    received: list[bytes] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        received.append(await reader.read(65536))
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    config = SingleConfig(context_name="c", context=Context(cluster="c"),
+                          cluster=Cluster(server=f"http://127.0.0.1:{port}"),
+                          user=User(token="abc\r\nX-Injected: 1"))
+    http = transport.Transport(config)
+    try:
+        with pytest.raises(ConfigError, match="line break"):
+            await http.request("GET", "/api/v1/namespaces")
+        await asyncio.sleep(0.05)
+        assert received == []
+    finally:
+        await http.close()
+        server.close()
+        await server.wait_closed()
