@@ -17,6 +17,7 @@ import grpc
 import pytest
 from agent_testlib import AGENT_COMMAND, START_TIMEOUT, Agent, AgentFactory
 
+from pko.controllers.workspace import local
 from pko.testing import gitserver, ports
 
 
@@ -35,7 +36,9 @@ async def start_agent(tmp_path: Path, pulumi_env: dict[str, str]) -> AsyncIterat
                     metadata: Sequence[tuple[str, str]] = ()) -> Agent:
         port = ports.free_port()
         log_path = tmp_path / f"agent-{port}.log"
-        process_env = {**pulumi_env, "PYTHONUNBUFFERED": "1", **(env or {})}
+        # the instance mark the local runtime gives its agents: everything the agent starts inherits it, so what
+        # an agent that exits at once leaves behind (its CLI's plugins) is found and stopped at the end
+        process_env = {**pulumi_env, "PYTHONUNBUFFERED": "1", local.INSTANCE_ENV: f"agent-test-{port}", **(env or {})}
         argv = [*command, "serve", "--workspace", str(workspace), "--host", "127.0.0.1", "--port", str(port),
                 *(["--skip-install"] if skip_install else []), *extra]
         process = spawn(argv, log_path, process_env)
@@ -54,6 +57,7 @@ async def start_agent(tmp_path: Path, pulumi_env: dict[str, str]) -> AsyncIterat
     yield start
     for agent in agents:
         await agent.close()
+        await asyncio.to_thread(local.kill_leftovers, agent.env.get(local.INSTANCE_ENV, ""))
 
 
 @pytest.fixture(scope="session")
