@@ -22,7 +22,9 @@ async def test_the_local_runtime_fleet_yields_figures() -> None:
     # Ready, beside its peak (the sampler says when that was), and the harness's CPU apart
     assert 10 < figures["operator RSS when all Ready (MB)"] <= figures["operator peak RSS (MB)"], figures
     assert figures["operator peak RSS reached after (s)"] >= 0, figures
-    assert figures["operator CPU (s)"] > 0.05, figures  # it reconciled a Stack, a Workspace and an Update
+    # the operator's process was measured (the work itself is the reconciles below: one Stack, its Workspace and its
+    # Update took 0.02 CPU s on 2026-12-06, so a floor above a clock tick or two would measure the machine)
+    assert figures["operator CPU (s)"] > 0, figures
     assert figures["harness CPU (s)"] > 0, figures
     assert figures["restart: operator CPU (s)"] > 0, figures
     # the operator's own requests, told apart in the audit log by its User-Agent: a Stack's status, Workspace,
