@@ -195,6 +195,4 @@ class WorkQueue(Generic[K]):
         self._dirty.clear()
         self._metrics.depth(0)
         while self._getters:
-            getter = self._getters.popleft()
-            if not getter.done():
-                getter.set_result(None)  # each finds the queue shut down
+            self._wake_one()  # each finds the queue shut down

@@ -3,6 +3,7 @@ makes a new one."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pko.api import workspace as ws_api
@@ -24,15 +25,20 @@ def _key(workspace: ws_api.Workspace, **changed: Any) -> object:
     return built.key(workspace, **(values | changed))
 
 
-def test_built_once_and_handed_out_as_copies() -> None:
-    workspace = _workspace()
-    builds: list[int] = []
-
+def _counted_build(workspace: ws_api.Workspace, builds: list[int]) -> Callable[[], dict[str, Any]]:
+    """The reconciler's build of `workspace`'s StatefulSet, counting each call in `builds`."""
     def build() -> dict[str, Any]:
         builds.append(1)
         return owners.set_controller_reference(
             manifests.statefulset(workspace, manifests.AgentImage("agent:1"), pod_generation=1,
                                   default_env={"A": "b"}), workspace)
+    return build
+
+
+def test_built_once_and_handed_out_as_copies() -> None:
+    workspace = _workspace()
+    builds: list[int] = []
+    build = _counted_build(workspace, builds)
 
     memo = built.Built()
     first = memo.get(_key(workspace), build, replicas=1)
@@ -85,12 +91,7 @@ def test_the_least_recently_used_goes_first() -> None:
 def test_a_sleep_and_a_wake_are_one_build_each_copy_with_its_replicas() -> None:
     workspace = _workspace()
     builds: list[int] = []
-
-    def build() -> dict[str, Any]:
-        builds.append(1)
-        return owners.set_controller_reference(
-            manifests.statefulset(workspace, manifests.AgentImage("agent:1"), pod_generation=1,
-                                  default_env={"A": "b"}), workspace)
+    build = _counted_build(workspace, builds)
 
     memo = built.Built()
     awake = memo.get(_key(workspace), build, replicas=1)
