@@ -22,11 +22,9 @@ from prometheus_client import CollectorRegistry, Gauge
 
 from pko.api import conditions, lanes, names
 from pko.api import stack as stack_api
-from pko.api import update as up_api
-from pko.api import workspace as ws_api
 from pko.api.meta import Condition
 from pko.controllers.settings import Settings
-from pko.controllers.stack import driftmetrics, outputrefs, restart, steps, sync
+from pko.controllers.stack import driftmetrics, outputrefs, restart, sync
 from pko.controllers.stack import reconciler as stack_reconciler
 from pko.controllers.stack import source as source_mod
 from pko.kube import client as kclient
@@ -164,14 +162,19 @@ def program_users(stacks: store.Store, obj: objects.Object) -> list[objects.Obje
 
 
 def workspace_signal(obj: objects.Object) -> bool:
-    """The Workspace is ready, or stalled: either is news for its Stack."""
-    workspace = ws_api.Workspace.model_validate(obj)
-    return steps.workspace_ready(workspace) or conditions.is_true(
-        workspace.status.conditions if workspace.status else None, conditions.STALLED)
+    """The Workspace is ready (:func:`steps.workspace_ready`), or stalled: either is news for its Stack. Read from
+    the wire object, as every predicate here: it runs for each event of every Workspace, and a model of the whole
+    object for one condition was most of a predicate's work."""
+    meta = objects.metadata(obj)
+    ready = (not meta.get("deletionTimestamp")
+             and (obj.get("status") or {}).get("observedGeneration") == (meta.get("generation") or 0)
+             and objects.condition_true(obj, conditions.READY))
+    return ready or objects.condition_true(obj, conditions.STALLED)
 
 
 def update_finished(obj: objects.Object) -> bool:
-    return steps.update_finished(up_api.Update.model_validate(obj))
+    """:func:`steps.update_finished`, read from the wire object."""
+    return objects.condition_true(obj, conditions.COMPLETE)
 
 
 def workspace_problem(obj: objects.Object | None) -> str:
