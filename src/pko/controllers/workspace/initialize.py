@@ -2,14 +2,16 @@
 
 Runs once per workspace pod (or local agent). The pure parts — turning the Workspace's stack config into agent
 `ConfigItem`s and deciding whether the CLI is new enough for structured config — are separate so they can be
-tested without an agent.
+tested without an agent, as is :func:`shown_if_slow`, which writes a step's status only when it is worth reading.
 
 Must never: log config values (they may be secrets).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
 
 from google.protobuf import json_format, struct_pb2
 
@@ -18,6 +20,33 @@ from pko.api import workspace as ws_api
 from pko.protocol.proto import agent_pb2
 
 JSON_CONFIG_MIN_VERSION = versions.Version(3, 202, 0)
+
+#: pko: how long an initialisation step (Install; SelectStack and config) runs before the Workspace's status says
+#: so. The Go operator writes ``Ready=False/Installing`` and ``/Initializing`` before each step starts; a step over
+#: sooner is not worth a status write, a watch event for every client of Workspaces, and the Stack's own write
+#: that its Workspace left the pool's queue (in a fleet of YAML programs on two busy cores, installing took well
+#: under a second and selecting the stack 2 to 3 s: they were two of a Workspace's six writes and one of its Stack's
+#: five). A person who looks at a Workspace every few seconds would rarely have seen them.
+SHOW_STEP_AFTER = 5.0
+
+T = TypeVar("T")
+
+
+async def shown_if_slow(step: Awaitable[T], show: Callable[[], Awaitable[None]], after: float = SHOW_STEP_AFTER
+                        ) -> T:
+    """Run `step`; if it is still running `after` seconds on, `show` it (write the status that says it runs) and
+    go on waiting. The step's result or error is the caller's either way; `show` is called at most once, and only
+    while the step runs (nothing the step does waits on it). Cancelled (or `show` failing), the step is cancelled
+    too."""
+    task = asyncio.ensure_future(step)
+    try:
+        done, _ = await asyncio.wait((task,), timeout=after)
+        if not done:
+            await show()
+        return await task
+    finally:
+        if not task.done():
+            task.cancel()
 
 
 def needs_install(spec: ws_api.WorkspaceSpec) -> bool:

@@ -154,6 +154,7 @@ class WorkspaceReconciler:
         self.updates_of = updates_of
         self.clock = clock
         self._built = built.Built()  # the StatefulSets of the last revisions seen
+        self.show_step_after = initialize.SHOW_STEP_AFTER  # pko: Installing/Initializing written after this long
 
     async def __call__(self, key: objects.ObjectKey) -> Result | None:
         workspace = await self.client.get_typed_or_none(resources.WORKSPACE, ws_api.Workspace, key.name,
@@ -399,12 +400,15 @@ class WorkspaceReconciler:
         if refused is not None:
             return refused
 
+        async def show() -> None:
+            await self._save(status)
+
         if initialize.needs_install(workspace.spec or ws_api.WorkspaceSpec()):
             status.ready("False", INSTALLING, "Installing packages and plugins required by the program", self.clock())
-            await self._save(status)
             try:
                 installing = time.monotonic()
-                await conn.stub.Install(agent_pb2.InstallRequest(), metadata=conn.metadata)
+                await initialize.shown_if_slow(
+                    conn.stub.Install(agent_pb2.InstallRequest(), metadata=conn.metadata), show, self.show_step_after)
                 status.install_seconds = time.monotonic() - installing
             except grpc.aio.AioRpcError as err:
                 return await self._failed(workspace, status, err, INSTALLATION_FAILED, "InstallationFailure", "")
@@ -412,8 +416,7 @@ class WorkspaceReconciler:
             log.info("not installing: the workspace holds a project file only (projectInfo), no program")
 
         status.ready("False", INITIALIZING, "Initializing and selecting a Pulumi stack", self.clock())
-        await self._save(status)
-        return await self._select_stacks(workspace, conn, status, translate, environments=True)
+        return await self._select_stacks(workspace, conn, status, translate, environments=True, show=show)
 
     async def _configure(self, workspace: ws_api.Workspace, conn: connect.Connection,
                          status: _Status, translate: Callable[[str], str]) -> Result | None:
@@ -439,11 +442,16 @@ class WorkspaceReconciler:
         return Result()
 
     async def _select_stacks(self, workspace: ws_api.Workspace, conn: connect.Connection, status: _Status,
-                             translate: Callable[[str], str], *, environments: bool) -> Result | None:
-        """SelectStack, SetAllConfig and (at initialisation) AddEnvironments for each stack of the Workspace."""
+                             translate: Callable[[str], str], *, environments: bool,
+                             show: Callable[[], Awaitable[None]] | None = None) -> Result | None:
+        """SelectStack, SetAllConfig and (at initialisation) AddEnvironments for each stack of the Workspace (with
+        `show`: written as `status` says once they take long, :func:`initialize.shown_if_slow`)."""
         spec = workspace.spec or ws_api.WorkspaceSpec()
-        for stack in spec.stacks or ():
-            try:
+        current = [""]
+
+        async def select_all() -> None:
+            for stack in spec.stacks or ():
+                current[0] = stack.name
                 request = agent_pb2.SelectStackRequest(stack_name=stack.name)
                 if stack.create is not None:
                     request.create = stack.create
@@ -456,9 +464,15 @@ class WorkspaceReconciler:
                 if environments and stack.environment:
                     await conn.stub.AddEnvironments(
                         agent_pb2.AddEnvironmentsRequest(environment=stack.environment), metadata=conn.metadata)
-            except grpc.aio.AioRpcError as err:
-                return await self._failed(workspace, status, err, INITIALIZATION_FAILED, "StackInitializationFailure",
-                                          f'Failed to initialize stack "{stack.name}": ')
+
+        try:
+            if show is None:
+                await select_all()
+            else:
+                await initialize.shown_if_slow(select_all(), show, self.show_step_after)
+        except grpc.aio.AioRpcError as err:
+            return await self._failed(workspace, status, err, INITIALIZATION_FAILED, "StackInitializationFailure",
+                                      f'Failed to initialize stack "{current[0]}": ')
         return None
 
     async def _failed(self, workspace: ws_api.Workspace, status: _Status, err: grpc.aio.AioRpcError, reason: str,
