@@ -22,7 +22,7 @@ WARNING = "Warning"
 def event_for(obj: objects.Like, type_: str, reason: str, message: str, component: str,
               now: datetime.datetime) -> objects.Object:
     """The core/v1 Event describing `reason` on `obj` (pure)."""
-    obj = objects.as_object(obj)
+    obj = objects.identity(obj)
     meta = obj.get("metadata", {})
     stamp = now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return resources.EVENT.new(
@@ -55,7 +55,7 @@ class Recorder:
         self.component = component
 
     async def emit(self, obj: objects.Like, type_: str, reason: str, message: str) -> None:
-        obj = objects.as_object(obj)
+        obj = objects.identity(obj)
         event = event_for(obj, type_, reason, message, self.component, datetime.datetime.now(datetime.UTC))
         try:
             await self.client.create(event)

@@ -30,6 +30,20 @@ def as_object(obj: Like) -> Object:
     return obj.to_wire() if isinstance(obj, meta.Wire) else obj
 
 
+def identity(obj: Like) -> Object:
+    """What names ``obj``: its ``apiVersion``, ``kind`` and the metadata's name, namespace, uid and resourceVersion
+    (a dict as it is). For what an event or an owner reference needs of a typed model, without serialising the
+    whole model, spec and status included, as :func:`as_object` does (that was every event's largest cost)."""
+    if not isinstance(obj, meta.Wire):
+        return obj
+    found = getattr(obj, "metadata", None)
+    metadata = {key: value for key, value in (
+        ("name", getattr(found, "name", None)), ("namespace", getattr(found, "namespace", None)),
+        ("uid", getattr(found, "uid", None)), ("resourceVersion", getattr(found, "resource_version", None)),
+    ) if value is not None}
+    return {"apiVersion": getattr(obj, "api_version", None), "kind": getattr(obj, "kind", None), "metadata": metadata}
+
+
 class ObjectKey(NamedTuple):
     """The identity of an object inside one kind: namespace ("" when cluster-scoped) and name."""
 

@@ -23,7 +23,7 @@ def owner_reference(
     owner: objects.Like, *, controller: bool = False, block_owner_deletion: bool = False
 ) -> dict[str, Any]:
     """An ``ownerReferences`` entry pointing at ``owner`` (which must carry apiVersion, kind, name and uid)."""
-    owner = objects.as_object(owner)
+    owner = objects.identity(owner)
     api_version, kind = objects.gvk_of(owner)
     name, uid = objects.name_of(owner), objects.uid_of(owner)
     if not (api_version and kind and name and uid):
