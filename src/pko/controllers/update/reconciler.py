@@ -237,8 +237,11 @@ class UpdateReconciler:
             while True:
                 wait, deadline = plan.wait_limit(silence, plan.remaining(limit, began, self.clock()))
                 try:
-                    response = await (asyncio.wait_for(anext(responses), wait) if wait is not None
-                                      else anext(responses))
+                    if wait is None:
+                        response = await anext(responses)
+                    else:
+                        async with asyncio.timeout(wait):  # no task a message, as `wait_for` makes on 3.11
+                            response = await anext(responses)
                 except StopAsyncIteration:
                     break
                 except TimeoutError:

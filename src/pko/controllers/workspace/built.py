@@ -10,6 +10,10 @@ sleeps (0) and wakes (1) is the same build, and each copy gets the replicas aske
 every Stack in a turning pool was built twice).
 
 Every caller gets its own copy: a runtime may change what it is given, and the kept one must stay as built.
+
+The pod digest (:func:`manifests.pod_digest`: the spec serialised, canonical JSON, hashed) is kept the same way by
+:class:`Digests`, keyed by the Workspace's uid and generation: each reconcile needs it, and it was 1% of the
+operator's CPU in a fleet of 200.
 """
 
 from __future__ import annotations
@@ -63,3 +67,26 @@ class Built:
             manifest = objects.clone(kept)
         manifest["spec"]["replicas"] = replicas
         return manifest
+
+
+class Digests:
+    """A value computed from a Workspace's spec, kept by uid and generation (at most `kept`)."""
+
+    def __init__(self, compute: Callable[[ws_api.Workspace], str], kept: int = KEPT) -> None:
+        self.compute = compute
+        self.kept = kept
+        self._kept: collections.OrderedDict[tuple[str, int], str] = collections.OrderedDict()
+
+    def get(self, workspace: ws_api.Workspace) -> str:
+        meta = workspace.metadata
+        if not meta.uid or meta.generation is None:
+            return self.compute(workspace)
+        found = (meta.uid, meta.generation)
+        value = self._kept.get(found)
+        if value is None:
+            value = self._kept[found] = self.compute(workspace)
+            while len(self._kept) > self.kept:
+                self._kept.popitem(last=False)
+        else:
+            self._kept.move_to_end(found)
+        return value

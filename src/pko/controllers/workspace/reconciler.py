@@ -154,6 +154,7 @@ class WorkspaceReconciler:
         self.updates_of = updates_of
         self.clock = clock
         self._built = built.Built()  # the StatefulSets of the last revisions seen
+        self._pod_digests = built.Digests(manifests.pod_digest)
         self.show_step_after = initialize.SHOW_STEP_AFTER  # pko: Installing/Initializing written after this long
 
     async def __call__(self, key: objects.ObjectKey) -> Result | None:
@@ -177,7 +178,7 @@ class WorkspaceReconciler:
             await self._save(status)
             return None
 
-        revision = fleet.pod_revision(workspace, manifests.pod_digest(workspace), self.config_in_place)
+        revision = fleet.pod_revision(workspace, self._pod_digests.get(workspace), self.config_in_place)
         applied = status.applied or ws_api.AppliedState()
         if (applied.pod_generation, applied.pod_digest) != (revision.generation, revision.digest):
             # a new pod: the config it gets at initialisation is this generation's

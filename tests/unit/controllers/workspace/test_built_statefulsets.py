@@ -101,3 +101,28 @@ def test_a_sleep_and_a_wake_are_one_build_each_copy_with_its_replicas() -> None:
     assert (awake["spec"]["replicas"], asleep["spec"]["replicas"], again["spec"]["replicas"]) == (1, 0, 1)
     assert {**asleep, "spec": {**asleep["spec"], "replicas": 1}} == awake
     assert memo.get(None, build, replicas=0)["spec"]["replicas"] == 0  # built every time, replicas still set
+
+
+def test_a_pod_digest_is_computed_once_a_uid_and_generation() -> None:
+    computed: list[str] = []
+
+    def compute(workspace: ws_api.Workspace) -> str:
+        computed.append(workspace.metadata.uid or "")
+        return manifests.pod_digest(workspace)
+
+    digests = built.Digests(compute, kept=2)
+    first = _workspace()
+    assert digests.get(first) == manifests.pod_digest(first)
+    assert digests.get(_workspace()) == manifests.pod_digest(first)
+    assert len(computed) == 1
+    changed = _workspace(generation=2)
+    changed.spec.stacks[0].name = "prod"  # type: ignore[union-attr,index]
+    assert digests.get(changed) == manifests.pod_digest(changed) != manifests.pod_digest(first)
+    digests.get(_workspace(uid="u2"))
+    assert len(computed) == 3
+    digests.get(_workspace())  # the least recently used went when a third was kept
+    assert len(computed) == 4
+    for unkept in (_workspace(uid=None), _workspace(generation=None)):
+        digests.get(unkept)
+        digests.get(unkept)
+    assert len(computed) == 8
