@@ -131,6 +131,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--restart", action="store_true",
                         help="local runtime: then restart the operator on the Ready fleet (time to verify it all, "
                              "updates run again)")
+    parser.add_argument("--status-paths", action="store_true",
+                        help="local runtime: also follow every Stack and Workspace and print the commonest paths "
+                             "through their statuses (what each status write was)")
     parser.add_argument("--share-volume", default=None, metavar="SIZE",
                         help="pko: keep each workspace's /share on a claim of this size (--workspace-share-volume-size)"
                              ", so a wake reuses what the last pod installed")
@@ -146,6 +149,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
                      "python -m bench fleet --runtime local --operators pko")
     if args.runtime == "local" and args.program != "yaml":
         parser.error("--program typescript runs on the pod runtime")
+    if args.status_paths and args.runtime != "local":
+        parser.error("--status-paths is for --runtime local")
     if args.restart and args.runtime != "local":
         parser.error("--restart is for --runtime local (the restart scenario measures the pod runtime)")
     if args.max_active_workspaces is not None and (args.max_active_workspaces < 1 or (
@@ -166,7 +171,8 @@ async def _main(args: argparse.Namespace) -> int:
     if args.runtime == "local":
         results: report.Results = {"fleet": {"pko": await localfleet.run(args.stacks, say,
                                                                           args.max_active_workspaces,
-                                                                          restart=args.restart)}}
+                                                                          restart=args.restart,
+                                                                          status_paths=args.status_paths)}}
         pool = f", pool of {args.max_active_workspaces}" if args.max_active_workspaces else ""
         say(f"\nfleet (local runtime, {args.stacks} Stacks{pool}):\n{report.table(results, 'fleet')}")
         if args.json:

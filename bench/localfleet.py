@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import bed as b
-from bench import operatorproc, proctree
+from bench import operatorproc, proctree, statuspaths
 from bench.proctree import children, cpu, rss
 from pko.api import program as program_api
 from pko.kube import client as kclient
@@ -141,24 +141,25 @@ def _environment(values: dict[str, str]) -> Iterator[None]:
 
 
 async def run(stacks: int, say: Callable[[str], None] = print, pool: int | None = None,
-              restart: bool = False) -> dict[str, float]:
+              restart: bool = False, status_paths: bool = False) -> dict[str, float]:
     """N Program Stacks applied at once to pko with the local runtime: time to all Ready, p50/p95, CPU, RSS, and
     the most agents that ran at once (`pool`: --max-active-workspaces). With `restart`, then a second operator
     takes over the Ready fleet: the time until it has verified every Stack, its CPU, and the updates that ran
-    again (should be none)."""
+    again (should be none). With `status_paths`, the harness also follows every Stack and Workspace and prints
+    the commonest paths through their statuses (:mod:`bench.statuspaths`)."""
     with tempfile.TemporaryDirectory(prefix="pko-bench-local-") as tmp:
         root = Path(tmp)
         plane = await asyncio.to_thread(controlplane.start, root / "control-plane",
                                         audit_log=root / "audit" / "audit.log")
         try:
             with _environment(pulumi.pulumi_env(root / "pulumi")):
-                return await _fleet(plane, root, stacks, say, pool, restart)
+                return await _fleet(plane, root, stacks, say, pool, restart, status_paths)
         finally:
             await asyncio.to_thread(plane.stop)
 
 
 async def _fleet(plane: controlplane.ControlPlane, root: Path, stacks: int, say: Callable[[str], None],
-                 pool: int | None, restart: bool) -> dict[str, float]:
+                 pool: int | None, restart: bool, status_paths: bool = False) -> dict[str, float]:
     async with kclient.Client.from_kubeconfig(plane.kubeconfig) as kc:
         await local_operator.install_crds(kc)
         await local_operator.install_identity(kc)
@@ -182,6 +183,11 @@ async def _fleet(plane: controlplane.ControlPlane, root: Path, stacks: int, say:
                 if watcher.returncode is not None or time.monotonic() > waited:
                     raise RuntimeError(f"bench.procwatch did not start sampling ({watcher.returncode})")
                 await asyncio.sleep(0.05)
+            paths, following = statuspaths.Paths(), []
+            if status_paths:
+                version = (await kc.list(resources.STACK, NAMESPACE)).resource_version
+                following = [asyncio.create_task(statuspaths.follow(kc, NAMESPACE, kind, version, paths))
+                             for kind in statuspaths.KINDS]
             used, harness = cpu(op.pid), time.process_time()
             start, since = time.monotonic(), time.time()
             try:
@@ -192,6 +198,12 @@ async def _fleet(plane: controlplane.ControlPlane, root: Path, stacks: int, say:
                 used, harness = cpu(op.pid) - used, time.process_time() - harness
                 watcher.terminate()
                 await watcher.wait()
+                for task in following:
+                    task.cancel()
+                await asyncio.gather(*following, return_exceptions=True)
+            for kind in statuspaths.KINDS if status_paths else ():
+                say(f"  [pko local] fleet: {kind} status writes {paths.writes(kind) / len(names):.1f} a Stack, "
+                    "the commonest paths: " + "; ".join(f"{path} ({n})" for path, n in paths.most_common(kind)))
             at_rest, peak = rss(op.pid), rss(op.pid, "VmHWM")
             seen = proctree.read_json(sampled) or {"peak_rss": 0, "most_agents": 0}
             requests = _requests(root, since, time.time(), len(names), "fleet", say)
