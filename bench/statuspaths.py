@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import itertools
 from typing import Any
 
 from pko.kube import client as kclient
@@ -60,12 +61,7 @@ class Paths:
 
 def render(steps: list[str]) -> str:
     """Steps with repeats folded: ``["Queued", "Queued", "Succeeded"]`` → ``"Queued x2 → Succeeded"``."""
-    folded: list[list[Any]] = []
-    for one in steps:
-        if folded and folded[-1][0] == one:
-            folded[-1][1] += 1
-        else:
-            folded.append([one, 1])
+    folded = ((name, len(list(group))) for name, group in itertools.groupby(steps))
     return " → ".join(name if times == 1 else f"{name} x{times}" for name, times in folded)
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable, Hashable, Mapping
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from pko.api import workspace as ws_api
 from pko.kube import objects
@@ -29,6 +29,7 @@ KEPT = 256
 """StatefulSets kept, the least recently used dropped first: the active pool's and those about to sleep or wake."""
 
 Manifest = dict[str, Any]
+V = TypeVar("V")
 
 
 def key(workspace: ws_api.Workspace, *, pod_generation: int, carried: Mapping[str, str],
@@ -41,12 +42,35 @@ def key(workspace: ws_api.Workspace, *, pod_generation: int, carried: Mapping[st
             tuple(sorted(carried.items())), tuple(sorted(default_env.items())))
 
 
+class _Kept(Generic[V]):
+    """Values by key, at most `kept` of them, the least recently used dropped first."""
+
+    def __init__(self, kept: int) -> None:
+        self.kept = kept
+        self._values: collections.OrderedDict[Hashable, V] = collections.OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def get(self, found: Hashable | None, make: Callable[[], V]) -> V:
+        """The value kept under `found`, made with `make` the first time (every time for None)."""
+        if found is None:
+            return make()
+        value = self._values.get(found)
+        if value is None:
+            value = self._values[found] = make()
+            while len(self._values) > self.kept:
+                self._values.popitem(last=False)
+        else:
+            self._values.move_to_end(found)
+        return value
+
+
 class Built:
     """Manifests by key, at most `kept` of them."""
 
     def __init__(self, kept: int = KEPT) -> None:
-        self.kept = kept
-        self._kept: collections.OrderedDict[Hashable, Manifest] = collections.OrderedDict()
+        self._kept: _Kept[Manifest] = _Kept(kept)
 
     def __len__(self) -> int:
         return len(self._kept)
@@ -54,17 +78,7 @@ class Built:
     def get(self, found: Hashable | None, build: Callable[[], Manifest], *, replicas: int) -> Manifest:
         """A copy of the manifest kept under `found`, built with `build` the first time (every time for None), with
         `replicas`."""
-        if found is None:
-            manifest = build()
-        else:
-            kept = self._kept.get(found)
-            if kept is None:
-                kept = self._kept[found] = build()
-                while len(self._kept) > self.kept:
-                    self._kept.popitem(last=False)
-            else:
-                self._kept.move_to_end(found)
-            manifest = objects.clone(kept)
+        manifest = build() if found is None else objects.clone(self._kept.get(found, build))
         manifest["spec"]["replicas"] = replicas
         return manifest
 
@@ -74,19 +88,9 @@ class Digests:
 
     def __init__(self, compute: Callable[[ws_api.Workspace], str], kept: int = KEPT) -> None:
         self.compute = compute
-        self.kept = kept
-        self._kept: collections.OrderedDict[tuple[str, int], str] = collections.OrderedDict()
+        self._kept: _Kept[str] = _Kept(kept)
 
     def get(self, workspace: ws_api.Workspace) -> str:
         meta = workspace.metadata
-        if not meta.uid or meta.generation is None:
-            return self.compute(workspace)
-        found = (meta.uid, meta.generation)
-        value = self._kept.get(found)
-        if value is None:
-            value = self._kept[found] = self.compute(workspace)
-            while len(self._kept) > self.kept:
-                self._kept.popitem(last=False)
-        else:
-            self._kept.move_to_end(found)
-        return value
+        found = (meta.uid, meta.generation) if meta.uid and meta.generation is not None else None
+        return self._kept.get(found, lambda: self.compute(workspace))

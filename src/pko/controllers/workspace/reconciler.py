@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -401,9 +402,7 @@ class WorkspaceReconciler:
         if refused is not None:
             return refused
 
-        async def show() -> None:
-            await self._save(status)
-
+        show = functools.partial(self._save, status)  # the status a slow step writes
         if initialize.needs_install(workspace.spec or ws_api.WorkspaceSpec()):
             status.ready("False", INSTALLING, "Installing packages and plugins required by the program", self.clock())
             try:
@@ -448,11 +447,12 @@ class WorkspaceReconciler:
         """SelectStack, SetAllConfig and (at initialisation) AddEnvironments for each stack of the Workspace (with
         `show`: written as `status` says once they take long, :func:`initialize.shown_if_slow`)."""
         spec = workspace.spec or ws_api.WorkspaceSpec()
-        current = [""]
+        current = ""  # the stack being selected: the one a failure names
 
         async def select_all() -> None:
+            nonlocal current
             for stack in spec.stacks or ():
-                current[0] = stack.name
+                current = stack.name
                 request = agent_pb2.SelectStackRequest(stack_name=stack.name)
                 if stack.create is not None:
                     request.create = stack.create
@@ -473,7 +473,7 @@ class WorkspaceReconciler:
                 await initialize.shown_if_slow(select_all(), show, self.show_step_after)
         except grpc.aio.AioRpcError as err:
             return await self._failed(workspace, status, err, INITIALIZATION_FAILED, "StackInitializationFailure",
-                                      f'Failed to initialize stack "{current[0]}": ')
+                                      f'Failed to initialize stack "{current}": ')
         return None
 
     async def _failed(self, workspace: ws_api.Workspace, status: _Status, err: grpc.aio.AioRpcError, reason: str,
