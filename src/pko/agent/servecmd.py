@@ -55,6 +55,8 @@ class ServeOptions:
     context: str = ""
     #: pko: the source to fetch before anything else (``--fetch-from-stdin``, :mod:`pko.protocol.fetchrequest`)
     fetch: FetchRequest | None = None
+    #: pko: where to say that the fetch is over and that the server listens (``--ready-fd``, :mod:`pko.protocol.ready`)
+    ready_fd: int | None = None
 
     def validate(self) -> None:
         if self.auth_mode not in (AUTH_NONE, AUTH_KUBE):
@@ -149,6 +151,9 @@ def _server_parts() -> tuple[Callable[..., Awaitable[None]], type[AutomationServ
 async def run(options: ServeOptions) -> None:
     """Start the agent and serve until shut down by a signal."""
     options.validate()
+    from pko.protocol import ready  # small, but the package is the wire's: loaded when serving, as gRPC is
+
+    teller = ready.Teller(options.ready_fd)
     authenticator = None
     if options.auth_mode == AUTH_KUBE:
         from pko.agent import apiserver, auth
@@ -166,8 +171,9 @@ async def run(options: ServeOptions) -> None:
     server_parts = asyncio.ensure_future(asyncio.to_thread(_server_parts))
     if options.fetch is not None:
         await fetch_first(options.fetch, options.workspace)
+        teller.fetched()
     workspace = await _interruptible(open_workspace(options))
     await _interruptible(prepare(options, workspace))
     serve, automation_service = await server_parts
     service = automation_service(workspace, options.pulumi_log_level)
-    await serve(service, options.host, options.port, authenticator)
+    await serve(service, options.host, options.port, authenticator, on_listening=lambda _port: teller.listening())

@@ -57,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--fetch-from-stdin", action="store_true",
                        help="pko: first fetch the source as `init` does, from a JSON request on stdin (the local "
                             "runtime)")
+    serve.add_argument("--ready-fd", type=int, default=None,
+                       help="pko: a pipe to write `fetched` and `listening` lines to as each happens (the local "
+                            "runtime)")
 
     init = commands.add_parser("init", help="initialize a Pulumi workspace")
     _root_flags(init, suppress=True)
@@ -143,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         auth_mode=args.auth_mode, kube_audiences=list(args.kube_audiences),
         kube_workspace_namespace=args.kube_workspace_namespace, kube_workspace_name=args.kube_workspace_name,
         pulumi_log_level=args.pulumi_log_level, kubeconfig=args.kubeconfig or "", context=args.context or "",
-        fetch=fetch,
+        fetch=fetch, ready_fd=args.ready_fd,
     )
     log.info("Pulumi Kubernetes Agent (pko %s)", pko.__version__)
     try:

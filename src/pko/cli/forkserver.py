@@ -8,11 +8,11 @@ environment is replaced first), and nothing here starts a thread or an event loo
 threads with its first server, in the child).
 
 A child is what ``pko agent <argv>`` would be, exec'd by the operator: its own session, the request's stdin, stdout,
-stderr, working directory and environment, its argv shown in /proc/<pid>/cmdline (written over the room this
-server's own command line keeps for it), and its life tied to this server's (``$PKO_AGENT_PARENT_PID`` names this
-process; this process's own is tied to the operator's): an operator that dies takes the server and so every agent
-with it. A request this server cannot set up (a working directory that is not there) is answered with the reason
-and nothing runs.
+stderr (and ready pipe, as descriptor 3), working directory and environment, its argv shown in /proc/<pid>/cmdline
+(written over the room this server's own command line keeps for it), and its life tied to this server's
+(``$PKO_AGENT_PARENT_PID`` names this process; this process's own is tied to the operator's): an operator that dies
+takes the server and so every agent with it. A request this server cannot set up (a working directory that is not
+there) is answered with the reason and nothing runs.
 
 Must never: log or write a request's environment (it holds the workspace's secrets), or let a child return into
 this server's loop (it leaves by ``os._exit`` whatever happens).
@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import fcntl
 import gc
 import importlib
 import os
@@ -106,8 +107,9 @@ class Server:
             except ValueError as err:
                 print(f"forkserver: {err}", file=sys.stderr, flush=True)
                 return False  # not our operator talking: nothing more it says can be trusted
-            if len(fds) != spawn.FDS:
-                self.sock.sendall(spawn.refused(request.id, f"expected {spawn.FDS} file descriptors, got {len(fds)}"))
+            if len(fds) not in (spawn.FDS, spawn.MAX_FDS):
+                self.sock.sendall(spawn.refused(
+                    request.id, f"expected {spawn.FDS} or {spawn.MAX_FDS} file descriptors, got {len(fds)}"))
                 return True
             self.sock.sendall(self._fork(request, fds))
             return True
@@ -135,7 +137,7 @@ class Server:
 
 def _receive(sock: socket.socket) -> tuple[bytes, list[int]] | None:
     """One request: its bytes and the descriptors sent with its header; None at the end of the stream."""
-    header, fds, _, _ = socket.recv_fds(sock, spawn.HEADER.size, spawn.FDS + 1)
+    header, fds, _, _ = socket.recv_fds(sock, spawn.HEADER.size, spawn.MAX_FDS + 1)
     while header and len(header) < spawn.HEADER.size:
         more = sock.recv(spawn.HEADER.size - len(header))
         if not more:
@@ -168,10 +170,12 @@ def _child(request: spawn.Spawn, fds: list[int], error_write: int) -> None:
         try:
             signal.set_wakeup_fd(-1)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            if error_write < len(fds):  # never where a request's descriptor goes
+                error_write = fcntl.fcntl(error_write, fcntl.F_DUPFD_CLOEXEC, len(fds))
             for target, fd in enumerate(fds):
                 os.dup2(fd, target)
             # nothing of this server's stays open in the agent (its socket, its selector, the other requests' fds)
-            os.closerange(3, error_write)
+            os.closerange(len(fds), error_write)
             os.closerange(error_write + 1, os.sysconf("SC_OPEN_MAX"))
             os.setsid()
             os.chdir(request.cwd)

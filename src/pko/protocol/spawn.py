@@ -6,8 +6,9 @@ importing what the agent needs (grpc, protobuf, asyncio, dulwich, yaml, pko.agen
 all once and forks a warm copy per agent; a fork costs milliseconds.
 
 The wire: the operator and the fork server share a Unix stream socketpair. A request is a 4-byte big-endian length
-sent with exactly :data:`FDS` file descriptors (the child's stdin, stdout and stderr, as SCM_RIGHTS), then that many
-bytes of JSON: :class:`Spawn`. The server answers each request, in order, with one JSON line: ``{"id": n, "pid": p}``
+sent with :data:`FDS` file descriptors (the child's stdin, stdout and stderr, as SCM_RIGHTS) or one more (the write
+end of the agent's ready pipe, :mod:`pko.protocol.ready`, descriptor 3 in the child), then that many bytes of JSON:
+:class:`Spawn`. The server answers each request, in order, with one JSON line: ``{"id": n, "pid": p}``
 once the child is set up, or ``{"id": n, "error": message}`` when it could not be (a working directory that is not
 there: the message an exec would have given). When a child exits it says ``{"exit": pid, "code": c}`` (the code as
 :func:`os.waitstatus_to_exitcode` gives it: negative for a signal). The environment crosses the socket, never a
@@ -23,6 +24,7 @@ from typing import Any
 
 HEADER = struct.Struct("!I")
 FDS = 3  # the child's stdin, stdout, stderr
+MAX_FDS = FDS + 1  # and the ready pipe's write end (pko.protocol.ready.FORKED_FD)
 MAX_REQUEST = 64 * 1024 * 1024  # more than any environment a kernel would exec with (ARG_MAX is 2 MiB by default)
 #: the command-line room the fork server keeps so that each agent it forks can show its own argv in
 #: /proc/<pid>/cmdline (what `ps`, the bench and the chaos tests read): the argv of an agent a few times over

@@ -1,14 +1,15 @@
 """pko: `agent serve --fetch-from-stdin` — the `local` runtime's one process where `init` and `serve` were two: the
 agent fetches the source (a real git server on loopback, basic auth) from a request on its stdin, then serves the
 project it fetched. The request's credentials never reach the agent's environment, which the CLI and the program
-inherit; a failed fetch is reported, not served."""
+inherit; a failed fetch is reported, not served. The agent says on its ready pipe (``--ready-fd``) when its fetch is
+over and when it listens, and nothing once either fails."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
-import time
 import uuid
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import grpc
 import pytest
 from agent_testlib import AGENT_COMMAND, drive
 
-from pko.protocol import client, fetchrequest
+from pko.protocol import client, fetchrequest, ready
 from pko.protocol.proto import agent_pb2
 from pko.testing import gitserver, ports
 
@@ -27,26 +28,33 @@ PASSWORD = "hunter2-fetch-first"
 
 
 def _serve(tmp_path: Path, env: dict[str, str], request: fetchrequest.FetchRequest,
-                 workspace: Path) -> tuple[subprocess.Popen[bytes], int, Path]:
+           workspace: Path) -> tuple[subprocess.Popen[bytes], int, Path, ready.Lines]:
+    """The agent, fetching from `request` on its stdin, and the read end of its ready pipe (``--ready-fd``)."""
     port = ports.free_port()
     log_path = tmp_path / f"agent-{port}.log"
+    said, say = os.pipe2(os.O_CLOEXEC)
     argv = [*AGENT_COMMAND, "serve", "--workspace", str(workspace), "--skip-install", "--host", "127.0.0.1",
-            "--port", str(port), "--fetch-from-stdin"]
-    with log_path.open("wb") as log_file:
-        process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=log_file, stderr=subprocess.STDOUT,
-                                   env={**env, "PYTHONUNBUFFERED": "1"}, cwd=tmp_path)
+            "--port", str(port), "--fetch-from-stdin", "--ready-fd", str(say)]
+    try:
+        with log_path.open("wb") as log_file:
+            process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=log_file, stderr=subprocess.STDOUT,
+                                       env={**env, "PYTHONUNBUFFERED": "1"}, cwd=tmp_path, pass_fds=(say,))
+    finally:
+        os.close(say)
     assert process.stdin is not None
     process.stdin.write(request.to_json().encode())
     process.stdin.close()
-    return process, port, log_path
+    return process, port, log_path, ready.Lines(said)
 
 
-async def _listening(process: subprocess.Popen[bytes], log_path: Path, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while "server listening" not in log_path.read_text(errors="replace"):
-        assert process.poll() is None, log_path.read_text(errors="replace")[-3000:]
-        assert time.monotonic() < deadline, "the agent did not listen"
-        await asyncio.sleep(0.1)
+async def _said(lines: ready.Lines, timeout: float = 120) -> list[bytes]:
+    """Every line the agent says on its ready pipe until it closes it (it does once it listens, or by exiting)."""
+    heard = []
+    async with asyncio.timeout(timeout):
+        while line := await lines.next():
+            heard.append(line)
+    lines.close()
+    return heard
 
 
 def _environ(pid: int) -> str:
@@ -64,9 +72,12 @@ async def test_the_agent_fetches_then_serves_and_keeps_the_credentials_out_of_it
         {"target_dir": str(source), "git_url": git_server.http_url(name), "git_revision": commit},
         {"GIT_USERNAME": "robot", "GIT_PASSWORD": PASSWORD}, "app", str(report))
     (tmp_path / "rev").mkdir()
-    process, port, log_path = _serve(tmp_path, pulumi_env, request, source / "app")
+    process, port, log_path, lines = _serve(tmp_path, pulumi_env, request, source / "app")
     try:
-        await _listening(process, log_path)
+        # it says each step on its ready pipe as it happens, then closes its end: listening by then
+        assert await _said(lines) == [ready.FETCHED, ready.LISTENING]
+        assert "server listening" in log_path.read_text(errors="replace")
+        assert process.poll() is None
         outcome = fetchrequest.read_report(report)
         assert outcome.error is None
         assert outcome.seconds is not None
@@ -100,7 +111,8 @@ async def test_a_failed_fetch_is_reported_and_nothing_is_served(
     workspace = tmp_path / "elsewhere" if case == "outside" else source
     if case == "not-json":
         request = fetchrequest.FetchRequest({"no_such_flag": "x"}, credentials, "", str(report))
-    process, _, log_path = _serve(tmp_path, pulumi_env, request, workspace)
+    process, _, log_path, lines = _serve(tmp_path, pulumi_env, request, workspace)
+    assert await _said(lines) == []  # the stream ends with the agent: nothing fetched, never listening
     code = await asyncio.to_thread(process.wait, 120)
     assert code == 1
     error = fetchrequest.read_report(report).error

@@ -19,7 +19,7 @@ import pytest
 from agent_testlib import drive
 
 from pko.controllers.workspace import forks
-from pko.protocol import client
+from pko.protocol import client, ready, spawn
 from pko.protocol.proto import agent_pb2
 from pko.testing import ports
 
@@ -93,6 +93,49 @@ async def test_a_forked_agent_serves_a_project_and_its_exit_is_told(
     assert not _alive(child.pid)
     listening = next(line for line in log_path.read_text().splitlines() if "server listening" in line)
     assert json.loads(listening)
+
+
+async def test_a_forked_agent_says_it_listens_on_its_ready_pipe_as_descriptor_3(
+        server: forks.ForkServer, tmp_path: Path, pulumi_env: dict[str, str]) -> None:
+    workspace = tmp_path / "project"
+    workspace.mkdir()
+    (workspace / "Pulumi.yaml").write_text(PROJECT)
+    port = ports.free_port()
+    said, say = os.pipe2(os.O_CLOEXEC)
+    argv = ["serve", "--workspace", str(workspace), "--skip-install", "--host", "127.0.0.1", "--port", str(port),
+            "--ready-fd", str(ready.FORKED_FD)]
+    try:
+        with (tmp_path / "agent.log").open("ab") as output:
+            child = await server.spawn(argv, pulumi_env | {"PKO_AGENT_PARENT_PID": str(os.getpid())},
+                                       str(workspace), output.fileno(), ready=say)
+    finally:
+        os.close(say)
+    lines = ready.Lines(said)
+    try:
+        async with asyncio.timeout(60):
+            assert await lines.next() == ready.LISTENING
+            # then the stream ends: the agent closed its end, and neither the server nor this process holds one
+            assert await lines.next() == b""
+    finally:
+        lines.close()
+    _, writer = await asyncio.open_connection("127.0.0.1", port)  # listening when it said so
+    writer.close()
+    assert child.returncode is None
+    os.killpg(child.pid, signal.SIGTERM)
+    assert await asyncio.wait_for(child.wait(), 60) == 0
+
+
+async def test_a_request_with_too_many_descriptors_is_refused(
+        server: forks.ForkServer, tmp_path: Path, pulumi_env: dict[str, str]) -> None:
+    sock = await server._running()
+    request = spawn.Spawn(99, ["version"], pulumi_env, str(tmp_path)).to_bytes()
+    answer: asyncio.Future[forks.ForkedAgent] = asyncio.get_running_loop().create_future()
+    server._pending[99] = answer
+    with (tmp_path / "agent.log").open("ab") as output:
+        await forks._send(sock, spawn.HEADER.pack(len(request)), [output.fileno()] * (spawn.MAX_FDS + 1))
+        await asyncio.get_running_loop().sock_sendall(sock, request)
+    with pytest.raises(forks.SpawnFailed, match="expected 3 or 4 file descriptors"):
+        await asyncio.wait_for(answer, 60)
 
 
 async def test_stdin_reaches_the_agent_and_a_failing_agent_exits_with_its_code(

@@ -119,6 +119,10 @@ async def test_git_workspace_runs_an_up_with_outputs(
     argv = _cmdline(pid)  # forked or not, it shows as the agent it is (what ps, the bench and the chaos tier read)
     assert argv[argv.index("agent") + 1] == "serve"
     assert argv[argv.index("--kube-workspace-name") + 1] == "files"
+    # it said on its ready pipe when its fetch was over (the fetch phase's time) and when it listened
+    ready_fd = argv[argv.index("--ready-fd") + 1]
+    assert ready_fd == "3" if agent_start == "forked" else int(ready_fd) > 2
+    assert agent.fetch_seconds is not None
     assert os.getsid(pid) == pid  # a session of its own: a killpg reaches what it started
     await kc.delete(resources.WORKSPACE, "files", namespace)
     await asyncio.wait_for(agent.process.wait(), 60)

@@ -84,9 +84,10 @@ class ForkServer:
         self._watchers: set[asyncio.Task[None]] = set()
 
     async def spawn(self, argv: list[str], env: dict[str, str], cwd: str, output: int,
-                    stdin: bytes | None = None) -> ForkedAgent:
+                    stdin: bytes | None = None, ready: int | None = None) -> ForkedAgent:
         """Fork `pko agent <argv>` in `cwd` with `env`, its stdout and stderr on `output` (a file descriptor), its
-        stdin `stdin` (then closed) or nothing. Raises :class:`SpawnFailed` when it cannot start."""
+        stdin `stdin` (then closed) or nothing, and `ready` (a pipe's write end) as its descriptor
+        :data:`pko.protocol.ready.FORKED_FD`. Raises :class:`SpawnFailed` when it cannot start."""
         loop = asyncio.get_running_loop()
         read_end, write_end = os.pipe() if stdin is not None else (os.open(os.devnull, os.O_RDONLY), -1)
         agent: ForkedAgent | None = None
@@ -98,7 +99,8 @@ class ForkServer:
                 self._pending[request.id] = answer
                 payload = request.to_bytes()
                 try:
-                    await _send(sock, spawn.HEADER.pack(len(payload)), [read_end, output, output])
+                    await _send(sock, spawn.HEADER.pack(len(payload)),
+                                [read_end, output, output, *([] if ready is None else [ready])])
                     await loop.sock_sendall(sock, payload)
                 except OSError as err:
                     self._pending.pop(request.id, None)

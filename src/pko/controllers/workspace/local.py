@@ -6,10 +6,10 @@ would apply (so `podTemplate` merges, env, envFrom and configMap/secret volumes 
 references against the API server, materialises configMap/secret volumes as files, and runs `pko agent serve` on a
 free loopback port with kube auth (forked from the agent fork server, pko.controllers.workspace.forks: no Python
 start per workspace), the agent first fetching the source as `pko agent init` would (one process, the request and
-its credentials on its stdin: pko.protocol.fetchrequest), and starts it again when the Workspace
-revision changes (a change of config values only keeps the revision: pko.controllers.workspace.fleet). A
-sleeping workspace (scale-to-zero) has no process at all. Processes stop when the Workspace is deleted or the
-operator exits; nothing is left running.
+its credentials on its stdin: pko.protocol.fetchrequest) and saying on a pipe when it has fetched and when it listens
+(pko.protocol.ready), and starts it again when the Workspace revision changes (a change of config values only keeps
+the revision: pko.controllers.workspace.fleet). A sleeping workspace (scale-to-zero) has no process at all.
+Processes stop when the Workspace is deleted or the operator exits; nothing is left running.
 
 Whatever the spec holds, a bad value is a :class:`StartFailed` (``Ready=False`` with its message), never an
 exception out of the reconcile, and nothing is written outside `root`: a revision annotation the pod template
@@ -47,7 +47,7 @@ from pko.api import workspace as ws_api
 from pko.controllers.workspace import forks, runtime
 from pko.kube import client as kclient
 from pko.kube import objects, resources
-from pko.protocol import fetchrequest
+from pko.protocol import fetchrequest, ready
 from pko.runtime import controller as ctl
 from pko.runtime import manager, ports
 
@@ -385,26 +385,42 @@ class LocalRuntime:
         if fetch is not None:
             argv.append("--fetch-from-stdin")
         cwd = str(workspace_dir if fetch is None else directory)
-        process = await self._spawn(argv, env, cwd, directory / "agent.log", fetch)
-        agent = Agent(revision, directory, port, process, mounts, fetch_seconds=fetched, instance=instance)
+        # pko's own agent says on a pipe when it has fetched and when it listens; another is looked at until it does
+        said, say = os.pipe2(os.O_CLOEXEC) if self.fetch_in_agent else (-1, -1)
         try:
-            await self._wait_listening(agent, fetching=fetch is not None)
-        except BaseException:
-            await self._terminate(agent)
-            raise
+            if say >= 0:
+                argv += ["--ready-fd", str(ready.FORKED_FD if self.forks is not None else say)]
+            try:
+                process = await self._spawn(argv, env, cwd, directory / "agent.log", fetch,
+                                            ready_fd=say if say >= 0 else None)
+            finally:
+                if say >= 0:
+                    os.close(say)  # the agent holds its own copy: its exit ends the stream
+            agent = Agent(revision, directory, port, process, mounts, fetch_seconds=fetched, instance=instance)
+            try:
+                if said >= 0:
+                    await self._wait_ready(agent, ready.Lines(said), fetching=fetch is not None)
+                else:
+                    await self._wait_listening(agent, fetching=fetch is not None)
+            except BaseException:
+                await self._terminate(agent)
+                raise
+        finally:
+            if said >= 0:
+                os.close(said)
         agent.watcher = asyncio.create_task(self._watch(objects.ObjectKey(namespace, name), agent))
         log.info("workspace %s/%s: agent serving on %s (pid %d)", namespace, name, agent.address, process.pid)
         return agent
 
     async def _spawn(self, argv: list[str], env: dict[str, str], cwd: str, log_path: Path,
-                     fetch: fetchrequest.FetchRequest | None) -> forks.AgentProcess:
+                     fetch: fetchrequest.FetchRequest | None, ready_fd: int | None = None) -> forks.AgentProcess:
         """`agent <argv>`, forked (:attr:`forks`) or exec'd, its output in `log_path`, the fetch request on its
-        stdin."""
+        stdin, the descriptor `ready_fd` (a ready pipe's write end) passed on."""
         stdin = fetch.to_json().encode() if fetch is not None else None
         with log_path.open("ab") as log_file:
             if self.forks is not None:
                 try:
-                    return await self.forks.spawn(argv, env, cwd, log_file.fileno(), stdin)
+                    return await self.forks.spawn(argv, env, cwd, log_file.fileno(), stdin, ready=ready_fd)
                 except forks.SpawnFailed as err:  # what the spec put into cwd: no env value is in the message
                     raise StartFailed(f"could not start the agent: {err}") from None
             try:
@@ -412,6 +428,7 @@ class LocalRuntime:
                     *self.agent_command, *argv, cwd=cwd, env=env,
                     stdin=asyncio.subprocess.DEVNULL if stdin is None else asyncio.subprocess.PIPE,
                     stdout=log_file, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
+                    pass_fds=() if ready_fd is None else (ready_fd,),
                 )
             except (OSError, ValueError) as err:  # what the spec put into argv or cwd: no env value in the message
                 raise StartFailed(f"could not start the agent: {err}") from None
@@ -487,13 +504,7 @@ class LocalRuntime:
                 deadline = loop.time() + START_TIMEOUT
                 agent.fetch_seconds = outcome.seconds
             if not agent.alive:
-                code = agent.process.returncode
-                if fetching:  # what it wrote before it exited
-                    outcome = fetchrequest.read_report(report)
-                if outcome.error is not None:
-                    raise StartFailed(f"fetching the source failed (exit {code}): {outcome.error[:300]}")
-                tail = (agent.directory / "agent.log").read_text(errors="replace").strip().splitlines()[-1:] or [""]
-                raise StartFailed(f"the agent exited with {code}: {tail[0][:300]}")
+                raise self._exited(agent, fetching)
             if outcome.done or not fetching:
                 with contextlib.suppress(OSError):
                     _, writer = await asyncio.open_connection("127.0.0.1", agent.port)
@@ -501,6 +512,38 @@ class LocalRuntime:
                     return
             await asyncio.sleep(0.1)
         raise StartFailed(f"the agent did not listen on {agent.address} within {START_TIMEOUT:.0f}s")
+
+    async def _wait_ready(self, agent: Agent, lines: ready.Lines, fetching: bool) -> None:
+        """Until the agent says on its ready pipe that it listens: first, while `fetching`, until it says its fetch
+        is over (the fetch phase: as long as it takes), then for at most :data:`START_TIMEOUT`."""
+        loop = asyncio.get_running_loop()
+        deadline = None if fetching else loop.time() + START_TIMEOUT
+        while True:
+            try:
+                async with asyncio.timeout_at(deadline):
+                    line = await lines.next()
+            except TimeoutError:
+                raise StartFailed(f"the agent did not listen on {agent.address} within {START_TIMEOUT:.0f}s") from None
+            if line == ready.FETCHED:
+                agent.fetch_seconds = fetchrequest.read_report(agent.directory / FETCH_REPORT).seconds
+                deadline = loop.time() + START_TIMEOUT
+            elif line == ready.LISTENING:
+                return
+            elif not line:  # it exited (or is exiting) before it listened: its exit says why
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(STOP_GRACE):
+                        await agent.process.wait()
+                raise self._exited(agent, fetching)
+
+    @staticmethod
+    def _exited(agent: Agent, fetching: bool) -> StartFailed:
+        """Why the agent exited before it listened: its fetch's error if the fetch failed, else its last log line."""
+        code = agent.process.returncode
+        outcome = fetchrequest.read_report(agent.directory / FETCH_REPORT) if fetching else fetchrequest.Outcome()
+        if outcome.error is not None:
+            return StartFailed(f"fetching the source failed (exit {code}): {outcome.error[:300]}")
+        tail = (agent.directory / "agent.log").read_text(errors="replace").strip().splitlines()[-1:] or [""]
+        return StartFailed(f"the agent exited with {code}: {tail[0][:300]}")
 
     async def _watch(self, key: objects.ObjectKey, agent: Agent) -> None:
         await agent.process.wait()
