@@ -187,12 +187,49 @@ class _Connection(asyncio.Protocol):
         return data
 
 
+class Slots:
+    """At most `limit` holders at once (``async with``), the others served in the order they came.
+
+    Not :class:`asyncio.Semaphore`: Python 3.11's looks through every waiter at each acquire, and when a fleet's
+    Stacks arrive together hundreds of requests wait for the pool's twenty (3% of the operator's busy time in a
+    200-Stack fleet was that look). Here a slot a holder gives back goes straight to the first waiter still waiting.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.free = limit
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+
+    async def __aenter__(self) -> None:
+        if self.free > 0 and not self._waiters:
+            self.free -= 1
+            return
+        handed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(handed)
+        try:
+            await handed
+        except asyncio.CancelledError:
+            if handed.done() and not handed.cancelled():  # given a slot as it was cancelled: pass it on
+                self._give_back()
+            raise
+
+    async def __aexit__(self, *_: object) -> None:
+        self._give_back()
+
+    def _give_back(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():  # a cancelled waiter is passed over
+                waiter.set_result(None)
+                return
+        self.free += 1
+
+
 class Pool:
     """Keep-alive connections to ``host:port`` (TLS with `tls`), at most `limit` requests at once."""
 
     def __init__(self, host: str, port: int, tls: ssl.SSLContext | None, *, limit: int) -> None:
         self.host, self.port, self.tls = host, port, tls
-        self._slots = asyncio.Semaphore(limit)
+        self._slots = Slots(limit)
         self._idle: collections.deque[_Connection] = collections.deque()
         self.opened = 0  # connections made so far
         self.resent = 0  # requests sent again because a kept connection had been closed

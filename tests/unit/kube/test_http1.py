@@ -212,3 +212,45 @@ async def test_at_most_limit_requests_at_once() -> None:
         assert [a.status for a in answers] == [200] * 10
         assert server.most_at_once == 4
         assert pool.opened == 4
+
+
+async def test_slots_are_given_in_the_order_asked_and_never_more_than_the_limit() -> None:
+    slots = http1.Slots(2)
+    held: list[int] = []
+    order: list[int] = []
+    most = 0
+
+    async def use(n: int) -> None:
+        nonlocal most
+        async with slots:
+            order.append(n)
+            held.append(n)
+            most = max(most, len(held))
+            await asyncio.sleep(0.01 * (n % 3))
+            held.remove(n)
+
+    await asyncio.gather(*(use(n) for n in range(12)))
+    assert order == list(range(12))
+    assert most == 2
+    assert slots.free == 2
+
+
+async def test_a_cancelled_waiter_takes_no_slot_and_one_given_as_it_was_cancelled_is_passed_on() -> None:
+    slots = http1.Slots(1)
+    await slots.__aenter__()
+    gone = asyncio.ensure_future(slots.__aenter__())  # waits, then is cancelled while waiting
+    late = asyncio.ensure_future(slots.__aenter__())  # waits, is handed the slot, and is cancelled before it runs
+    last = asyncio.ensure_future(slots.__aenter__())
+    await asyncio.sleep(0)
+    gone.cancel()
+    await asyncio.sleep(0)
+    await slots.__aexit__(None, None, None)  # `gone` is passed over, `late` is handed the slot ...
+    late.cancel()  # ... and cancelled before it could use it: the slot goes on to `last`
+    with pytest.raises(asyncio.CancelledError):
+        await gone
+    with pytest.raises(asyncio.CancelledError):
+        await late
+    await asyncio.wait_for(last, 5)
+    assert slots.free == 0
+    await slots.__aexit__(None, None, None)
+    assert slots.free == 1
