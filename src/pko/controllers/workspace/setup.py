@@ -28,6 +28,31 @@ from pko.sources import githubapp
 
 #: Updates by the Workspace they run in (`<namespace>/<workspaceName>`).
 WORKSPACE_UPDATES_INDEX = "workspace.updates"
+VALIDATED_KEPT = 1024
+"""Update models kept by uid and resourceVersion, the oldest dropped first."""
+
+
+class ValidatedUpdates:
+    """The model of each cached Update, validated once for each version of it (uid and resourceVersion), not at
+    each of its Workspace's reconciles: the pool's look at a holder and at a waiter read every Update of the
+    Workspace each time (1% of the operator's busy time in a 200-Stack fleet). The models are shared: read them,
+    never change them."""
+
+    def __init__(self, kept: int = VALIDATED_KEPT) -> None:
+        self.kept = kept
+        self._models: dict[tuple[str, str], up_api.Update] = {}
+
+    def __call__(self, obj: objects.Object) -> up_api.Update:
+        meta = obj.get("metadata") or {}
+        uid, version = meta.get("uid"), meta.get("resourceVersion")
+        if not uid or not version:
+            return up_api.Update.model_validate(obj)
+        model = self._models.get((uid, version))
+        if model is None:
+            if len(self._models) >= self.kept:
+                del self._models[next(iter(self._models))]
+            model = self._models[(uid, version)] = up_api.Update.model_validate(obj)
+        return model
 
 
 def _update_workspace(obj: objects.Object) -> list[str]:
@@ -110,8 +135,10 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings,
 
     updates = mgr.informer(resources.UPDATE, indexers={WORKSPACE_UPDATES_INDEX: _update_workspace})
 
+    typed = ValidatedUpdates()
+
     def updates_of(key: objects.ObjectKey) -> Sequence[up_api.Update]:
-        return [up_api.Update.model_validate(u) for u in updates.store.by_index(WORKSPACE_UPDATES_INDEX, str(key))]
+        return [typed(u) for u in updates.store.by_index(WORKSPACE_UPDATES_INDEX, str(key))]
 
     def sleepy_workspace(obj: objects.Object) -> list[objects.ObjectKey]:
         """The Update's Workspace, when it has an idle timeout or there is a pool (no extra reconciles for the
