@@ -19,7 +19,7 @@ from pko.controllers.workspace import forks
 from pko.kube import client as kclient
 from pko.kube import objects, owners, resources
 from pko.testing import gitserver, operator
-from pko.testing.waiting import condition, wait_for
+from pko.testing.waiting import condition, eventually, wait_for
 
 PROGRAMS = Path(__file__).parents[1] / "testbed" / "programs"
 FAILING = """import pulumi
@@ -127,6 +127,8 @@ async def test_git_workspace_runs_an_up_with_outputs(
     await kc.delete(resources.WORKSPACE, "files", namespace)
     await asyncio.wait_for(agent.process.wait(), 60)
     assert not _pid_alive(pid)
+    # and its directory (the fetched source, its env file, its log) goes with it
+    await eventually(lambda: not agent.directory.exists(), "the stopped agent's directory removed", timeout=30)
 
 
 async def test_failing_program_marks_the_update_failed(
