@@ -19,6 +19,8 @@ made smaller) drains as the extra holders go idle.
 A waiter is told its place when it asks (`claim`); when the queue changes, the pool wakes the waiters whose place
 moved enough to be worth showing (half of it, or any move among the first ten), so a fleet's waiters follow
 the queue without each looking at it on a timer: with 1,000 waiters, the looks were most of the operator's work.
+The pool looks through its queue for them at most every :data:`SCAN_EVERY` seconds (once for the changes that come
+meanwhile), and keeps the queue in order as waiters come and go (:mod:`.waitqueue`) rather than ordering it anew.
 A waiter is woken to show its place at most every :data:`SHOW_EVERY` seconds (a move sooner is shown when that
 time is up, with any that follow): each grant moves the first ten places by one, and showing each move at once was
 ten Workspace status writes a grant. A slot is never delayed: the head of the queue is woken at once for it.
@@ -30,7 +32,6 @@ order for a slot.
 
 from __future__ import annotations
 
-import collections
 import itertools
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -39,15 +40,12 @@ from dataclasses import dataclass
 from pko.api import lanes
 from pko.api import stack as stack_api
 from pko.api import workspace as ws_api
+from pko.controllers.workspace.waitqueue import Waiter, WaitQueue, order
 from pko.kube import objects
 
+__all__ = ["GRANTED", "Pool", "Queued", "Waiter", "moved_enough", "order", "stack_tells", "worth_writing"]
+
 Key = objects.ObjectKey
-
-
-@dataclass(frozen=True)
-class Waiter:
-    lane: int
-    arrival: int  # its place in the order of arrival (kept when its lane changes)
 
 
 @dataclass(frozen=True)
@@ -73,6 +71,10 @@ EXACT_PLACES = 10
 #: operator's most frequent request (docs/performance.md).
 MOVED_ENOUGH = 2
 
+
+#: The least time between two looks through the queue for waiters whose place moved enough to be shown (seconds),
+#: when the pool can defer one (:meth:`Pool._changed`).
+SCAN_EVERY = 2.0
 
 #: The least time between two wakes of a waiter to show its place (seconds): as often as each waiter used to look
 #: at the queue itself, so the pushed queue writes no more than those looks did (at 400 Stacks with 10 s it still
@@ -105,47 +107,41 @@ def stack_tells(workspace: ws_api.Workspace) -> bool:
                for ref in workspace.metadata.owner_references or ())
 
 
-def order(waiters: Mapping[Key, Waiter]) -> list[Key]:
-    """The queue: by lane; within a lane, round-robin between namespaces (a waiter's rank among its namespace's
-    waiters of that lane comes first); then by arrival."""
-    rank: collections.Counter[tuple[int, str]] = collections.Counter()
-    keyed: list[tuple[tuple[int, int, int], Key]] = []
-    for key, waiter in sorted(waiters.items(), key=lambda item: (item[1].lane, item[1].arrival)):
-        group = (waiter.lane, key.namespace)
-        keyed.append(((waiter.lane, rank[group], waiter.arrival), key))
-        rank[group] += 1
-    return [key for _, key in sorted(keyed)]
-
-
 class Pool:
     """The slots, their holders (with when each was last used, None while busy) and the waiters."""
 
     def __init__(self, size: int, wake: Callable[[Key], None],
                  seed: Callable[[], Iterable[Key]] = lambda: (),
                  wake_later: Callable[[Key, float], None] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 defer: Callable[[float, Callable[[], None]], object] | None = None) -> None:
         if size < 1:
             raise ValueError(f"a pool of active workspaces needs at least one slot, not {size}")
         self.size = size
         self.wake = wake  # enqueue a Workspace's reconcile
         self.wake_later = wake_later or (lambda key, delay: wake(key))  # ... after `delay` seconds
         self.clock = clock
+        #: run a function after a delay (the event loop's call_later): the queue's look for waiters to wake is then
+        #: made at most every :data:`SCAN_EVERY` seconds; None: at every change
+        self.defer = defer
         self._seed: Callable[[], Iterable[Key]] | None = seed
         self.holders: dict[Key, float | None] = {}  # key -> last used (epoch seconds) while idle, None while busy
-        self.waiters: dict[Key, Waiter] = {}
+        self.queue = WaitQueue()  # the waiters, in order
         #: slots given back whose agent is still stopping (a pod terminating is still on the node): taken until
         #: released again with `draining` False
         self.draining: set[Key] = set()
         self._arrivals = itertools.count()
         self.yielded = 0  # slots given back because somebody waited (pko_workspace_pool_yields_total)
-        #: the queue's order and each waiter's index in it, kept until a waiter comes, goes or changes lane (a
-        #: fleet of 1,000 asks for its place far more often than the queue changes)
-        self._queue: list[Key] | None = None
-        self._places: dict[Key, int] = {}
         #: the place each waiter was last given, and when; when the queue moves, those whose place moved enough
         #: are woken to show it (:meth:`_changed`), so a waiter needs no timer to follow the queue
         self._told: dict[Key, tuple[int, float]] = {}
         self._woken: set[Key] = set()  # waiters woken (now or later) to show their place, until they ask
+        self._scanned = float("-inf")  # when the queue was last looked through for waiters to wake
+        self._scan_owed = False  # a look is deferred (:meth:`_changed`)
+
+    @property
+    def waiters(self) -> Mapping[Key, Waiter]:
+        return self.queue.waiters
 
     def _seeded(self) -> None:
         if self._seed is not None:
@@ -162,14 +158,14 @@ class Pool:
         self._seeded()
         if key in self.holders:
             return GRANTED
-        found = self.waiters.get(key)
+        found = self.queue.get(key)
         if found is None or found.lane != lane:
-            self.waiters[key] = Waiter(lane, found.arrival if found is not None else next(self._arrivals))
+            self.queue.put(key, Waiter(lane, found.arrival if found is not None else next(self._arrivals)))
             self._changed(but=key)
-        queue, position = self._order(), self._places[key]
+        position = self.queue.place(key)
         self._woken.discard(key)
         if position < self._free():
-            del self.waiters[key]
+            self.queue.remove(key)
             self._told.pop(key, None)
             self.holders[key] = None
             self._changed()
@@ -177,20 +173,34 @@ class Pool:
         for holder in self._to_yield():
             self.wake(holder)
         self._told[key] = (position + 1, self.clock())
-        return Queued(position + 1, len(queue), self.size, lane)
-
-    def _order(self) -> list[Key]:
-        if self._queue is None:
-            self._queue = order(self.waiters)
-            self._places = {key: index for index, key in enumerate(self._queue)}
-        return self._queue
+        return Queued(position + 1, len(self.queue), self.size, lane)
 
     def _changed(self, but: Key | None = None) -> None:
-        """The queue changed: order it again, and wake the waiters (but `but`, which is asking) whose place moved
-        enough to be shown — at once, or once :data:`SHOW_EVERY` has passed since they were last told."""
-        self._queue = None
-        now = self.clock()
-        for place, key in enumerate(self._order(), 1):
+        """The queue changed: look for the waiters whose place moved enough to be shown (:meth:`_scan`) — now, or,
+        with :attr:`defer`, once :data:`SCAN_EVERY` has passed since the last look (one look for the changes that
+        come meanwhile: a look goes through the whole queue, and a 1,000-Stack fleet's queue changes some two
+        thousand times). The head of the queue is woken for a free slot apart from this, at once (:meth:`release`)."""
+        if self.defer is None:
+            self._scan(but)
+            return
+        if self._scan_owed:
+            return
+        wait = self._scanned + SCAN_EVERY - self.clock()
+        if wait <= 0:
+            self._scan(but)
+            return
+        self._scan_owed = True
+        self.defer(wait, self._owed_scan)
+
+    def _owed_scan(self) -> None:
+        self._scan_owed = False
+        self._scan()
+
+    def _scan(self, but: Key | None = None) -> None:
+        """Wake the waiters (but `but`, which is asking and is told its place) whose place moved enough to be
+        shown — at once, or once :data:`SHOW_EVERY` has passed since they were last told."""
+        now = self._scanned = self.clock()
+        for place, key in enumerate(self.queue.order(), 1):
             told = self._told.get(key)
             if key == but or told is None or key in self._woken or not moved_enough(told[0], place):
                 continue
@@ -211,7 +221,7 @@ class Pool:
         return key in self._to_yield()
 
     def _to_yield(self) -> list[Key]:
-        excess = len(self.holders) + len(self.waiters) - self.size
+        excess = len(self.holders) + len(self.queue) - self.size
         if excess <= 0:
             return []
         idle = sorted((since, key) for key, since in self.holders.items() if since is not None)
@@ -225,7 +235,7 @@ class Pool:
         held = self.holders.pop(key, False) is not False
         self._told.pop(key, None)
         self._woken.discard(key)
-        if self.waiters.pop(key, None) is not None:
+        if self.queue.remove(key) is not None:
             self._changed()
         if held and yielded:
             self.yielded += 1
@@ -233,7 +243,7 @@ class Pool:
             self.draining.add(key)
         else:
             self.draining.discard(key)
-        for waiter in self._order()[:max(self._free(), 0)]:
+        for waiter in self.queue.order()[:max(self._free(), 0)]:
             self.wake(waiter)
 
     def stopping(self, key: Key) -> bool:
@@ -248,4 +258,4 @@ class Pool:
         return len(self.holders) + len(self.draining)
 
     def waiting(self) -> int:
-        return len(self.waiters)
+        return len(self.queue)

@@ -9,6 +9,7 @@ it, or to start its idle clock.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -128,7 +129,8 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings,
     if settings.max_active_workspaces is not None:
         reconciler.pool = pool.Pool(settings.max_active_workspaces, lambda key: controller.queue.add(key),
                                     seed=lambda: running(workspaces.store),
-                                    wake_later=lambda key, delay: controller.queue.add_after(key, delay))
+                                    wake_later=lambda key, delay: controller.queue.add_after(key, delay),
+                                    defer=lambda delay, run: asyncio.get_running_loop().call_later(delay, run))
         metrics.workspace_pool(mgr.registry, reconciler.pool)
     controller.watch(workspaces, predicate=handlers.generation_changed)
     runtime.watch(mgr, controller)

@@ -362,3 +362,37 @@ def test_only_a_workspace_without_a_stack_posts_its_own_queued_event() -> None:
     assert not pool.stack_tells(workspace())  # made by hand: it says Queued itself
     assert not pool.stack_tells(workspace({**stack, "controller": False}))
     assert not pool.stack_tells(workspace({**stack, "kind": "Deployment", "apiVersion": "apps/v1"}))
+
+
+def test_with_a_timer_the_queue_is_looked_through_at_most_every_scan_every_seconds() -> None:
+    """A pool that can defer (the event loop's call_later) looks for waiters to wake once for the changes that come
+    within SCAN_EVERY of its last look, when that time is up; the head of the queue is woken for a slot at once."""
+    clock, later, deferred = _Clock(), [], []
+    woken = _Woken()
+    active = pool.Pool(1, woken, wake_later=lambda key, delay: later.append((key, delay)), clock=clock,
+                       defer=lambda delay, run: deferred.append((delay, run)))
+    active.claim(_key("holder"), lanes.CHANGE)
+    waiters = [_key(f"w{i:02d}") for i in range(20)]
+    for place, key in enumerate(waiters, 1):
+        assert active.claim(key, lanes.CHANGE) == pool.Queued(place, place, 1, lanes.CHANGE)
+    assert [delay for delay, _ in deferred] == [pool.SCAN_EVERY]  # the first arrival looked; the others wait for one
+    clock.now += pool.SHOW_EVERY
+    active.release(_key("holder"))
+    assert woken == [waiters[0]]  # the slot: at once
+    woken.clear()
+    assert active.claim(waiters[0], lanes.CHANGE) is pool.GRANTED
+    assert woken == []  # the places moved, but the look owed is not due yet
+    assert len(deferred) == 1
+    _, run = deferred.pop()
+    run()  # its time is up: one look, for every change meanwhile
+    assert woken == waiters[1:11]
+    for key in woken:  # each looks, and is told its new place
+        active.claim(key, lanes.CHANGE)
+    woken.clear()
+    clock.now += pool.SHOW_EVERY
+    active.release(waiters[0])
+    assert woken == [waiters[1]]
+    woken.clear()
+    assert active.claim(waiters[1], lanes.CHANGE) is pool.GRANTED  # long after the last look: looked through now
+    assert woken == waiters[2:12]
+    assert deferred == []
