@@ -140,7 +140,7 @@ class Connector:
 
     def _prune(self) -> None:
         now = self._clock()
-        if now - self._pruned < PRUNE_EVERY:
+        if self._pruned <= now < self._pruned + PRUNE_EVERY:  # (a clock set back prunes at once)
             return
         self._pruned = now
         for key in [k for k, t in self._tokens.items() if t.expires <= now]:

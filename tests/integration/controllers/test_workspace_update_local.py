@@ -128,7 +128,9 @@ async def test_git_workspace_runs_an_up_with_outputs(
     await asyncio.wait_for(agent.process.wait(), 60)
     assert not _pid_alive(pid)
     # and its directory (the fetched source, its env file, its log) goes with it
-    await eventually(lambda: not agent.directory.exists(), "the stopped agent's directory removed", timeout=30)
+    # (moved aside at once, so a start at the same revision never meets it, then removed)
+    await eventually(lambda: not agent.directory.exists() and not list(agent.directory.parent.glob("*.stopped-*")),
+                     "the stopped agent's directory removed", timeout=30)
 
 
 async def test_failing_program_marks_the_update_failed(
@@ -146,6 +148,24 @@ async def test_failing_program_marks_the_update_failed(
     assert failed["status"] == "True"
     assert "the program refuses to run: boom" in done["status"]["message"]
     assert done["status"]["outputs"] == ""  # no Secret (written empty, as by the Go operator)
+
+
+async def test_a_fetch_that_fails_is_the_workspace_status_and_no_agent_is_left(
+    kc: kclient.Client, namespace: str, git: gitserver.GitServer, agent_start: str,
+    started_operator: operator.Operator,
+) -> None:
+    """The agent exits after its fetch failed (no such repository on the git server): the start ends with the
+    fetch's error in the Workspace's Ready condition, whether the agent's ready pipe or its exit tells first, and
+    nothing of that start keeps running."""
+    commit = _repo(git, f"present-{namespace}")
+    await kc.create(_workspace("unfetched", namespace, git.http_url(f"absent-{namespace}"), commit, "good", []))
+    seen = await wait_for(kc, resources.WORKSPACE, "unfetched", namespace,
+                          lambda o: "fetching the source failed" in condition(o, "Ready").get("message", ""),
+                          timeout=120)
+    assert condition(seen, "Ready")["status"] == "False"
+    runtime = started_operator.controllers.local_runtime
+    assert runtime is not None
+    assert runtime.get(objects.ObjectKey(namespace, "unfetched")) is None
 
 
 def _pid_alive(pid: int) -> bool:

@@ -36,3 +36,14 @@ async def test_expired_tokens_are_dropped_at_most_every_prune_every() -> None:
     clock.now = START + connect.PRUNE_EVERY
     assert await connector.token("ws.ns") == "fresh-token"
     assert set(connector._tokens) == {"ws.ns"}
+
+
+async def test_a_clock_set_back_prunes_at_once() -> None:
+    clock = _Clock()
+    connector = connect.Connector(client=None, clock=clock)  # type: ignore[arg-type]
+    connector._tokens = {"ws.ns": tokens.Token("fresh-token", START + datetime.timedelta(hours=1))}
+    await connector.token("ws.ns")  # looked at START
+    clock.now = START - datetime.timedelta(hours=2)  # the clock set back: what expired by then goes now
+    connector._tokens["old"] = tokens.Token("y", START - datetime.timedelta(hours=3))
+    assert await connector.token("ws.ns") == "fresh-token"
+    assert set(connector._tokens) == {"ws.ns"}

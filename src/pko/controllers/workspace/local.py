@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import fcntl
 import hashlib
 import logging
 import os
@@ -387,6 +388,9 @@ class LocalRuntime:
         cwd = str(workspace_dir if fetch is None else directory)
         # pko's own agent says on a pipe when it has fetched and when it listens; another is looked at until it does
         said, say = os.pipe2(os.O_CLOEXEC) if self.fetch_in_agent else (-1, -1)
+        if 0 <= say < 3:  # an operator started with a standard stream closed: the child's own would replace it
+            say, low = fcntl.fcntl(say, fcntl.F_DUPFD_CLOEXEC, 3), say
+            os.close(low)
         try:
             if say >= 0:
                 argv += ["--ready-fd", str(ready.FORKED_FD if self.forks is not None else say)]
@@ -518,22 +522,36 @@ class LocalRuntime:
         is over (the fetch phase: as long as it takes), then for at most :data:`START_TIMEOUT`."""
         loop = asyncio.get_running_loop()
         deadline = None if fetching else loop.time() + START_TIMEOUT
-        while True:
-            try:
-                async with asyncio.timeout_at(deadline):
-                    line = await lines.next()
-            except TimeoutError:
-                raise StartFailed(f"the agent did not listen on {agent.address} within {START_TIMEOUT:.0f}s") from None
-            if line == ready.FETCHED:
-                agent.fetch_seconds = fetchrequest.read_report(agent.directory / FETCH_REPORT).seconds
-                deadline = loop.time() + START_TIMEOUT
-            elif line == ready.LISTENING:
-                return
-            elif not line:  # it exited (or is exiting) before it listened: its exit says why
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(STOP_GRACE):
-                        await agent.process.wait()
-                raise self._exited(agent, fetching)
+        # its exit too, not only the stream's end: a copy of the pipe's write end left open anywhere would otherwise
+        # hold a start that failed (and its Workspace's lock and slot) for as long as the fetch had no deadline
+        exited = asyncio.ensure_future(agent.process.wait())
+        try:
+            while True:
+                heard = asyncio.ensure_future(lines.next())
+                try:
+                    await asyncio.wait((heard, exited), timeout=None if deadline is None else deadline - loop.time(),
+                                       return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    if not heard.done():
+                        heard.cancel()
+                        with contextlib.suppress(asyncio.CancelledError):
+                            await heard
+                line = heard.result() if heard.done() and not heard.cancelled() else None
+                if line is None and not exited.done():
+                    raise StartFailed(f"the agent did not listen on {agent.address} within {START_TIMEOUT:.0f}s")
+                if line == ready.FETCHED:
+                    agent.fetch_seconds = fetchrequest.read_report(agent.directory / FETCH_REPORT).seconds
+                    deadline = loop.time() + START_TIMEOUT
+                elif line == ready.LISTENING:
+                    return
+                elif not line:  # it exited (or is exiting) before it listened: its exit says why
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(STOP_GRACE):
+                            await asyncio.shield(exited)
+                    raise self._exited(agent, fetching)
+        finally:
+            if not exited.done():
+                exited.cancel()
 
     @staticmethod
     def _exited(agent: Agent, fetching: bool) -> StartFailed:
@@ -559,9 +577,15 @@ class LocalRuntime:
         if agent is None:
             return
         await self._terminate(agent)
-        # in a thread: on a disk busy with a fleet's CLIs an unlink can wait for the journal (a stop's few files
-        # held the event loop some milliseconds in a 200-Stack fleet)
-        await asyncio.to_thread(shutil.rmtree, agent.directory, ignore_errors=True)
+        # moved out of the way at once (a wake at the same revision makes the same directory), then removed in a
+        # thread: on a disk busy with a fleet's CLIs an unlink can wait for the journal (a stop's few files held the
+        # event loop some milliseconds in a 200-Stack fleet)
+        gone = agent.directory.with_name(f"{agent.directory.name}.stopped-{uuid.uuid4().hex[:8]}")
+        try:
+            agent.directory.rename(gone)
+        except OSError:
+            gone = agent.directory
+        await asyncio.to_thread(shutil.rmtree, gone, ignore_errors=True)
 
     async def _terminate(self, agent: Agent) -> None:
         if agent.watcher is not None:

@@ -189,8 +189,8 @@ class Pool:
         if wait <= 0:
             self._scan(but)
             return
-        self._scan_owed = True
         self.defer(wait, self._owed_scan)
+        self._scan_owed = True  # once the look is sure to come (a defer that fails leaves the next change to look)
 
     def _owed_scan(self) -> None:
         self._scan_owed = False

@@ -396,3 +396,20 @@ def test_with_a_timer_the_queue_is_looked_through_at_most_every_scan_every_secon
     assert active.claim(waiters[1], lanes.CHANGE) is pool.GRANTED  # long after the last look: looked through now
     assert woken == waiters[2:12]
     assert deferred == []
+
+
+def test_a_look_that_could_not_be_deferred_is_not_counted_as_owed() -> None:
+    clock, deferred = _Clock(), []
+    woken = _Woken()
+
+    def defer(delay: float, run: Any) -> None:
+        if not deferred:
+            deferred.append((delay, run))
+            raise RuntimeError("no running event loop")
+        deferred.append((delay, run))
+
+    active = pool.Pool(1, woken, clock=clock, defer=defer)
+    with pytest.raises(RuntimeError, match="no running event loop"):
+        active.claim(_key("holder"), lanes.CHANGE)  # a look now, then a grant whose look cannot be deferred
+    active.claim(_key("w0"), lanes.CHANGE)  # the next change defers its look again: none was counted as owed
+    assert [delay for delay, _ in deferred] == [pool.SCAN_EVERY, pool.SCAN_EVERY]
