@@ -4,9 +4,9 @@
 Why: the runtime learnt both by looking — the fetch report file and a TCP connect to the agent's port every 0.1 s,
 refused about ten times a start — so a start waited up to 0.1 s longer than it took, and each refused connect cost
 the operator's event loop a socket, a failed connect and a timer. A pipe says it when it happens: the agent writes
-one line a step to the write end it inherited, and the runtime waits on the read end. End of stream before
-:data:`LISTENING` means the agent exited (its exit code, fetch report and log say why). The lines say nothing
-else; how the fetch went is in the fetch report (:mod:`pko.protocol.fetchrequest`).
+one line a step to the write end it inherited, and the runtime waits on the read end and on the agent's exit. End
+of stream or an exit before :data:`LISTENING` means the start failed (the exit code, fetch report and log say why).
+The lines say nothing else; how the fetch went is in the fetch report (:mod:`pko.protocol.fetchrequest`).
 
 A workspace pod has no such pipe: the kubelet's probes and the operator's connection do that job there.
 """
