@@ -119,8 +119,6 @@ async def serve(service: AutomationService, host: str, port: int, auth: KubeAuth
         raise OSError(f"unable to listen on {host}:{port}")
     await server.start()
     log.info("server listening on %s:%d", host, bound)
-    if on_listening is not None:
-        on_listening(bound)
 
     adopted = orphans.adopt()  # what the CLI orphans is ours to stop when we stop (see orphans.py)
     loop = asyncio.get_running_loop()
@@ -161,6 +159,8 @@ async def serve(service: AutomationService, host: str, port: int, auth: KubeAuth
         loop.add_signal_handler(signum, on_signal, signum)
     unwatch = lifeline.watch(loop, parent_gone)  # the `local` runtime's operator; nothing in a pod
     try:
+        if on_listening is not None:  # once a SIGTERM stops it gracefully: whoever is told may stop it at once
+            on_listening(bound)
         await stop.wait()
         await server.stop(SHUTDOWN_GRACE)
         # A call whose client went away (a SIGKILLed operator) ends at once, while its CLI still winds down from
