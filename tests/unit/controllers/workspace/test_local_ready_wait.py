@@ -13,26 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pko.controllers.workspace import local
+from pko.controllers.workspace import forks, local
 from pko.protocol import ready
-
-
-class _Process:
-    """An agent process as the runtime sees it: a pid, a return code, a wait."""
-
-    def __init__(self) -> None:
-        self.pid = 0
-        self.returncode: int | None = None
-        self._exited = asyncio.Event()
-
-    async def wait(self) -> int:
-        await self._exited.wait()
-        assert self.returncode is not None
-        return self.returncode
-
-    def exit(self, code: int) -> None:
-        self.returncode = code
-        self._exited.set()
 
 
 @pytest.fixture
@@ -44,14 +26,14 @@ def pipe() -> Iterator[tuple[ready.Lines, int]]:
     os.close(say)
 
 
-def _agent(tmp_path: Path, process: _Process) -> local.Agent:
-    return local.Agent("rev", tmp_path, 1, process)  # type: ignore[arg-type]
+def _agent(tmp_path: Path, process: forks.ForkedAgent) -> local.Agent:
+    return local.Agent("rev", tmp_path, 1, process)
 
 
 async def test_the_fetch_is_timed_when_it_is_over_and_the_start_ends_when_it_listens(
         tmp_path: Path, pipe: tuple[ready.Lines, int]) -> None:
     lines, say = pipe
-    agent = _agent(tmp_path, _Process())
+    agent = _agent(tmp_path, forks.ForkedAgent(0))
     (tmp_path / local.FETCH_REPORT).write_text(json.dumps({"seconds": 1.25}))
     os.write(say, ready.FETCHED + ready.LISTENING)
     runtime = local.LocalRuntime(None, tmp_path)  # type: ignore[arg-type]  # the wait reads no API
@@ -62,14 +44,14 @@ async def test_the_fetch_is_timed_when_it_is_over_and_the_start_ends_when_it_lis
 async def test_an_agent_that_exits_while_fetching_ends_the_wait_though_the_pipe_stays_open(
         tmp_path: Path, pipe: tuple[ready.Lines, int]) -> None:
     lines, _ = pipe  # the write end stays open here: only the agent's exit can end the wait
-    process = _Process()
+    process = forks.ForkedAgent(0)
     agent = _agent(tmp_path, process)
     (tmp_path / local.FETCH_REPORT).write_text(json.dumps({"error": "unable to fetch git source: not found"}))
     runtime = local.LocalRuntime(None, tmp_path)  # type: ignore[arg-type]
     waiting = asyncio.ensure_future(runtime._wait_ready(agent, lines, fetching=True))
     await asyncio.sleep(0.05)
     assert not waiting.done()  # a fetch has no deadline
-    process.exit(1)
+    process.exited(1)
     with pytest.raises(local.StartFailed, match=r"fetching the source failed \(exit 1\): unable to fetch git"):
         await asyncio.wait_for(waiting, 5)
 
@@ -78,7 +60,7 @@ async def test_an_agent_whose_end_closes_before_it_listens_ends_the_wait_with_it
         tmp_path: Path) -> None:
     said, say = os.pipe()
     lines = ready.Lines(said)
-    process = _Process()
+    process = forks.ForkedAgent(0)
     agent = _agent(tmp_path, process)
     (tmp_path / "agent.log").write_text("starting\nunable to open the workspace: no Pulumi.yaml\n")
     runtime = local.LocalRuntime(None, tmp_path)  # type: ignore[arg-type]
@@ -87,7 +69,7 @@ async def test_an_agent_whose_end_closes_before_it_listens_ends_the_wait_with_it
     os.close(say)
     await asyncio.sleep(0.05)
     assert not waiting.done()  # the stream ended: its exit is waited for, to say why
-    process.exit(1)
+    process.exited(1)
     try:
         with pytest.raises(local.StartFailed, match="the agent exited with 1: unable to open the workspace"):
             await asyncio.wait_for(waiting, 5)
