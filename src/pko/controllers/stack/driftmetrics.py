@@ -38,14 +38,20 @@ class DriftMetrics:
         self.duration = Histogram("pulumi_stack_drift_check_duration_seconds",
                                   "Duration of drift checks (pko: spec.driftDetection)", ["result"],
                                   buckets=DURATION_BUCKETS, registry=registry)
+        self._series: set[tuple[str, str]] = set()  # the Stacks with a `pulumi_stack_drifted` series
 
     def observe(self, event: store.Event) -> None:
         key = event.key
         enabled = event.type != "DELETED" and bool((event.object.get("spec") or {}).get("driftDetection"))
         if not enabled:
-            with contextlib.suppress(KeyError):
-                self.drifted.remove(key.namespace, key.name)
+            # only a series that exists is removed: a removal looks up the environment and raises for a missing
+            # one, and most Stacks never had one (every event of every Stack came here)
+            if (key.namespace, key.name) in self._series:
+                self._series.discard((key.namespace, key.name))
+                with contextlib.suppress(KeyError):
+                    self.drifted.remove(key.namespace, key.name)
             return
+        self._series.add((key.namespace, key.name))
         self.drifted.labels(key.namespace, key.name).set(1 if _drifted(event.object) else 0)
         check = _drift(event.object).get("lastCheck") or {}
         before = _drift(event.old).get("lastCheck") if event.old is not None else None

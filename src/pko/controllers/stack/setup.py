@@ -206,6 +206,12 @@ def workspace_changed(event: store.Event) -> bool:
     return shown != workspace_problem(event.old)
 
 
+def _observed(obj: objects.Object) -> tuple[object, object]:
+    """What :class:`StackMetrics` reads of a Stack: its last update and its conditions."""
+    status = obj.get("status") or {}
+    return status.get("lastUpdate"), status.get("conditions")
+
+
 class StackMetrics:
     """`stacks_active` and `stacks_failing{namespace,name}`, as the reference exports them."""
 
@@ -226,6 +232,9 @@ class StackMetrics:
             self.pulumi.forget_stack(key.namespace, key.name)
         else:
             self._known.add(key)
+            if event.type == "MODIFIED" and event.old is not None and _observed(event.old) == _observed(event.object):
+                self.active.set(len(self._known))
+                return  # most writes of a Stack's status change neither (the series stay as they are)
             last = (event.object.get("status") or {}).get("lastUpdate") or {}
             self.failing.labels(key.namespace, key.name).set(1 if last.get("state") == stack_api.STATE_FAILED else 0)
             # pko: after a restart, the last success the Stack recorded seeds pulumi_stack_last_success_*
