@@ -17,7 +17,7 @@ slot, so an operator restarted under a running fleet counts the agents that alre
 made smaller) drains as the extra holders go idle.
 
 A waiter is told its place when it asks (`claim`); when the queue changes, the pool wakes the waiters whose place
-moved enough to be worth showing (half of it, or any move among the first ten), so a fleet's waiters follow
+moved enough to be worth showing (three quarters of it, or any move among the first ten), so a fleet's waiters follow
 the queue without each looking at it on a timer: with 1,000 waiters, the looks were most of the operator's work.
 The pool looks through its queue for them at most every :data:`SCAN_EVERY` seconds (once for the changes that come
 meanwhile), and keeps the queue in order as waiters come and go (:mod:`.waitqueue`) rather than ordering it anew.
@@ -64,12 +64,12 @@ class Queued:
 GRANTED = None  # what claim() returns when the Workspace holds a slot
 
 #: Places up to this one are always shown exactly (the next few to start); further back, a place is written again
-#: once it moved by a :data:`MOVED_ENOUGH` of itself (:func:`worth_writing`).
+#: once it moved by :data:`MOVED_ENOUGH` of itself (:func:`worth_writing`).
 EXACT_PLACES = 10
-#: A half: a waiter that enters 980 deep is written about 7 times before the front ten (17 with a quarter, 45 with
-#: a tenth); a quarter still made the waiters' places most of a 1,000-Stack fleet's Workspace status writes, the
-#: operator's most frequent request (docs/performance.md).
-MOVED_ENOUGH = 2
+#: Three quarters: a waiter that enters 980 deep is written at about 245, 61 and 15 before the front ten (7 times
+#: with a half, 17 with a quarter, 45 with a tenth). With a half, the places were still 3.1 of a Stack's Workspace
+#: status writes in a 1,000-Stack fleet, each one a reconcile and a watch event too (docs/performance.md).
+MOVED_ENOUGH = 0.75
 
 
 #: The least time between two looks through the queue for waiters whose place moved enough to be shown (seconds),
@@ -84,15 +84,15 @@ SHOW_EVERY = 30.0
 
 def moved_enough(shown: int, place: int) -> bool:
     """Whether a waiter shown at place `shown` is worth showing `place` now: near the front, every move; further
-    back, a move by half of its place."""
-    return shown != place and (place <= EXACT_PLACES or abs(shown - place) * MOVED_ENOUGH >= shown)
+    back, a move by three quarters of its place."""
+    return shown != place and (place <= EXACT_PLACES or abs(shown - place) >= MOVED_ENOUGH * shown)
 
 
 def worth_writing(shown: str | None, queued: Queued) -> bool:
     """Whether a queued Workspace's status must be written again to show `queued`, when it shows `shown`: a new
-    lane or pool size, a place near the front, or a place that moved by at least half of itself. Each write is a
-    request, and a watch event for every client of Workspaces; a deep queue moves by one place each time a slot
-    frees, and "41 of 180" against "24 of 180" tells a person nothing the next write will not."""
+    lane or pool size, a place near the front, or a place that moved by at least three quarters of itself. Each
+    write is a request, and a watch event for every client of Workspaces; a deep queue moves by one place each time
+    a slot frees, and "100 of 180" against "40 of 180" tells a person nothing the next write will not."""
     if shown is None or lanes.queued_summary(shown) != lanes.queued_summary(queued.message()):
         return True
     place = lanes.queued_place(shown)
@@ -212,9 +212,17 @@ class Pool:
                 self.wake(key)
 
     def used(self, key: Key, last_used: float | None) -> None:
-        """A holder says whether it is idle (`last_used`: when it last worked) or busy (None)."""
-        if key in self.holders:
-            self.holders[key] = last_used
+        """A holder says whether it is idle (`last_used`: when it last worked) or busy (None). One that was idle
+        and is busy now (an Update came: a holder is not reconciled for a new one, see
+        ``setup.not_for_holders``) may have been asked to yield: the next least recently used idle holders are
+        asked in its place, or the waiters would wait for the next change of the queue."""
+        if key not in self.holders:
+            return
+        was = self.holders[key]
+        self.holders[key] = last_used
+        if was is not None and last_used is None and self.queue:
+            for holder in self._to_yield():
+                self.wake(holder)
 
     def must_yield(self, key: Key) -> bool:
         """`key` is idle and among the least recently used holders that waiters (or a pool made smaller) need."""

@@ -10,7 +10,7 @@ it, or to start its idle clock.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from pko.api import conditions, names
@@ -68,6 +68,18 @@ def _created_completed_or_gone(event: store.Event) -> bool:
         return True
     return (objects.condition_true(event.object, conditions.COMPLETE)
             != objects.condition_true(event.old, conditions.COMPLETE))
+
+
+def not_for_holders(event: store.Event, keys: Iterable[objects.ObjectKey],
+                    holds: Callable[[objects.ObjectKey], bool]) -> list[objects.ObjectKey]:
+    """Of the Workspaces `keys` an Update `event` names, those to reconcile: all, except that a new Update does
+    not wake a holder of a pool slot. A holder's reconcile would only tell the pool it is busy, and the pool asks
+    it before it takes its slot anyway (it yields only after its own reconcile, which reads its Updates); a
+    Workspace that sleeps or waits is not a holder, and is woken as ever. In a turning pool each Stack's Update was
+    such a reconcile, with a connection to the agent."""
+    if event.type == "ADDED" and not objects.condition_true(event.object, conditions.COMPLETE):
+        return [key for key in keys if not holds(key)]
+    return list(keys)
 
 
 def running(found: store.Store) -> list[objects.ObjectKey]:
@@ -156,5 +168,11 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings,
                                                          settings.workspace_idle_timeout) > 0]
 
     reconciler.updates_of = updates_of
-    controller.watch(updates, handlers.for_mapping(sleepy_workspace), _created_completed_or_gone)
+    sleepy = handlers.for_mapping(sleepy_workspace)
+
+    def update_workspaces(event: store.Event) -> Iterable[objects.ObjectKey]:
+        active = reconciler.pool
+        return sleepy(event) if active is None else not_for_holders(event, sleepy(event), active.holds)
+
+    controller.watch(updates, update_workspaces, _created_completed_or_gone)
     return WorkspaceController(reconciler, controller, runtime)

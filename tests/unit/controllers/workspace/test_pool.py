@@ -142,6 +142,53 @@ def test_idle_holders_give_their_slot_back_least_recently_used_first_and_busy_on
     assert not active.must_yield(_key("busy"))
 
 
+def test_a_holder_asked_to_yield_that_turns_out_busy_has_the_next_idle_one_asked_in_its_place() -> None:
+    """A new Update does not wake a holder (setup.not_for_holders): the pool may think it idle and ask it to yield;
+    when it says it is busy, the next least recently used idle holder is asked, not left until the queue moves."""
+    active, woken = _pool(2)
+    for name in ("old", "recent"):
+        active.claim(_key(name), lanes.CHANGE)
+    active.used(_key("old"), 100.0)
+    active.used(_key("recent"), 200.0)
+    active.claim(_key("w"), lanes.CHANGE)
+    assert woken == [_key("old")]
+    woken.clear()
+    active.used(_key("old"), None)  # its reconcile: an Update came
+    assert woken == [_key("recent")]
+    assert active.must_yield(_key("recent"))
+    assert not active.must_yield(_key("old"))
+    woken.clear()
+    active.used(_key("old"), None)  # busy again: no change, nobody else is asked
+    active.used(_key("recent"), 250.0)  # idle to idle: neither
+    assert woken == []
+
+
+def test_a_busy_holder_asks_nobody_when_nobody_waits() -> None:
+    active, woken = _pool(2)
+    active.claim(_key("a"), lanes.CHANGE)
+    active.claim(_key("b"), lanes.CHANGE)
+    active.used(_key("a"), 100.0)
+    active.used(_key("b"), 200.0)
+    active.used(_key("a"), None)
+    assert woken == []
+
+
+def _update_event(type_: str, complete: bool = False) -> store.Event:
+    status = {"conditions": [{"type": "Complete", "status": "True"}]} if complete else {}
+    return store.Event(type_, {"apiVersion": "auto.pulumi.com/v1alpha1", "kind": "Update",
+                               "metadata": {"name": "u", "namespace": "team-a"}, "status": status})
+
+
+def test_a_new_update_wakes_its_workspace_unless_that_holds_a_slot() -> None:
+    holder, asleep = _key("holder"), _key("asleep")
+    holds = {holder}.__contains__
+    assert workspace_setup.not_for_holders(_update_event("ADDED"), [holder, asleep], holds) == [asleep]
+    # its end, its deletion, or one created complete (seen at a restart) still wake a holder
+    for event in (_update_event("MODIFIED", complete=True), _update_event("DELETED"),
+                  _update_event("ADDED", complete=True)):
+        assert workspace_setup.not_for_holders(event, [holder, asleep], holds) == [holder, asleep]
+
+
 def test_a_waiter_that_no_longer_waits_leaves_the_queue() -> None:
     active, _ = _pool(1)
     active.claim(_key("a"), lanes.CHANGE)
@@ -247,7 +294,7 @@ def test_the_seed_after_a_restart_is_the_workspaces_whose_agent_runs() -> None:
     assert sorted(k.name for k in workspace_setup.running(found)) == ["running", "stalled-running", "starting"]
 
 
-def test_a_queued_place_is_written_again_near_the_front_or_once_it_moved_by_half() -> None:
+def test_a_queued_place_is_written_again_near_the_front_or_once_it_moved_by_three_quarters() -> None:
     def shown(position: int, waiting: int = 180, lane: int = lanes.CHANGE) -> str:
         return pool.Queued(position, waiting, 20, lane).message()
 
@@ -257,8 +304,10 @@ def test_a_queued_place_is_written_again_near_the_front_or_once_it_moved_by_half
     assert not pool.worth_writing(shown(41), pool.Queued(41, 180, 20, lanes.CHANGE))
     assert not pool.worth_writing(shown(41), pool.Queued(36, 170, 20, lanes.CHANGE))  # 5 places: a tenth, not more
     assert not pool.worth_writing(shown(41), pool.Queued(31, 170, 20, lanes.CHANGE))  # 10: a quarter
-    assert not pool.worth_writing(shown(41), pool.Queued(21, 170, 20, lanes.CHANGE))  # 20: less than half
-    assert pool.worth_writing(shown(41), pool.Queued(20, 170, 20, lanes.CHANGE))
+    assert not pool.worth_writing(shown(41), pool.Queued(20, 170, 20, lanes.CHANGE))  # 21: half, not yet
+    assert not pool.worth_writing(shown(100), pool.Queued(26, 170, 20, lanes.CHANGE))  # 74: less than 3/4
+    assert pool.worth_writing(shown(100), pool.Queued(25, 170, 20, lanes.CHANGE))  # 75: three quarters
+    assert pool.worth_writing(shown(41), pool.Queued(10, 170, 20, lanes.CHANGE))  # among the first ten
     assert pool.worth_writing(shown(12), pool.Queued(10, 170, 20, lanes.CHANGE))  # near the front: every place
     assert pool.worth_writing(shown(41), pool.Queued(41, 180, 20, lanes.RETRY))  # another lane
     assert pool.worth_writing(shown(41), pool.Queued(41, 180, 30, lanes.CHANGE))  # a pool resized
@@ -307,11 +356,12 @@ def test_as_the_queue_moves_each_waiter_is_woken_when_its_place_moved_enough_to_
         active.release(waiters[grant - 1])
         assert active.claim(waiters[grant], lanes.CHANGE) is pool.GRANTED
         counts.update(woken)
-    # after 20 grants: the last waiter (told 40) is at 20, half, woken once (not at 30, a quarter); one told 30 was
-    # woken at 15 (half) and at 10 (among the first ten); one told 25 at 12 (half), then at every place from 10 to 5
-    assert counts[waiters[39]] == 1
-    assert counts[waiters[29]] == 2
-    assert counts[waiters[24]] == 7
+    # after 20 grants: the last waiter (told 40) is at 20, half: not woken (not at 30, a quarter, nor at 20); one
+    # told 30 was woken at 10 (among the first ten; 7 would be three quarters); one told 25 at every place from 10
+    # to 5
+    assert counts[waiters[39]] == 0
+    assert counts[waiters[29]] == 1
+    assert counts[waiters[24]] == 6
     assert later == []  # each had been told more than SHOW_EVERY before
     assert active.claim(waiters[39], lanes.CHANGE) == pool.Queued(20, 20, 1, lanes.CHANGE)
 
