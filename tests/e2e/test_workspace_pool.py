@@ -14,7 +14,7 @@ import pytest
 import stack_e2e as e2e
 
 from pko.api import lanes
-from pko.controllers.workspace import pool
+from pko.controllers.workspace import fleet, pool
 from pko.kube import client as kclient
 from pko.kube import objects, resources
 from pko.testing import controlplane, gitserver, operator, waiting
@@ -83,6 +83,8 @@ async def test_a_fleet_larger_than_the_pool_converges_within_it(
         monkeypatch.setenv(key, value)
     # a waiter is shown its moves at most every SHOW_EVERY seconds; this queue of three drains faster than 30 s
     monkeypatch.setattr(pool, "SHOW_EVERY", 2.0)
+    # a holder's look at the end of its first Update's grace is still owed throughout this test, unless dropped
+    monkeypatch.setattr(fleet, "FIRST_UPDATE_GRACE", 600.0)
     repo = f"pool-{namespace}"
     commit = e2e.create_repo(git, repo)
     names = [f"s{i}" for i in range(FLEET)]
@@ -114,6 +116,11 @@ async def test_a_fleet_larger_than_the_pool_converges_within_it(
         assert len(sleeping) >= FLEET - POOL
         assert all("to give its slot to a waiting workspace" in e2e.condition(w, "Ready")["message"]
                    for w in sleeping)
+        # a Workspace that slept has no reconcile owed for later (its grace's look was for it awake)
+        queue = op.controllers.workspaces.controller.queue
+        owed = [w["metadata"]["name"] for w in sleeping
+                if queue.pending_after(objects.ObjectKey(namespace, w["metadata"]["name"])) is not None]
+        assert not owed, owed
         assert await _agents_alive(op) <= POOL
         # each Stack was told of its update once, however often its queued Workspace woke it (the reference: at
         # every look until the Update exists)

@@ -138,6 +138,13 @@ class WorkQueue(Generic[K]):
             current[1].cancel()
         self._delayed[key] = (deadline, loop.call_at(deadline, self._fire, key))
 
+    def drop_after(self, key: K) -> None:
+        """Forget a delayed add of ``key``, if one waits: the reconcile that asked for it was overtaken by one that
+        found nothing left to look at later (a key already queued stays queued)."""
+        entry = self._delayed.pop(key, None)
+        if entry is not None:
+            entry[1].cancel()
+
     def _fire(self, key: K) -> None:
         self._delayed.pop(key, None)
         self.add(key)

@@ -106,6 +106,21 @@ async def test_add_after_adds_later_and_earliest_deadline_wins() -> None:
     assert queue.pending_after("a") is None
 
 
+async def test_a_delayed_add_can_be_dropped_and_a_queued_key_stays() -> None:
+    queue: workqueue.WorkQueue[str] = workqueue.WorkQueue()
+    queue.add_after("a", 0.02)
+    queue.drop_after("a")
+    assert queue.pending_after("a") is None
+    await asyncio.sleep(0.05)
+    assert len(queue) == 0  # it never came
+    queue.add("b")
+    queue.drop_after("b")  # nothing delayed: the queued key is left alone
+    queue.drop_after("c")  # nothing at all
+    assert await get(queue) == "b"
+    queue.add_after("a", 0.01)  # a new delay after a drop works as ever
+    assert await get(queue) == "a"
+
+
 async def test_rate_limited_add_counts_retries_until_forgotten() -> None:
     queue: workqueue.WorkQueue[str] = workqueue.WorkQueue()
     queue.add_rate_limited("a")

@@ -157,6 +157,9 @@ class WorkspaceReconciler:
         self._built = built.Built()  # the StatefulSets of the last revisions seen
         self._pod_digests = built.Digests(manifests.pod_digest)
         self.show_step_after = initialize.SHOW_STEP_AFTER  # pko: Installing/Initializing written after this long
+        #: forgets a reconcile of a Workspace asked for later (the controller's queue; wired by setup): one that
+        #: sleeps needs none of the looks its waking asked for
+        self.drop_later: Callable[[objects.ObjectKey], None] = lambda key: None
 
     async def __call__(self, key: objects.ObjectKey) -> Result | None:
         workspace = await self.client.get_typed_or_none(resources.WORKSPACE, ws_api.Workspace, key.name,
@@ -262,6 +265,9 @@ class WorkspaceReconciler:
         await self._save(status)
         if not was_sleeping and await self._pending_on_server(key):
             return Result(requeue=True)  # the next pass wakes it
+        # the look at the end of its first Update's grace (or an idle timeout's) is owed to an awake Workspace: in a
+        # turning pool most slept long before it, and it came as one more reconcile of each Stack
+        self.drop_later(key)
         await self._stop_agent(workspace, revision)
         after = await self._give_back(key, yielded=yielded)
         if not was_sleeping:

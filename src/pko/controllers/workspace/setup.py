@@ -139,6 +139,7 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings,
         reconciler.default_env = default_env
     reconciler.shard = settings.shard
     controller = mgr.controller(names.WORKSPACE_CONTROLLER, reconciler, workers=settings.workers)
+    reconciler.drop_later = lambda key: controller.queue.drop_after(key)
     workspaces = mgr.informer(resources.WORKSPACE)
     if settings.max_active_workspaces is not None:
         reconciler.pool = pool.Pool(settings.max_active_workspaces, lambda key: controller.queue.add(key),
