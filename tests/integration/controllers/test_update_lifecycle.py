@@ -226,8 +226,16 @@ async def test_preview_up_refresh_destroy_complete(
     assert not target.exists()  # a preview changes nothing
     assert preview["status"]["outputs"] == ""  # no Secret (written empty, as by the Go operator)
 
+    registry = running_operator.manager.registry
+    await waiting.settled(registry, names.UPDATE_CONTROLLER, after=0)
+    before = waiting.reconciles(registry, names.UPDATE_CONTROLLER)
     up = await run("types-up", "up")
     assert target.read_text() == "lifecycle"
+    # two looks: its creation (the operation starts) and its becoming Complete (the TTL's wait); the end of the
+    # operation asks for none of its own, which was a third
+    await waiting.settled(registry, names.UPDATE_CONTROLLER, after=before + 1)
+    await asyncio.sleep(1)
+    assert waiting.reconciles(registry, names.UPDATE_CONTROLLER) == before + 2
     assert up["status"]["outputs"] == "types-up-stack-outputs"
 
     target.write_text("changed behind pulumi's back")

@@ -168,6 +168,7 @@ class UpdateReconciler:
 
     async def _operate(self, key: objects.ObjectKey, update: up_api.Update, conn: connect.Connection,
                        resume_after: datetime.datetime | None = None) -> None:
+        completed = False  # its status says Complete: the watch brings the look its end needs (its TTL's wait)
         try:
             started = time.monotonic()
             async with conn:
@@ -175,6 +176,7 @@ class UpdateReconciler:
             operated = time.monotonic() - started
             if not await self.record(update, outcome):
                 return
+            completed = outcome.complete[0] == "True"
             self._measure(update, outcome, operated)
             kind = update.spec.type if update.spec else None
             if outcome.failed[0] == "True":
@@ -188,7 +190,9 @@ class UpdateReconciler:
             log.exception("could not record the operation's outcome")
         finally:
             self.active.pop(key, None)
-            if self.enqueue is not None:
+            # looked at again unless the Complete status just written brings that look (a complete Update's next
+            # step never depends on whether this task still runs: plan.decide): it was a second one, each Update
+            if self.enqueue is not None and not completed:
                 self.enqueue(key)
 
     async def _run(self, update: up_api.Update, conn: connect.Connection,
