@@ -1,11 +1,12 @@
 """Wiring of the Update controller into a manager (the Go operator's ``SetupWithManager``).
 
 An Update is reconciled when it is created, when its spec, owners, labels or annotations change, when it is being
-deleted, when it becomes Complete (its TTL starts), when its operation ends (the reconciler re-queues it), and when
-its Workspace becomes ready or goes away — unless it is complete or its operation is in flight. Not for the other
-status writes and the Stack's finalizer of every Update: those are the reconciler's and the Stack's own, and each
-was a reconcile that changed nothing (2.7 of an Update's 5.7 reconciles in a 200-Stack fleet). The reference
-watches Updates the same way (``GenerationChanged OR ownerRefs changed OR became Complete``).
+deleted, when it becomes Complete (its TTL starts), when its operation ends without a Complete status written (the
+reconciler re-queues it), and when its Workspace becomes ready or goes away — unless it is complete or its
+operation is in flight. Not for the other status writes and the Stack's finalizer of every Update: those are the
+reconciler's and the Stack's own, and each was a reconcile that changed nothing (2.7 of an Update's 5.7
+reconciles in a 200-Stack fleet). The reference watches Updates the same way (``GenerationChanged OR ownerRefs
+changed OR became Complete``).
 """
 
 from __future__ import annotations
