@@ -76,7 +76,7 @@ def is_owned_by(obj: objects.Object, owner: objects.Object) -> bool:
 
 
 def _with_reference(obj: objects.Object, ref: dict[str, Any]) -> objects.Object:
-    result = objects.copy_decoded(obj)
+    result = objects.clone(obj)
     meta = result.setdefault("metadata", {})
     refs = [r for r in (meta.get("ownerReferences") or []) if not _same_owner(r, ref)]
     # Keep the position of a reference being replaced, so re-setting it is a no-op for server-side apply.
@@ -107,7 +107,7 @@ def set_owner_reference(
 
 def remove_owner_reference(obj: objects.Object, owner: objects.Object) -> objects.Object:
     """A copy of ``obj`` without references to ``owner``."""
-    result = objects.copy_decoded(obj)
+    result = objects.clone(obj)
     meta = result.setdefault("metadata", {})
     target = {"apiVersion": owner.get("apiVersion"), "kind": owner.get("kind"), "name": objects.name_of(owner)}
     meta["ownerReferences"] = [r for r in references_of(obj) if not _same_owner(r, target)]
