@@ -313,12 +313,7 @@ def _query_string(params: Params | None) -> str:
     """``?a=1&b=x%2Fy`` for `params` (empty for none). A controller sends the same few queries again and again
     (``fieldManager`` and ``force`` of every apply, the label selectors of its lists): encoding each anew was 1.7% of
     the operator's CPU in a fleet of 200 (``urlencode`` quotes every key and value)."""
-    if not params:
-        return ""
-    try:
-        return _encoded(tuple(params.items()))
-    except TypeError:  # a value that cannot be a key (never one of ours): encoded every time
-        return _encoded.__wrapped__(tuple(params.items()))
+    return _encoded(tuple(params.items())) if params else ""
 
 
 @functools.lru_cache(maxsize=512)

@@ -231,10 +231,9 @@ class StackMetrics:
                 self.failing.remove(key.namespace, key.name)
             self.pulumi.forget_stack(key.namespace, key.name)
         else:
-            self._known.add(key)
             if event.type == "MODIFIED" and event.old is not None and _observed(event.old) == _observed(event.object):
-                self.active.set(len(self._known))
-                return  # most writes of a Stack's status change neither (the series stay as they are)
+                return  # a Stack already counted, and most writes of its status change nothing the series read
+            self._known.add(key)
             last = (event.object.get("status") or {}).get("lastUpdate") or {}
             self.failing.labels(key.namespace, key.name).set(1 if last.get("state") == stack_api.STATE_FAILED else 0)
             # pko: after a restart, the last success the Stack recorded seeds pulumi_stack_last_success_*
