@@ -236,12 +236,13 @@ def digest_of(data: bytes) -> str:
 
 
 def build(program: program_api.Program) -> Artifact:
-    """The artifact of a Program: made once for each Program (uid) and generation, the last :data:`KEPT` kept.
+    """The artifact of a Program: made once for each Program (uid) and generation, kept while the kept ones weigh
+    at most :data:`KEPT_BYTES`, the least recently used given up first.
 
     Why kept: the Program controller builds it for the digest it publishes, and the file server again when the
-    workspace fetches it, about 1 ms each in PyYAML's emitter. What it is made of, the Program's name and spec,
-    cannot change without a new uid or generation, so the same key is the same bytes. A Program the API server did
-    not make (no uid or generation) is built every time."""
+    workspace fetches it, a few tenths of a millisecond each in PyYAML's emitter. What it is made of, the Program's
+    name and spec, cannot change without a new uid or generation, so the same key is the same bytes. A Program the
+    API server did not make (no uid or generation) is built every time."""
     meta = program.metadata
     key = (meta.uid, meta.generation) if meta.uid and meta.generation is not None else None
     found = _kept.get(key) if key is not None else None
@@ -251,13 +252,26 @@ def build(program: program_api.Program) -> Artifact:
     data = pack(render(project(program)))
     made = Artifact(data, digest_of(data))
     if key is not None:
-        _kept[key] = made
-        while len(_kept) > KEPT:
-            _kept.popitem(last=False)
+        _keep(key, made)
     return made
 
 
-KEPT = 256
-"""Artifacts kept: a fleet's Programs are built and fetched close together, at most a pool's worth at once."""
+KEPT_BYTES = 2 << 20
+"""What the kept artifacts may weigh, each counted as its bytes and :data:`ENTRY_BYTES`. By weight, not by count:
+a fleet's Program is built when it is applied and fetched when its Stack's workspace first runs, which in a fleet
+larger than the pool of active workspaces comes many minutes and hundreds of Programs later (1,000 small ones
+weigh about 0.7 MB here, where 256 kept by count made three quarters of them build twice)."""
+
+ENTRY_BYTES = 400
+"""A kept artifact's weight besides its bytes: its key, digest and the cache's own entry."""
 
 _kept: collections.OrderedDict[object, Artifact] = collections.OrderedDict()
+_weight = [0]  # what the kept artifacts weigh (:data:`KEPT_BYTES`)
+
+
+def _keep(key: object, made: Artifact) -> None:
+    _kept[key] = made
+    _weight[0] += made.size + ENTRY_BYTES
+    while _weight[0] > KEPT_BYTES and len(_kept) > 1:
+        _, dropped = _kept.popitem(last=False)
+        _weight[0] -= dropped.size + ENTRY_BYTES

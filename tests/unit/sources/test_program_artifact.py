@@ -207,11 +207,36 @@ def test_built_once_for_each_uid_and_generation(monkeypatch: Any) -> None:
     assert len(renders) == 5
 
 
-def test_only_the_last_kept_artifacts_are_kept(monkeypatch: Any) -> None:
-    monkeypatch.setattr(artifacts, "KEPT", 2)
+def test_artifacts_are_kept_by_weight_least_recently_used_first(monkeypatch: Any) -> None:
     monkeypatch.setattr(artifacts, "_kept", type(artifacts._kept)())
+    monkeypatch.setattr(artifacts, "_weight", [0])
+    made = {}
     for uid in ("a", "b", "c"):
-        made = copy.deepcopy(STATICWEBSITE)
-        made["metadata"] |= {"uid": uid}
-        artifacts.build(_program(made))
-    assert [key[0] for key in artifacts._kept] == ["b", "c"]  # type: ignore[index]
+        program = copy.deepcopy(STATICWEBSITE)
+        program["metadata"] |= {"uid": uid}
+        made[uid] = _program(program)
+    one = artifacts.build(made["a"]).size + artifacts.ENTRY_BYTES
+    monkeypatch.setattr(artifacts, "KEPT_BYTES", 2 * one)  # the weight of two of them
+    artifacts.build(made["b"])
+    artifacts.build(made["a"])  # used again: "b" is now the least recently used
+    artifacts.build(made["c"])
+    assert [key[0] for key in artifacts._kept] == ["a", "c"]  # type: ignore[index]
+    assert artifacts._weight[0] == 2 * one
+
+
+def test_a_fleets_programs_are_all_kept(monkeypatch: Any) -> None:
+    """1,000 small Programs, each built when applied and again when its Stack's workspace fetches it, minutes and
+    hundreds of Programs later: none is rendered twice (256 kept by count rendered three quarters of them twice)."""
+    monkeypatch.setattr(artifacts, "_kept", type(artifacts._kept)())
+    monkeypatch.setattr(artifacts, "_weight", [0])
+    renders: list[str] = []
+    render = artifacts.render
+    monkeypatch.setattr(artifacts, "render", lambda doc: renders.append(doc["name"]) or render(doc))
+    fleet = [program_api.Program.model_validate({
+        "apiVersion": "pulumi.com/v1", "kind": "Program",
+        "metadata": {"name": f"s{i:04d}", "namespace": "fleet", "uid": f"u-{i}", "generation": 1},
+        "program": {"configuration": {"greeting": {"type": "String"}}, "outputs": {"greeting": "${greeting}"}},
+    }) for i in range(1000)]
+    digests = [artifacts.build(program).digest for program in fleet]  # the controller publishes them
+    assert [artifacts.build(program).digest for program in fleet] == digests  # the file server serves them
+    assert len(renders) == 1000
