@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import proctree
-from pko.runtime import metrics
+from pko.runtime import eventloop, metrics
 from pko.testing import operator as local_operator
 
 #: How often the verified count is looked at (seconds): cheap, and well inside the restart phase's resolution.
@@ -76,7 +76,7 @@ async def serve(config: dict[str, Any]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    asyncio.run(serve(json.loads(Path(argv[0]).read_text())))
+    eventloop.run(serve(json.loads(Path(argv[0]).read_text())))  # the loop `pko operator` runs on
     return 0
 
 

@@ -103,6 +103,7 @@ async def test_operator_process_runs_a_stack_and_stops_cleanly(
     logs = (tmp_path / "operator.log").read_text()
     assert "operator-command" not in logs  # the passphrase never reaches the logs
     assert "pko operator stopped" in logs
+    assert "event loop: uvloop" in logs  # the loop pko's image runs the operator on (pko.runtime.eventloop)
 
 
 def _state(pid: int) -> str:
@@ -118,6 +119,14 @@ def test_operator_help_lists_its_flags() -> None:
     assert result.returncode == 0
     for flag in ("--workspace-runtime", "--program-fs-addr", "--leader-elect", "--max-concurrent-updates"):
         assert flag in result.stdout
+
+
+def test_an_event_loop_it_cannot_run_is_refused_at_start(tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "pko", "operator", "--kubeconfig", str(tmp_path / "none")],
+                            capture_output=True, text=True, timeout=60, env=dict(os.environ, PKO_EVENT_LOOP="trio"),
+                            check=False)
+    assert result.returncode == 2
+    assert "PKO_EVENT_LOOP must be 'uvloop' or 'asyncio', not 'trio'" in result.stderr
 
 
 async def test_agents_do_not_outlive_a_killed_operator(

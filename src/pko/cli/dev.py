@@ -23,6 +23,7 @@ from pathlib import Path
 
 from pko.cli import demo, logs
 from pko.kube import client as kclient
+from pko.runtime import eventloop
 from pko.testing import binaries, controlplane, operator, pulumi
 
 REQUIRED = ("etcd", "kube-apiserver", "pulumi", "pulumi-language-yaml")
@@ -83,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logs.configure(logging.INFO if args.verbose else logging.WARNING)
     with contextlib.suppress(KeyboardInterrupt):
-        return asyncio.run(run(args))
+        return eventloop.run(run(args))
     return 130
 
 

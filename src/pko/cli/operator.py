@@ -24,7 +24,7 @@ from pko.controllers import settings as operator_settings
 from pko.controllers import wiring
 from pko.kube import client as kclient
 from pko.kube import ratelimit
-from pko.runtime import leaderelection, manager, sharding
+from pko.runtime import eventloop, leaderelection, manager, sharding
 
 log = logging.getLogger("pko.operator")
 
@@ -74,8 +74,8 @@ async def run(settings: operator_settings.Settings) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, task.cancel)
-    log.info("pko operator %s started (workspace runtime: %s; reconciling %s)", pko.__version__,
-             settings.workspace_runtime, settings.shard.describe())
+    log.info("pko operator %s started (workspace runtime: %s; event loop: %s; reconciling %s)", pko.__version__,
+             settings.workspace_runtime, eventloop.name_of(loop), settings.shard.describe())
     try:
         with contextlib.suppress(asyncio.CancelledError):
             await task
@@ -109,5 +109,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings.shard  # noqa: B018 (checks that the sharding flags agree)
     except sharding.ShardError as err:
         parser.error(str(err))
+    try:
+        eventloop.chosen()
+    except eventloop.EventLoopError as err:
+        parser.error(str(err))
     logs.configure(_log_level(settings.log_level), json_lines=settings.log_encoder == "json")
-    return asyncio.run(run(settings))
+    return eventloop.run(run(settings))

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import ssl
+import typing
 from dataclasses import dataclass
 
 MAX_HEADER = 64 * 1024
@@ -67,8 +68,8 @@ class _Connection(asyncio.Protocol):
         self._waiter: asyncio.Future[None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # a stream transport, though not asyncio's class on every loop (uvloop's TLS transport is its own)
+        self.transport = typing.cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         self.buffer += data

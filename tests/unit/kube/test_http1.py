@@ -6,11 +6,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pko.kube import http1
+from pko.runtime import eventloop
+from pko.testing import testca
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, bytes], Awaitable[bool]]
 """Answers one request (its bytes given); False ends the connection."""
@@ -52,11 +57,14 @@ class Server:
 
 
 @contextlib.asynccontextmanager
-async def serving(handler: Handler) -> AsyncIterator[tuple[Server, http1.Pool]]:
+async def serving(handler: Handler, tls: tuple[ssl.SSLContext, ssl.SSLContext] | None = None,
+                  ) -> AsyncIterator[tuple[Server, http1.Pool]]:
+    """A server answering with `handler`, and a pool of connections to it (over TLS with `tls`: the server's
+    context and the client's)."""
     server = Server(handler)
-    listening = await asyncio.start_server(server.serve, "127.0.0.1", 0)
+    listening = await asyncio.start_server(server.serve, "127.0.0.1", 0, ssl=tls[0] if tls else None)
     port = listening.sockets[0].getsockname()[1]
-    pool = http1.Pool("127.0.0.1", port, None, limit=4)
+    pool = http1.Pool("127.0.0.1", port, tls[1] if tls else None, limit=4)
     try:
         yield server, pool
     finally:
@@ -254,3 +262,56 @@ async def test_a_cancelled_waiter_takes_no_slot_and_one_given_as_it_was_cancelle
     assert slots.free == 0
     await slots.__aexit__(None, None, None)
     assert slots.free == 1
+
+
+# --- the same client on uvloop's event loop, the operator's (pko.runtime.eventloop), and over TLS --------------------
+
+
+def _tls(directory: Path) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    issued = testca.issue(directory, "127.0.0.1")
+    serving_ = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    serving_.load_cert_chain(issued.cert_path, issued.key_path)
+    return serving_, ssl.create_default_context(cafile=str(issued.ca_path))
+
+
+async def _kept_and_chunked_over_tls(tls: tuple[ssl.SSLContext, ssl.SSLContext]) -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes) -> bool:
+        if b"/chunked" in request:
+            writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+            for part in (b"5\r\nhello\r\n", b"0\r\n\r\n"):
+                writer.write(part)
+                await writer.drain()
+                await asyncio.sleep(0.01)
+        else:
+            writer.write(answer(b'{"n": %d}' % len(request)))
+        return True
+
+    async with serving(handler, tls) as (server, pool):
+        assert (await _get(pool)).status == 200
+        assert await _get(pool, "/chunked") == http1.Answer(200, b"hello")
+        assert (await _get(pool, method="POST", body=b"{}")).status == 200
+        assert (server.connections, pool.opened) == (1, 1)
+
+
+@pytest.mark.parametrize("loop", [eventloop.ASYNCIO, eventloop.UVLOOP])
+def test_a_kept_connection_over_tls_on_either_loop(loop: str, tmp_path: Path) -> None:
+    """uvloop's TLS transport is not asyncio's class: the client must take it as it comes."""
+    eventloop.run(_kept_and_chunked_over_tls(_tls(tmp_path)), env={eventloop.ENV: loop})
+
+
+ON_UVLOOP: list[Callable[[], Coroutine[Any, Any, None]]] = [
+    test_a_kept_connection_carries_the_next_request,
+    test_a_chunked_body_with_extensions_and_trailers_and_interim_answers,
+    test_connection_close_and_a_body_to_the_end_are_not_kept,
+    test_an_idle_connection_the_server_closed_is_replaced_and_the_request_sent_again,
+    test_a_kept_connection_closed_as_the_request_goes_out_is_retried_once,
+    test_an_answer_cut_short_is_no_answer_and_never_sent_twice,
+    test_refused_silent_and_malformed,
+    test_at_most_limit_requests_at_once,
+    test_a_cancelled_waiter_takes_no_slot_and_one_given_as_it_was_cancelled_is_passed_on,
+]
+
+
+@pytest.mark.parametrize("scenario", ON_UVLOOP, ids=lambda scenario: scenario.__name__.removeprefix("test_"))
+def test_on_uvloop(scenario: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    eventloop.run(scenario(), env={eventloop.ENV: eventloop.UVLOOP})
