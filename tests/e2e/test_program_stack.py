@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pko.api import names
 from pko.kube import client as kclient
 from pko.kube import resources
 from pko.runtime import ports
@@ -79,3 +80,33 @@ async def test_program_stack_becomes_ready_with_masked_outputs(
                            and condition(o, "Ready").get("status") == "True")
     assert stack["status"]["lastUpdate"]["lastSuccessfulCommit"] == "2"
     assert stack["status"]["lastUpdate"]["name"] != last["name"]
+
+
+async def test_a_workspace_label_taken_off_comes_back_at_the_next_reconcile(
+    kc: kclient.Client, namespace: str, running_operator: operator.Operator, tmp_path: Path,
+) -> None:
+    """The Stack skips applying an unchanged Workspace (pko.runtime.applied), but not once the Workspace's metadata
+    lost what the apply sets: a label edit bumps no generation, and the next reconcile puts it back, minutes before
+    the time-based re-apply would; labels of others stay."""
+    await kc.create(resources.PROGRAM.new("labelled", namespace, program=program("hello")))
+    backend = tmp_path / "state"
+    backend.mkdir()
+    await kc.create(resources.STACK.new("labelled", namespace, spec={
+        "stack": "dev", "programRef": {"name": "labelled"}, "backend": f"file://{backend}",
+        "envRefs": {"PULUMI_CONFIG_PASSPHRASE": PASSPHRASE},
+    }))
+    await wait_for(kc, resources.STACK, "labelled", namespace, ready_at(1))
+    ours = names.stack_component_labels("labelled")
+    workspace = await kc.get(resources.WORKSPACE, "labelled", namespace)
+    assert ours.items() <= workspace["metadata"]["labels"].items()
+    generation = workspace["metadata"]["generation"]
+
+    label = names.LABEL_STACK_NAME
+    await kc.patch(resources.WORKSPACE, "labelled", {"metadata": {"labels": {label: None, "team": "platform"}}},
+                   namespace)
+    await kc.patch(resources.STACK, "labelled",
+                   {"metadata": {"annotations": {names.ANNOTATION_RECONCILE_REQUEST: "relabel"}}}, namespace)
+    workspace = await wait_for(kc, resources.WORKSPACE, "labelled", namespace,
+                               lambda o: (o["metadata"].get("labels") or {}).get(label) == "labelled", timeout=60)
+    assert workspace["metadata"]["labels"]["team"] == "platform"
+    assert workspace["metadata"]["generation"] == generation

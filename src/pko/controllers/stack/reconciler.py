@@ -68,6 +68,11 @@ log = logging.getLogger(__name__)
 
 NAMESPACE_TERMINATING_RETRY = 30.0
 OUTPUT_REF_CYCLE_RETRY = 300.0  # a Stack stalled on an outputRefs cycle looks again (a change of any Stack of it)
+#: However unchanged, a Stack's Workspace is applied again after this long. Everything an apply sets on it shows in
+#: the cache (its spec by the generation, its labels, annotations and owner by the metadata: pko.runtime.applied),
+#: so this is only a safety net; at the shorter default, a Stack queued behind a pool for minutes applied its
+#: Workspace twice (1.5 applies a Stack at 1,000 Stacks), and every settled Stack again at each resync.
+WORKSPACE_REAPPLY_AFTER = 3600.0
 
 
 @dataclass
@@ -123,7 +128,8 @@ class StackReconciler:
         self.retry_policy = retry_policy  # the operator-wide failure policy; a Stack's retryPolicy overrides it
         self.min_resync = min_resync  # the floor under a Stack's resyncFrequencySeconds (--min-resync-frequency)
         self.watch_approvals = watch_approvals  # starts the StackApproval watch, once a Stack needs it
-        self._applied = applied.Applied()  # the Workspaces this process applied (skips applies that change nothing)
+        # the Workspaces this process applied (skips applies that change nothing)
+        self._applied = applied.Applied(WORKSPACE_REAPPLY_AFTER)
         self.shard = sharding.EVERYTHING  # pko: the Stacks this operator reconciles (--shard-key)
         #: pko: where the shards' leader-election Leases are (None: leader election is off, nothing tells that a
         #: shard is gone)
@@ -388,10 +394,11 @@ class StackReconciler:
         last = self._applied.last(key)
         if last is not None and last.digest == digest:  # these manifests were applied: worth a (cached) read
             current = await self.client.get_or_none(resources.WORKSPACE, objects.name_of(desired), key.namespace)
-            if current is not None and last.still_holds(digest, current, now):
+            if self._applied.holds(key, digest, current, now):
+                assert current is not None
                 return ws_api.Workspace.model_validate(current)
         result = await self.client.apply(desired)
-        self._applied.record(key, digest, result, now)
+        self._applied.record(key, digest, result, now, desired)
         return ws_api.Workspace.model_validate(result)
 
     async def _expire(self, s: _Session, expiry: ttl.Expiry) -> None:

@@ -83,7 +83,7 @@ class PodRuntime:
             return cached
         await self.client.apply(service)
         result = await self.client.apply(statefulset)
-        self._applied.record(key, digest, result, self.clock())
+        self._applied.record(key, digest, result, self.clock(), statefulset)
         return result
 
     async def place(self, workspace: ws_api.Workspace, statefulset: dict[str, Any]) -> Placement:
