@@ -6,6 +6,7 @@ import copy
 import gzip
 import hashlib
 import io
+import random
 import tarfile
 from typing import Any
 
@@ -240,3 +241,60 @@ def test_a_fleets_programs_are_all_kept(monkeypatch: Any) -> None:
     digests = [artifacts.build(program).digest for program in fleet]  # the controller publishes them
     assert [artifacts.build(program).digest for program in fleet] == digests  # the file server serves them
     assert len(renders) == 1000
+
+
+def _pyyaml(doc: dict[str, Any]) -> str:
+    """The project text as PyYAML's own (pure Python) emitter writes it: what every artifact's bytes were made of."""
+    return yaml.dump(artifacts._ordered(doc), Dumper=artifacts._Dumper, sort_keys=False, default_flow_style=False,
+                     allow_unicode=True, width=2**31 - 1)
+
+
+_WORDS = ["true", "no", "~", "1", "1.5", "0x1F", ".inf", "2001-12-14", "12:30", "", " ", "-", "---", "...", "<<",
+          "  lead", "trail  ", "a\n", "\n", "a\n\n", "\na", " \na", "a \nb", "a\n b", "${r.result}", "a: b", "- x",
+          "#c", "a #b", "x" * 130, "é", "日本", "\t", "😀", "\x85"]
+
+
+def _value(r: random.Random, depth: int) -> Any:
+    pick = r.random()
+    if depth > 3 or pick < 0.5:
+        kind = r.random()
+        if kind < 0.6:
+            return r.choice(_WORDS) if r.random() < 0.4 else "".join(
+                r.choice([chr(c) for c in range(0x20, 0x7F)] + ["\n"]) for _ in range(r.randint(0, 12)))
+        if kind < 0.7:
+            return r.randint(-10**20, 10**20)
+        if kind < 0.8:
+            return r.choice([0.0, -0.0, 1.5, 1e300, float("inf"), 0.1])
+        return r.choice([True, False, None, []])
+    if pick < 0.75:
+        return [_value(r, depth + 1) for _ in range(r.randint(0, 4))]
+    return {str(_value(r, 4)): _value(r, depth + 1) for _ in range(r.randint(0, 4))}
+
+
+def test_the_fast_emitter_writes_a_plain_document_as_pyyaml_does_and_others_are_left_to_pyyaml() -> None:
+    """libyaml's emitter (C) writes the project where it is known to agree with PyYAML's, byte for byte: a Program's
+    artifact, and its digest, stay what they were. A seeded part of the fuzzing behind :func:`artifacts.plain`."""
+    plain = other = 0
+    for seed in range(3000):
+        r = random.Random(seed)
+        doc = {str(_value(r, 4)): _value(r, 0) for _ in range(r.randint(1, 6))}
+        expected = _pyyaml(doc)
+        assert artifacts.render(doc).decode() == expected, doc
+        if artifacts.plain(artifacts._ordered(doc)):
+            plain += 1
+            fast = yaml.dump(artifacts._ordered(doc), Dumper=artifacts._FastDumper, sort_keys=False,
+                             default_flow_style=False, allow_unicode=True, width=2**31 - 1)
+            assert fast == expected, doc
+        else:
+            other += 1
+    assert plain > 300  # both paths were taken
+    assert other > 300
+
+
+def test_where_the_emitters_differ_the_document_is_not_plain() -> None:
+    """Each of these is written differently by libyaml's emitter (an empty key, a key of 130 characters, a kept
+    trailing newline, non-ASCII text, a control character): PyYAML's writes them, as before."""
+    for doc in ({"": 1}, {"k" * 130: 1}, {"a": {"b": "x\n\n"}}, {"a": "😀"}, {"a": "x\x85y"}, {"a": ["é"]}):
+        assert not artifacts.plain(artifacts._ordered(doc)), doc
+        assert artifacts.render(doc).decode() == _pyyaml(doc)
+    assert artifacts.plain(artifacts._ordered(artifacts.project(program_api.Program.model_validate(STATICWEBSITE))))
