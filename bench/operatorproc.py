@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import proctree
-from pko.runtime import eventloop, metrics
+from pko.runtime import eventloop, heap, metrics
 from pko.testing import operator as local_operator
 
 #: How often the verified count is looked at (seconds): cheap, and well inside the restart phase's resolution.
@@ -63,6 +63,7 @@ async def serve(config: dict[str, Any]) -> None:
                                       namespace=config["namespace"],
                                       max_active_workspaces=config.get("max_active_workspaces"),
                                       user_agent=config["user_agent"]) as op:
+        heap.settle()  # as `pko operator` does once it is set up
         verified = op.controllers.stacks.reconciler.verified
         written: dict[str, Any] = {}
         while not stop.is_set():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -104,6 +105,9 @@ async def test_operator_process_runs_a_stack_and_stops_cleanly(
     assert "operator-command" not in logs  # the passphrase never reaches the logs
     assert "pko operator stopped" in logs
     assert "event loop: uvloop" in logs  # the loop pko's image runs the operator on (pko.runtime.eventloop)
+    frozen = re.search(r"(\d+) objects of the start frozen", logs)  # out of the cycle collector's sight (heap.py)
+    assert frozen is not None
+    assert int(frozen.group(1)) > 10_000
 
 
 def _state(pid: int) -> str:
