@@ -28,16 +28,22 @@ def program(greeting: str) -> dict[str, Any]:
     return {"outputs": {"greeting": greeting, "token": {"fn::secret": "s3cr3t"}}}
 
 
+async def program_stack(kc: kclient.Client, name: str, namespace: str, greeting: str, tmp_path: Path) -> Path:
+    """A Program `name` and a Stack `name` running it, its state in a file backend under `tmp_path` (returned)."""
+    await kc.create(resources.PROGRAM.new(name, namespace, program=program(greeting)))
+    backend = tmp_path / "state"
+    backend.mkdir()
+    await kc.create(resources.STACK.new(name, namespace, spec={
+        "stack": "dev", "programRef": {"name": name}, "backend": f"file://{backend}",
+        "envRefs": {"PULUMI_CONFIG_PASSPHRASE": PASSPHRASE},
+    }))
+    return backend
+
+
 async def test_program_stack_becomes_ready_with_masked_outputs(
     kc: kclient.Client, namespace: str, running_operator: operator.Operator, tmp_path: Path,
 ) -> None:
-    await kc.create(resources.PROGRAM.new("hello", namespace, program=program("hello from a Program")))
-    backend = tmp_path / "state"
-    backend.mkdir()
-    await kc.create(resources.STACK.new("hello", namespace, spec={
-        "stack": "dev", "programRef": {"name": "hello"}, "backend": f"file://{backend}",
-        "envRefs": {"PULUMI_CONFIG_PASSPHRASE": PASSPHRASE},
-    }))
+    backend = await program_stack(kc, "hello", namespace, "hello from a Program", tmp_path)
 
     stack = await wait_for(kc, resources.STACK, "hello", namespace, ready_at(1))
     status = stack["status"]
@@ -88,13 +94,7 @@ async def test_a_workspace_label_taken_off_comes_back_at_the_next_reconcile(
     """The Stack skips applying an unchanged Workspace (pko.runtime.applied), but not once the Workspace's metadata
     lost what the apply sets: a label edit bumps no generation, and the next reconcile puts it back, minutes before
     the time-based re-apply would; labels of others stay."""
-    await kc.create(resources.PROGRAM.new("labelled", namespace, program=program("hello")))
-    backend = tmp_path / "state"
-    backend.mkdir()
-    await kc.create(resources.STACK.new("labelled", namespace, spec={
-        "stack": "dev", "programRef": {"name": "labelled"}, "backend": f"file://{backend}",
-        "envRefs": {"PULUMI_CONFIG_PASSPHRASE": PASSPHRASE},
-    }))
+    await program_stack(kc, "labelled", namespace, "hello", tmp_path)
     await wait_for(kc, resources.STACK, "labelled", namespace, ready_at(1))
     ours = names.stack_component_labels("labelled")
     workspace = await kc.get(resources.WORKSPACE, "labelled", namespace)
