@@ -70,10 +70,20 @@ class OperatorProcess:
         found = self._status()
         return int(found["verified"]) if found else -1
 
-    def reconciles(self) -> dict[str, float]:
-        """Reconciles so far by controller (the operator's ``controller_runtime_reconcile_total``)."""
-        found = self._status()
-        return dict(found.get("reconciles", {})) if found else {}
+    async def reconciles(self, timeout: float = 30.0) -> dict[str, float]:
+        """Reconciles so far by controller (the operator's ``controller_runtime_reconcile_total``): asked for with
+        SIGUSR1 (the operator counts them only then) and read once its answer is in the status file."""
+        before = self._status()
+        answered = int(before.get("asked", 0)) if before else 0
+        self.process.send_signal(signal.SIGUSR1)
+        until = time.monotonic() + timeout
+        while True:
+            found = self._status()
+            if found is not None and int(found.get("asked", 0)) > answered:
+                return dict(found.get("reconciles", {}))
+            if time.monotonic() > until:
+                raise RuntimeError(f"the operator did not count its reconciles within {timeout:g}s")
+            await asyncio.sleep(0.05)
 
     def started(self) -> tuple[float, float]:
         """When the operator began to start: the wall clock (``time.time``) and its own CPU seconds then."""
@@ -207,7 +217,7 @@ async def _fleet(plane: controlplane.ControlPlane, root: Path, stacks: int, say:
             at_rest, peak = rss(op.pid), rss(op.pid, "VmHWM")
             seen = proctree.read_json(sampled) or {"peak_rss": 0, "most_agents": 0}
             requests = _requests(root, since, time.time(), len(names), "fleet", say)
-            requests |= _reconciles(op.reconciles(), len(names), "fleet", say)
+            requests |= _reconciles(await op.reconciles(), len(names), "fleet", say)
             await _events(kc, say)
             say(f"  [pko local] floor: the reference's CLI sequence for {FLOOR_STACKS} Stacks beside the fleet")
             floor_after = await asyncio.to_thread(floor_cpu, root / "floor", "after")
@@ -242,7 +252,7 @@ async def _restart(kc: kclient.Client, plane: controlplane.ControlPlane, root: P
         took = time.time() - since
         used = cpu(op.pid) - used
         requests = _requests(root, since, time.time(), len(names), "restart", say)
-        requests |= _reconciles(op.reconciles(), len(names), "restart", say)
+        requests |= _reconciles(await op.reconciles(), len(names), "restart", say)
         reruns = len(await b.updates_in(kc, NAMESPACE)) - before
         ready = sum(1 for s in (await kc.list(resources.STACK, NAMESPACE)).items if b.is_ready(s))
         for name in names:

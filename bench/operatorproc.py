@@ -8,11 +8,14 @@ targets are the operator's. Here the operator runs alone, as the real manager an
 
 CONFIG is a JSON file: ``kubeconfig``, ``workspace_root``, ``namespace``, ``max_active_workspaces`` (or null),
 ``user_agent`` and ``status``, a path. Once the operator runs, and whenever the number of Stacks it has verified since
-its start (:attr:`StackReconciler.verified`, what the restart phase waits for) or its reconciles change, it rewrites the
-file at ``status`` in place (:class:`bench.proctree.StatusFile`) with ``{"verified": N, "started": T, "cpu": C,
-"reconciles": {controller: n}}``, checking twice a second: T and C are the wall clock and the process's CPU seconds when
-the operator began to start (after the imports); the reconciles are ``controller_runtime_reconcile_total`` by
-controller, all results. SIGTERM stops it as a shutdown of the operator does (its agents with it); it exits 0 then.
+its start (:attr:`StackReconciler.verified`, what the restart phase waits for) changes, it rewrites the file at
+``status`` in place (:class:`bench.proctree.StatusFile`) with ``{"verified": N, "started": T, "cpu": C, "asked": A,
+"reconciles": {controller: n}}``, checking twice a second: T and C are the wall clock and the process's CPU seconds
+when the operator began to start (after the imports). The reconciles (``controller_runtime_reconcile_total`` by
+controller, all results) are counted only when the harness asks, with SIGUSR1, and A counts the asks answered: a
+collect of that counter is a fraction of a millisecond, and reading it twice a second for a 1,000-Stack run was 1.6%
+of the operator's CPU samples, the bench's cost counted as the operator's. SIGTERM stops it as a shutdown of the
+operator does (its agents with it); it exits 0 then.
 """
 
 from __future__ import annotations
@@ -53,8 +56,10 @@ def reconciles(runtime: metrics.Metrics) -> dict[str, float]:
 
 
 async def serve(config: dict[str, Any]) -> None:
-    stop = asyncio.Event()
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    stop, asked = asyncio.Event(), asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    loop.add_signal_handler(signal.SIGUSR1, asked.set)
     status = proctree.StatusFile(Path(config["status"]))
     # when it started, by the wall clock and its own CPU clock: the restart phase counts from here (by the time
     # the harness reads the first status, a small fleet may be verified already)
@@ -66,14 +71,28 @@ async def serve(config: dict[str, Any]) -> None:
         heap.settle()  # as `pko operator` does once it is set up
         verified = op.controllers.stacks.reconciler.verified
         written: dict[str, Any] = {}
+        answered: dict[str, Any] = {"asked": 0, "reconciles": {}}
         while not stop.is_set():
-            now = {"verified": len(verified), **started, "reconciles": reconciles(op.manager.metrics)}
+            if asked.is_set():
+                asked.clear()
+                answered = {"asked": answered["asked"] + 1, "reconciles": reconciles(op.manager.metrics)}
+            now = {"verified": len(verified), **started, **answered}
             if now != written:
                 written = now
                 status.write(now)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), CHECK)
+                await asyncio.wait_for(_either(stop, asked), CHECK)
     status.close()
+
+
+async def _either(*events: asyncio.Event) -> None:
+    """Until one of `events` is set."""
+    waits = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()
 
 
 def main(argv: list[str]) -> int:
