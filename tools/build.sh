@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the real binaries pko's tests run (kube-apiserver, etcd, kube-controller-manager, kubectl; kubelet,
-# kube-proxy, kube-scheduler, crictl and CoreDNS for the single-node cluster; the Pulumi CLI and its language
+# kube-proxy, kube-scheduler, containerd, crictl and CoreDNS for the single-node cluster; the Pulumi CLI and its language
 # hosts; Flux source-controller; Helm; the dashboard and rule checkers; a Prometheus server; gofakes3, an
 # S3-compatible object store; an OCI registry; krew; the Kubernetes provider plugin and local-path-provisioner)
 # from the Go module proxy, into a cache outside the repository.
@@ -27,6 +27,9 @@ PULUMI_YAML_VERSION=v1.25.0
 SOURCE_CONTROLLER_VERSION=v1.9.1
 HELM_VERSION=v3.22.0
 CRICTL_VERSION=v1.34.0
+# The node's container runtime (with its runc shim and ctr; runc itself is Debian's): containerd 2, for `image` volumes
+# (Debian 12's containerd 1.6 has none)
+CONTAINERD_VERSION=v2.2.9
 COREDNS_VERSION=v1.13.1
 # The Go module of Prometheus 3: its promtool checks and unit-tests the alert rules; its server scrapes the cluster
 # tier's workload pods (pko.testing.prometheus)
@@ -63,7 +66,7 @@ if [ "${1:-}" = "--for" ]; then
   shift 2
   case $profile in
     demo) set -- kubernetes etcd pulumi pulumi-yaml ;;
-    demo-cluster) set -- kubernetes kube-controller-manager kube-node crictl coredns etcd pulumi pulumi-language-python pulumi-yaml helm ;;
+    demo-cluster) set -- kubernetes kube-controller-manager kube-node crictl containerd coredns etcd pulumi pulumi-language-python pulumi-yaml helm ;;
     *) log "unknown set '$profile' (demo, demo-cluster)"; exit 1 ;;
   esac
 fi
@@ -154,6 +157,15 @@ build_kube_node() {
 build_crictl() {
   gobuild "$here/crictl" "$1/crictl" sigs.k8s.io/cri-tools/cmd/crictl \
     "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=$2"
+}
+
+build_containerd() {
+  # Static (CGO off), without the snapshotters that need cgo or host tools; the node uses overlayfs.
+  local out=$1 v=$2 p
+  for p in containerd containerd-shim-runc-v2 ctr; do
+    gobuild "$here/containerd" "$out/$p" "github.com/containerd/containerd/v2/cmd/$p" \
+      "-s -w -X github.com/containerd/containerd/v2/version.Version=$v" "no_btrfs no_zfs no_devmapper"
+  done
 }
 
 build_coredns() {
@@ -332,6 +344,7 @@ group kubernetes "$K8S_VERSION" build_kubernetes
 group kube-controller-manager "$K8S_VERSION" build_kube_controller_manager
 group kube-node "$K8S_VERSION" build_kube_node
 group crictl "$CRICTL_VERSION" build_crictl
+group containerd "$CONTAINERD_VERSION" build_containerd
 group coredns "$COREDNS_VERSION" build_coredns
 group etcd "$ETCD_VERSION" build_etcd
 group pulumi "$PULUMI_VERSION" build_pulumi
@@ -360,6 +373,7 @@ group grafana-dashboard-check "$GRAFANA_SDK_VERSION-$(cat "$here"/grafana-dashbo
 [ ${#prefetching[@]} -eq 0 ] || wait "${prefetching[@]}"
 [ ${#only[@]} -eq 0 ] || { echo "$BIN_DIR"; exit 0; }
 for b in kube-apiserver kube-controller-manager kubectl etcd kubelet kube-proxy kube-scheduler crictl coredns \
+  containerd containerd-shim-runc-v2 ctr \
   pulumi pulumi-language-python pulumi-language-python-exec pulumi-language-yaml pulumi-language-nodejs \
   pulumi-language-go pulumi-resource-random gofakes3 oci-registry source-controller helm \
   pko-go-manager pko-go-agent promtool prometheus grafana-dashboard-check krew validate-krew-manifest \
@@ -369,5 +383,6 @@ done
 log "kube-apiserver: $("$BIN_DIR/kube-apiserver" --version)"
 log "etcd: $("$BIN_DIR/etcd" --version | head -1)"
 log "kubelet: $("$BIN_DIR/kubelet" --version)"
+log "containerd: $("$BIN_DIR/containerd" --version)"
 log "pulumi: $("$BIN_DIR/pulumi" version)"
 echo "$BIN_DIR"

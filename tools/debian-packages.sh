@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Makes sure the Debian packages the test bed needs are installed (tools/build.sh runs it first, so both README
-# commands do): git (test git servers), openssl (test PKI), OpenSSH (SSH git auth), containerd, runc and the CNI
+# commands do): git (test git servers), openssl (test PKI), OpenSSH (SSH git auth), runc and the CNI
 # plugins (the single-node cluster), iptables and conntrack (kube-proxy and the egress guard), mmdebstrap and
 # buildah (the test images), gcc with libc6-dev (the static pause binary) and tini (its static build goes into
 # the images), make (the README commands themselves).
@@ -15,7 +15,7 @@ case ${1:-all} in
   demo) packages=(openssl make) ;;
   *) packages=(
        git openssl openssh-server openssh-client make
-       containerd runc containernetworking-plugins iptables conntrack
+       runc containernetworking-plugins iptables conntrack
        mmdebstrap buildah gcc libc6-dev tini
      ) ;;
 esac

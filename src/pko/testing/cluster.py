@@ -48,8 +48,15 @@ from pko.testing import binaries, controlplane, hostnet, nodeconfig, ports
 
 LOCK_FILE = Path("/run/pko-cluster.lock")
 STATE_FILE = Path("/run/pko-cluster.json")
-#: Debian's containerd and runc, the CNI plugins (bridge, host-local, portmap) and iptables.
-HOST_TOOLS = ("containerd", "ctr", "iptables", "ip")
+#: Debian's runc, the CNI plugins (bridge, host-local, portmap) and iptables. containerd is the one `make tools`
+#: builds (:data:`CONTAINERD_BINARIES`): Debian 12's 1.6 has no `image` volumes.
+HOST_TOOLS = ("iptables", "ip")
+#: containerd 2, its runc shim and `ctr`, from `make tools`.
+CONTAINERD_BINARIES = ("containerd", "containerd-shim-runc-v2", "ctr")
+#: The image store's folder under :func:`cache_dir`, by containerd's major version: containerd 1.6's store (the
+#: folder `containerd`, from before the node moved to containerd 2) is left alone, so a checkout of either kind
+#: never opens the other's.
+IMAGE_STORE = "containerd-2"
 CNI_PLUGINS = ("bridge", "host-local", "portmap", "loopback")
 #: The sysctls the node needs; their previous values are restored at teardown.
 SYSCTLS = {
@@ -58,7 +65,7 @@ SYSCTLS = {
 }
 #: cgroup directories (under every v1 controller) that kubelet and containerd create.
 CGROUP_ROOTS = ("kubepods", "k8s.io")
-#: Paths outside the work directory that kubelet and containerd 1.6 hard-code.
+#: Paths outside the work directory that kubelet and containerd hard-code.
 HARDCODED_PATHS = (
     Path("/var/lib/kubelet/device-plugins/kubelet.sock"),
     Path("/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"),
@@ -133,7 +140,8 @@ class Cluster:
 
     def ctr(self, *args: str, check: bool = True) -> str:
         """Run containerd's `ctr` in the Kubernetes namespace of this node's containerd."""
-        return _run(["ctr", "-a", str(self.paths.containerd_socket), "-n", "k8s.io", *args], check=check)
+        return _run([str(binaries.require("ctr")), "-a", str(self.paths.containerd_socket), "-n", "k8s.io", *args],
+                    check=check)
 
     def api_get(self, path: str) -> dict[str, Any] | None:
         """GET a path of the API server as the admin (None on 404)."""
@@ -244,8 +252,9 @@ def check_host() -> None:
     missing += [f"CNI plugin {p}" for p in CNI_PLUGINS if not Path(f"/usr/lib/cni/{p}").exists()]
     if missing:
         raise ClusterError(f"missing on this machine: {', '.join(missing)}; run `make tools` as root "
-                           "(it installs containerd, runc, containernetworking-plugins and iptables)")
-    for name in ("kubelet", "kube-proxy", "kube-scheduler", "kube-controller-manager", "crictl", "kubectl"):
+                           "(it installs runc, containernetworking-plugins and iptables)")
+    for name in ("kubelet", "kube-proxy", "kube-scheduler", "kube-controller-manager", "crictl", "kubectl",
+                 *CONTAINERD_BINARIES):
         binaries.require(name)
 
 
@@ -382,7 +391,7 @@ def _mounts_under(prefixes: Sequence[Path]) -> list[str]:
 
 
 def _paths_for(workdir: Path) -> nodeconfig.NodePaths:
-    return nodeconfig.NodePaths(root=workdir / "node", containerd_root=cache_dir() / "containerd")
+    return nodeconfig.NodePaths(root=workdir / "node", containerd_root=cache_dir() / IMAGE_STORE)
 
 
 def teardown(workdir: Path, net: hostnet.Network) -> None:
@@ -556,7 +565,7 @@ def _start_node(cluster: Cluster, timeout: float) -> None:
     for directory in (paths.root, paths.cni_conf_dir, paths.cni_ipam_dir, paths.kubelet_root / "manifests",
                       paths.pod_logs, paths.containerd_root):
         directory.mkdir(parents=True, exist_ok=True)
-    paths.containerd_config.write_text(nodeconfig.containerd_toml(paths))
+    paths.containerd_config.write_text(nodeconfig.containerd_toml(paths, binaries.require("containerd-shim-runc-v2")))
     for registry in nodeconfig.BLOCKED_REGISTRIES:
         hosts = paths.registry_hosts / registry / "hosts.toml"
         hosts.parent.mkdir(parents=True, exist_ok=True)
@@ -572,7 +581,8 @@ def _start_node(cluster: Cluster, timeout: float) -> None:
         f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}",
         "--leader-elect=false", "--bind-address=127.0.0.1", f"--secure-port={ports.free_port()}",
     ], logs))
-    containerd = controlplane.launch("containerd", ["containerd", "--config", str(paths.containerd_config)], logs)
+    containerd = controlplane.launch("containerd", [str(binaries.require("containerd")), "--config",
+                                                    str(paths.containerd_config)], logs)
     cluster._processes.append(containerd)
     # kubelet exits at once ("server is not initialized yet") if the CRI plugin is not up: wait for it.
     crictl = [str(binaries.require("crictl")), "-r", f"unix://{paths.containerd_socket}", "-t", "5s", "version"]

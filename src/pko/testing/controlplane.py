@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from pko.testing import binaries, ports
+from pko.testing import binaries, nodeconfig, ports
 
 ADMIN_USER = "admin"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
@@ -215,7 +215,8 @@ current-context: pko
 class NodeOptions:
     """What a control plane needs to serve a real node (`pko.testing.cluster`) rather than API clients alone:
     reachable at the node's address (pods reach it through the `kubernetes` Service), the ServiceAccount
-    admission plugin (pods get their token volumes), Node authorisation, and a Service range of its own."""
+    admission plugin (pods get their token volumes), Node authorisation, a Service range of its own, and the
+    feature gates the node turns on (:data:`pko.testing.nodeconfig.FEATURE_GATES`)."""
 
     address: str
     service_cidr: str
@@ -231,6 +232,7 @@ class NodeOptions:
             f"--service-cluster-ip-range={self.service_cidr}",
             "--authorization-mode=Node,RBAC",
             "--kubelet-preferred-address-types=InternalIP,Hostname",
+            "--feature-gates=" + ",".join(f"{gate}=true" for gate in nodeconfig.FEATURE_GATES),
         ]
         if self.audit_log is not None:
             flags += audit_flags(self.audit_log)

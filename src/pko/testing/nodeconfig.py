@@ -25,6 +25,10 @@ COREDNS_IMAGE = "docker.io/pko-test/coredns:1.13.1"
 BLOCKED_REGISTRIES = ("docker.io", "registry.k8s.io", "ghcr.io", "quay.io", "gcr.io", "public.ecr.aws")
 DEAD_ENDPOINT = "http://127.0.0.1:9"
 UNIX_SOCKET_MAX = 107  # sun_path is 108 bytes, with the terminating NUL
+#: Beta features, off by default in Kubernetes 1.34, that the node turns on in the API server and the kubelet alike:
+#: `image` volumes (an OCI image mounted read-only into a pod; the `restricted` profile allows them), which need
+#: containerd 2.1 or later — the node runs the containerd `make tools` builds (:data:`CONTAINERD_BINARIES`).
+FEATURE_GATES = ("ImageVolume",)
 
 
 @dataclass(frozen=True)
@@ -90,39 +94,49 @@ class NodePaths:
         return self.root / "pod-logs"
 
 
-def containerd_toml(paths: NodePaths) -> str:
-    """containerd 1.6's configuration: own root/state/socket, the local pause image, CNI from Debian."""
+def containerd_toml(paths: NodePaths, shim: Path) -> str:
+    """containerd 2's configuration (version 3): own root/state/socket, the local pause image, CNI from Debian,
+    Debian's runc behind the runc shim `make tools` builds (`shim`), and nothing read from or written to the host's
+    own containerd paths (no `/etc/containerd/conf.d` imports; NRI, which would listen on `/run/nri`, is off)."""
     state = paths.containerd_state
-    return f"""version = 2
-root = "{paths.containerd_root}"
-state = "{state}"
+    runtime = "plugins.'io.containerd.cri.v1.runtime'"
+    images = "plugins.'io.containerd.cri.v1.images'"
+    return f"""version = 3
+root = '{paths.containerd_root}'
+state = '{state}'
+imports = []
+disabled_plugins = ['io.containerd.nri.v1.nri']
 
 [grpc]
-  address = "{paths.containerd_socket}"
+  address = '{paths.containerd_socket}'
 
-[plugins."io.containerd.internal.v1.opt"]
-  path = "{paths.root / 'containerd-opt'}"
+[plugins.'io.containerd.internal.v1.opt']
+  path = '{paths.root / 'containerd-opt'}'
 
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "{PAUSE_IMAGE}"
+[{images}]
+  snapshotter = 'overlayfs'
+  [{images}.pinned_images]
+    sandbox = '{PAUSE_IMAGE}'
+  [{images}.registry]
+    config_path = '{paths.registry_hosts}'
+
+[{runtime}]
   enable_unprivileged_ports = false
   # Our machines lack CAP_SYS_RESOURCE: a negative oom_score_adj (pause asks for -998) makes runc fail with
   # "can't get final child's PID from pipe: EOF". Clamp scores to containerd's own instead.
   restrict_oom_score_adj = true
-  [plugins."io.containerd.grpc.v1.cri".registry]
-    config_path = "{paths.registry_hosts}"
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+  [{runtime}.containerd]
+    default_runtime_name = 'runc'
+    [{runtime}.containerd.runtimes.runc]
+      runtime_type = 'io.containerd.runc.v2'
+      runtime_path = '{shim}'
+      [{runtime}.containerd.runtimes.runc.options]
         SystemdCgroup = false
-        BinaryName = "/usr/sbin/runc"
-        Root = "{state / 'runc'}"
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
-    conf_dir = "{paths.cni_conf_dir}"
+        BinaryName = '/usr/sbin/runc'
+        Root = '{state / 'runc'}'
+  [{runtime}.cni]
+    bin_dirs = ['/usr/lib/cni']
+    conf_dir = '{paths.cni_conf_dir}'
 """
 
 
@@ -186,6 +200,7 @@ def kubelet_config(paths: NodePaths, cluster_dns: str) -> str:
         "fileCheckFrequency": "5s",
         "podLogsDir": str(paths.pod_logs),
         "shutdownGracePeriod": "0s",
+        "featureGates": dict.fromkeys(FEATURE_GATES, True),
     }
     return yaml.safe_dump(config, sort_keys=False)
 

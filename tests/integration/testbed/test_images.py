@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from pko.testing import images, oci
+from pko.testing import binaries, images, oci
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -30,10 +30,11 @@ PAUSE_REF = "registry.k8s.io/pause:3.10.1"
 
 
 def _need(tool: str) -> str:
-    path = shutil.which(tool)
-    if path is None:
-        pytest.fail(f"{tool} not found: install Debian's containerd and runc (`make tools` does, as root)")
-    return path
+    """containerd and ctr are the ones `make tools` builds (containerd 2), as the test cluster's node runs them."""
+    try:
+        return str(binaries.require(tool))
+    except binaries.MissingBinaryError as err:
+        pytest.fail(str(err))
 
 
 @pytest.fixture
@@ -52,15 +53,20 @@ def _containerd() -> Iterator[list[str]]:
     work = Path(tempfile.mkdtemp(prefix="pko-ctrd-"))  # short: the socket path must fit in sun_path
     socket = work / "containerd.sock"
     (work / "config.toml").write_text(
-        "version = 2\n"
+        "version = 3\n"
         f'root = "{work}/root"\n'
         f'state = "{work}/state"\n'
-        'disabled_plugins = ["io.containerd.grpc.v1.cri"]\n'
+        "imports = []\n"
+        'disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.cri.v1.images",'
+        ' "io.containerd.cri.v1.runtime", "io.containerd.nri.v1.nri"]\n'
         f'[grpc]\n  address = "{socket}"\n'
         f'[plugins."io.containerd.internal.v1.opt"]\n  path = "{work}/opt"\n'
     )
     log = (work / "containerd.log").open("w")
-    proc = subprocess.Popen([containerd, "--config", str(work / "config.toml")], stdout=log, stderr=log)
+    # its runc shim from the same build, not whatever `containerd-shim-runc-v2` comes first on PATH
+    path = f"{binaries.bin_dir()}{os.pathsep}{os.environ.get('PATH', '')}"
+    proc = subprocess.Popen([containerd, "--config", str(work / "config.toml")], stdout=log, stderr=log,
+                            env={**os.environ, "PATH": path})
     command = [ctr, "--address", str(socket), "--namespace", "k8s.io"]
     try:
         deadline = time.monotonic() + 30

@@ -15,18 +15,25 @@ PATHS = nodeconfig.NodePaths(root=Path("/w/node"), containerd_root=Path("/cache/
 
 
 def test_containerd_keeps_its_state_in_known_places_and_clamps_oom_scores() -> None:
-    config = tomllib.loads(nodeconfig.containerd_toml(PATHS))
+    config = tomllib.loads(nodeconfig.containerd_toml(PATHS, Path("/bin/containerd-shim-runc-v2")))
+    assert config["version"] == 3  # containerd 2's own format: no migration at each start
     assert config["root"] == "/cache/containerd"
     # sockets live in a short state directory: a unix socket path may not exceed 104 bytes
     assert config["state"] == str(PATHS.containerd_state)
     assert len(f"{PATHS.containerd_socket}.ttrpc") <= 104
     assert config["grpc"]["address"] == str(PATHS.containerd_socket)
-    cri = config["plugins"]["io.containerd.grpc.v1.cri"]
-    assert cri["restrict_oom_score_adj"] is True
-    assert cri["sandbox_image"] == nodeconfig.PAUSE_IMAGE
-    assert cri["registry"]["config_path"] == str(PATHS.registry_hosts)
-    assert cri["containerd"]["runtimes"]["runc"]["options"]["Root"].startswith(f"{PATHS.containerd_state}/")
-    assert cri["cni"]["conf_dir"].startswith("/w/node/")
+    # nothing of the host's containerd: no drop-in imports, no NRI socket under /run/nri
+    assert config["imports"] == []
+    assert "io.containerd.nri.v1.nri" in config["disabled_plugins"]
+    runtime = config["plugins"]["io.containerd.cri.v1.runtime"]
+    assert runtime["restrict_oom_score_adj"] is True
+    runc = runtime["containerd"]["runtimes"]["runc"]
+    assert runc["runtime_path"] == "/bin/containerd-shim-runc-v2"  # the shim of the same build, not one on PATH
+    assert runc["options"]["Root"].startswith(f"{PATHS.containerd_state}/")
+    assert runtime["cni"]["conf_dir"].startswith("/w/node/")
+    image_service = config["plugins"]["io.containerd.cri.v1.images"]
+    assert image_service["pinned_images"]["sandbox"] == nodeconfig.PAUSE_IMAGE
+    assert image_service["registry"]["config_path"] == str(PATHS.registry_hosts)
 
 
 def test_every_registry_resolves_to_a_dead_loopback_port() -> None:
@@ -44,6 +51,7 @@ def test_cni_and_kubelet_write_under_the_work_dir() -> None:
     assert kubelet["podLogsDir"].startswith("/w/node/")
     assert kubelet["staticPodPath"].startswith("/w/node/")
     assert kubelet["imageGCHighThresholdPercent"] == 100  # nothing here can be pulled again
+    assert kubelet["featureGates"] == {"ImageVolume": True}
 
 
 def test_coredns_answers_cluster_local_only() -> None:
