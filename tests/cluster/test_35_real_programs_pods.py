@@ -1,8 +1,9 @@
 """Real programs in workspace pods, as users run them: TypeScript, Python and Go programs from Git that use the random
 provider, a TypeScript program whose Kubernetes objects are checked with kubectl through update, drift and destroy
 (its state in the object store), a Program object that targets one of two random resources, file state on a
-dynamically provisioned PersistentVolumeClaim, and bad programs (a package npm cannot find, a TypeScript compile
-error, a plugin version the mirror lacks) that get a clear status until a good commit recovers.
+dynamically provisioned PersistentVolumeClaim, a provider plugin from an `image` volume (no download), and bad
+programs (a package npm cannot find, a TypeScript compile error, a plugin version the mirror lacks) that get a clear
+status until a good commit recovers.
 
 Nothing is baked into the workspace image: each pod downloads the provider plugin from a plugin mirror (through
 ``PULUMI_PLUGIN_DOWNLOAD_URL_OVERRIDES``) and its packages from the npm, PyPI and Go module mirrors, over the real
@@ -30,7 +31,7 @@ import pytest
 
 from pko.kube import client as kclient
 from pko.kube import resources
-from pko.testing import cluster, gitserver, mirror, nodeconfig, objectstore, programs
+from pko.testing import binaries, cluster, gitserver, mirror, nodeconfig, objectstore, oci, programs
 from pko.testing.clusterbed import (
     Release,
     diagnose,
@@ -46,6 +47,9 @@ from pko.testing.waiting import condition, eventually, wait_for, wait_gone
 
 RANDOM_PLUGIN = f"pulumi-resource-random-v{programs.RANDOM_VERSION}-linux-amd64.tar.gz"
 KUBERNETES_PLUGIN = f"pulumi-resource-kubernetes-v{programs.KUBERNETES_VERSION}-linux-amd64.tar.gz"
+#: The random provider as an OCI image for `image` volumes: the plugin's folder, named as the CLI names it.
+PLUGIN_FOLDER = f"resource-random-v{programs.RANDOM_VERSION}"
+PLUGIN_IMAGE = f"docker.io/pko-test/pulumi-plugin-random:{programs.RANDOM_VERSION}"
 #: Go's build cache for the Go scenario's pods, on the node (this machine), outside the repository and readable by
 #: the pods' uid (not under $HOME): kept between runs like the other caches of the test bed.
 GO_BUILD_CACHE = Path("/var/tmp/pko-test-go-build-cache")
@@ -273,6 +277,49 @@ async def targets(bed: Bed) -> None:
     assert 1 <= int(stack["status"]["outputs"]["picked"]) <= 100
 
 
+def _plugin_image(real_cluster: cluster.Cluster, work: Path) -> None:
+    """The random provider packed as a platform team would publish it for `image` volumes: an OCI image of the
+    plugin's folder as the CLI names it, imported into the node's containerd (the pull a registry would serve)."""
+    work.mkdir(parents=True, exist_ok=True)
+    layer = work / "layer.tar"
+    oci.write_files_layer(layer, [oci.ImageFile(f"/{PLUGIN_FOLDER}/pulumi-resource-random",
+                                                source=binaries.require("pulumi-resource-random"))])
+    archive = work / "image.tar"
+    manifest = oci.write_image_archive(archive, [layer], oci.image_config([oci.sha256_file(layer)]), [PLUGIN_IMAGE])
+    real_cluster.import_image(archive, [PLUGIN_IMAGE], manifest.digest)
+
+
+async def plugin_image(bed: Bed) -> None:
+    """A provider plugin from an `image` volume, in a namespace that enforces the `restricted` profile: the node's
+    containerd mounts the plugin's image read-only, the agent gives its folder a place in the CLI's plugins folder
+    (pko.agent.pluginmounts), and the workspace downloads no plugin — its mirror serves none."""
+    ckc, ns, real_cluster, pod_mirror = bed.ckc, bed.namespace, bed.real_cluster, bed.registry
+    real_cluster.kubectl("label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted")
+    await asyncio.to_thread(_plugin_image, real_cluster, real_cluster.workdir / "plugin-image")
+    await ckc.create(resources.PROGRAM.new("rand", ns, program=programs.yaml_random_program()))
+    pod = {"volumes": [{"name": "plugin-random", "image": {"reference": PLUGIN_IMAGE, "pullPolicy": "IfNotPresent"}}],
+           "containers": [{"name": "pulumi", "volumeMounts": [
+               {"name": "plugin-random", "mountPath": "/pulumi-plugins/random", "readOnly": True}]}]}
+    await ckc.create(resources.STACK.new("mounted", ns, spec={
+        "stack": "dev", "programRef": {"name": "rand"}, "backend": "file:///tmp",
+        "envRefs": {**passphrase_env(), **mirror_env(pod_mirror, "PULUMI_PLUGIN_DOWNLOAD_URL_OVERRIDES")},
+        "workspaceTemplate": workspace_template(podTemplate={"spec": pod}),
+    }))
+
+    def done(obj: dict[str, Any]) -> bool:
+        return condition(obj, "Ready").get("status") == "True" and bool((obj.get("status") or {}).get("outputs"))
+
+    stack = await wait_for(ckc, resources.STACK, "mounted", ns, done, timeout=600,
+                           diagnostics=lambda: diagnose(real_cluster, ns))
+    assert 1 <= int(stack["status"]["outputs"]["picked"]) <= 100
+    assert stack["status"]["lastUpdate"]["resourceChanges"].get("create") == 3, stack["status"]["lastUpdate"]
+    workspace_pod = json.loads(real_cluster.kubectl("get", "pod", "mounted-workspace-0", "-n", ns, "-o", "json").stdout)
+    assert {"name": "plugin-random", "image": {"reference": PLUGIN_IMAGE, "pullPolicy": "IfNotPresent"}} in \
+        workspace_pod["spec"]["volumes"]
+    # the update ran the mounted plugin: no plugin was asked of the mirror
+    assert _fetched(pod_mirror, "plugins") == [], pod_mirror.requests
+
+
 async def state_on_a_pvc(bed: Bed) -> None:
     """File state on a PersistentVolumeClaim of the cluster's default StorageClass, as many reference examples keep
     it: the claim binds to a volume the real provisioner makes on the node, the state outlives the workspace pod (the
@@ -487,7 +534,7 @@ async def _woken_with_what_it_installed(bed: Bed, ns: str) -> float:
 SCENARIOS: dict[str, Callable[[Bed], Coroutine[Any, Any, None]]] = {
     "typescript": typescript, "kubernetes": kubernetes, "python": python, "go": go, "targets": targets,
     "state_on_a_pvc": state_on_a_pvc, "bad_input": bad_input,
-    "dependency_cache": dependency_cache,
+    "dependency_cache": dependency_cache, "plugin_image": plugin_image,
 }
 SCENARIO_TESTS = {  # the test that waits for each scenario
     "typescript": "test_typescript_program_installs_from_the_npm_mirror_and_downloads_its_plugin",
@@ -498,6 +545,7 @@ SCENARIO_TESTS = {  # the test that waits for each scenario
     "state_on_a_pvc": "test_file_state_on_a_dynamically_provisioned_pvc_outlives_the_workspace_pod",
     "bad_input": "test_bad_programs_get_a_clear_status_and_the_next_good_commit_recovers",
     "dependency_cache": "test_the_second_cold_start_gets_plugin_and_packages_from_the_operators_cache",
+    "plugin_image": "test_a_plugin_from_an_image_volume_is_used_without_a_download",
 }
 
 
@@ -554,3 +602,7 @@ async def test_bad_programs_get_a_clear_status_and_the_next_good_commit_recovers
 async def test_the_second_cold_start_gets_plugin_and_packages_from_the_operators_cache(
         started: dict[str, asyncio.Task[None]]) -> None:
     await started["dependency_cache"]
+
+
+async def test_a_plugin_from_an_image_volume_is_used_without_a_download(started: dict[str, asyncio.Task[None]]) -> None:
+    await started["plugin_image"]

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pko.agent import cliversion, envfile, yamlinstall
+from pko.agent import cliversion, envfile, pluginmounts, yamlinstall
 from pko.agent.project import prebuilt_binary, read_project
 from pko.agent.pulumicmd import CommandError, CommandResult, PulumiCLI
 
@@ -101,6 +101,7 @@ class Workspace:
             from pko.agent import keptdeps
             workspace.kept_dir = Path(env["PKO_KEPT_DIR"])
             workspace.plugins_kept = keptdeps.keep_plugins(workspace.kept_dir, env) is not None
+        pluginmounts.link(env)  # pko: plugins from the workspace's read-only volumes, before any install
         return workspace
 
     def _forget_a_missing_stack(self, result: CommandResult) -> None:
