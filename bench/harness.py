@@ -20,9 +20,9 @@ from pathlib import Path
 from bench import bed as b
 from bench import localfleet, report
 from bench.scenarios import SCENARIOS, Context, Figures
-from bench.workload import PROGRAMS, Realistic
+from bench.workload import PLUGIN_IMAGES, PROGRAMS, Realistic
 from pko.kube import client as kclient
-from pko.testing import cluster, gitserver, images, mirror, objectstore
+from pko.testing import cluster, gitserver, images, mirror, objectstore, pluginimages
 from pko.testing.clusterbed import PKO_IMAGE
 
 #: The scenarios that run a fleet through pko's pool (`--max-active-workspaces`) and can stop at a deadline.
@@ -34,7 +34,7 @@ async def run(real_cluster: cluster.Cluster, kc: kclient.Client, scenarios: Sequ
               git: gitserver.GitServer | None = None, say: Callable[[str], None] = print,
               workload: Realistic | None = None, dependency_cache: bool = True,
               together: bool = False, pool: int | None = None, deadline: float | None = None,
-              share_volume: str | None = None) -> report.Results:
+              share_volume: str | None = None, plugin_images: bool = False) -> report.Results:
     """Every scenario against every operator, one operator installed at a time; figures by scenario and operator.
     `workload`: the realistic program every Stack runs (None: the small YAML Program); `dependency_cache`: pko
     serves it through its dependency cache. `together`: an operator's scenarios run at once, each in namespaces of
@@ -42,7 +42,8 @@ async def run(real_cluster: cluster.Cluster, kc: kclient.Client, scenarios: Sequ
     figure is produced and compares none; a benchmark runs them one at a time, so none skews another's figures.
     `pool`: pko's --max-active-workspaces (the Go operator has none); `deadline`: how long the fleet scenario waits
     before it reports the Stacks Ready by then; `share_volume`: pko's --workspace-share-volume-size (each
-    workspace's /share on a claim kept while it sleeps)."""
+    workspace's /share on a claim kept while it sleeps); `plugin_images`: pko's Stacks of the realistic program
+    mount its plugins from image volumes."""
     results: report.Results = {name: {} for name in scenarios}
     ctx = Context(real_cluster, kc, stacks=stacks, changes=changes, idle_seconds=idle_seconds,
                   sleep_seconds=sleep_seconds, git=git, say=say, workload=workload, deadline=deadline)
@@ -51,6 +52,7 @@ async def run(real_cluster: cluster.Cluster, kc: kclient.Client, scenarios: Sequ
         values: list[str] = []
         if workload is not None:
             workload.through_cache = op_name == "pko" and dependency_cache
+            workload.through_plugin_images = op_name == "pko" and plugin_images
             values = workload.operator_values()
         pooled = pool is not None and op_name == "pko"
         if pooled:
@@ -60,7 +62,8 @@ async def run(real_cluster: cluster.Cluster, kc: kclient.Client, scenarios: Sequ
         say(f"== {operator.name}: installing from its chart"
             + (" (its dependency cache on, the mirrors as upstreams)" if workload is not None and workload.through_cache
                else "") + (f" (a pool of {pool})" if pooled else "")
-            + (f" (each workspace's /share on a {share_volume} claim)" if share_volume and op_name == "pko" else ""))
+            + (f" (each workspace's /share on a {share_volume} claim)" if share_volume and op_name == "pko" else "")
+            + (" (plugins from image volumes)" if workload is not None and workload.through_plugin_images else ""))
         operator.install(real_cluster, *values, git_ca=git.ca_pem if git is not None else None)
         try:
             for batch in _batches(scenarios, together):
@@ -137,6 +140,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--share-volume", default=None, metavar="SIZE",
                         help="pko: keep each workspace's /share on a claim of this size (--workspace-share-volume-size)"
                              ", so a wake reuses what the last pod installed")
+    parser.add_argument("--plugin-images", action="store_true",
+                        help="with --program typescript: pko's Stacks mount both provider plugins from image volumes "
+                             "(loaded into the node first) instead of installing them in each pod")
     parser.add_argument("--json", type=Path, help="write the figures as JSON here")
     parser.add_argument("--plot", type=Path, help="write a PNG chart per scenario into this directory")
     args = parser.parse_args(argv)
@@ -160,6 +166,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--deadline (positive) is for the fleet and killed scenarios on the pod runtime")
     if args.share_volume is not None and args.runtime != "pod":
         parser.error("--share-volume is for the pod runtime")
+    if args.plugin_images and args.program != "typescript":
+        parser.error("--plugin-images is for --program typescript")
     if args.stacks < 1 or args.changes < 1 or args.idle_seconds <= 0:
         parser.error("--stacks and --changes must be at least 1, --idle-seconds positive")
     return args
@@ -192,20 +200,23 @@ async def _main(args: argparse.Namespace) -> int:
                     objectstore.running(Path(tmp) / "store", host=real_cluster.node_ip) as store:
                 workload = (Realistic(git, registry, b.WORKSPACE_CPU, store) if args.program == "typescript"
                             else None)
+                if args.plugin_images:
+                    say("loading the plugins' images into the node (what a pull from a registry leaves there)")
+                    pluginimages.load(real_cluster, PLUGIN_IMAGES)
                 async with kclient.Client.from_kubeconfig(real_cluster.kubeconfig) as kc:
                     results = await run(real_cluster, kc, scenarios, args.operator_list, stacks=args.stacks,
                                         changes=args.changes, idle_seconds=args.idle_seconds,
                                         sleep_seconds=args.sleep, git=git, say=lambda line: print(line, flush=True),
                                         workload=workload, dependency_cache=not args.without_dependency_cache,
                                         pool=args.max_active_workspaces, deadline=args.deadline,
-                                        share_volume=args.share_volume)
+                                        share_volume=args.share_volume, plugin_images=args.plugin_images)
     show(results, scenarios)
     if args.json:
         report.write_json(args.json, results, headlines(scenarios),
                           {"stacks": args.stacks, "changes": args.changes, "idle_seconds": args.idle_seconds,
                            "sleep": args.sleep, "operators": args.operator_list, "runtime": args.runtime,
                           "program": args.program, "dependency_cache": not args.without_dependency_cache,
-                           "share_volume": args.share_volume,
+                           "share_volume": args.share_volume, "plugin_images": args.plugin_images,
                            "workspace_cpu_request": b.WORKSPACE_CPU})
     if args.plot:
         for path in report.plot(args.plot, results):

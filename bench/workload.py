@@ -9,7 +9,10 @@ Both operators get the same Stacks: the same repository (over https, the git ser
 private CA), the same mirrors, the same pod requests. The mirror counts what it serves, so a scenario can report how
 many plugin bytes the pods pulled. One difference, the point of pko's dependency cache: when the operator runs it
 (:attr:`Realistic.through_cache`, pko unless `--without-dependency-cache`), its Stacks do not name the mirrors —
-the platform set them once, as the cache's upstreams, and the operator points every pod at its cache.
+the platform set them once, as the cache's upstreams, and the operator points every pod at its cache. Another, with
+`--plugin-images` (:attr:`Realistic.through_plugin_images`, pko only): its Stacks mount both plugins from `image`
+volumes (:mod:`pko.testing.pluginimages`, loaded into the node first, as a pull leaves them), so its pods download
+and unpack no plugin (docs/programs.md, "Plugins from image volumes").
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 
 from pko.kube import client as kclient
 from pko.kube import resources
-from pko.testing import crossrun, gitserver, mirror, nodeconfig, objectstore, programs
+from pko.testing import crossrun, gitserver, mirror, nodeconfig, objectstore, pluginimages, programs
 from pko.testing.clusterbed import (
     CA_CONFIGMAP,
     WORKSPACE_SERVICE_ACCOUNT,
@@ -34,6 +37,9 @@ EDIT_BINDING = "bench-workspace-edit"
 ROLE_BINDING = resources.register(resources.Kind("rbac.authorization.k8s.io/v1", "RoleBinding", "rolebindings"))
 
 PROGRAMS = ("yaml", "typescript")
+#: The realistic program's plugins as images, for `--plugin-images`.
+PLUGIN_IMAGES = (pluginimages.PluginImage("random", programs.RANDOM_VERSION),
+                 pluginimages.PluginImage("kubernetes", programs.KUBERNETES_VERSION))
 @dataclass
 class Realistic:
     """The TypeScript program from Git, with its packages and plugin from the mirror."""
@@ -43,6 +49,7 @@ class Realistic:
     cpu: str
     store: objectstore.ObjectStore  # the fleet's one backend: a bucket, a stack per Stack in each namespace
     through_cache: bool = False  # the operator under test serves the mirrors through its dependency cache
+    through_plugin_images: bool = False  # the Stacks mount the plugins from image volumes (PLUGIN_IMAGES)
     _repo: str = field(default="bench/tsprog")
     _made: bool = field(default=False)
 
@@ -64,6 +71,11 @@ class Realistic:
                **{key: {"type": "Literal", "literal": {"value": value}} for key, value in self.store.env().items()}}
         config = {"greeting": greeting, "namespace": namespace, "app": name, "image": nodeconfig.PAUSE_IMAGE,
                   "kubernetes:enableConfigMapMutable": "true"}  # a new greeting updates the ConfigMap in place
+        if self.through_plugin_images:
+            pod, plugins = template["spec"]["podTemplate"]["spec"], pluginimages.pod_spec(PLUGIN_IMAGES)
+            pod["volumes"] += plugins["volumes"]
+            pulumi = next(c for c in pod["containers"] if c["name"] == "pulumi")
+            pulumi["volumeMounts"] += plugins["containers"][0]["volumeMounts"]
         # the state outlives the pod (a new commit, a wake from scale-to-zero), as a real fleet's does
         return {"stack": name, "projectRepo": self._ensure_repo(), "branch": "main",
                 "backend": self.store.backend_url(namespace),

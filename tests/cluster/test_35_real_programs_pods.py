@@ -31,7 +31,7 @@ import pytest
 
 from pko.kube import client as kclient
 from pko.kube import resources
-from pko.testing import binaries, cluster, gitserver, mirror, nodeconfig, objectstore, oci, programs
+from pko.testing import cluster, gitserver, mirror, nodeconfig, objectstore, pluginimages, programs
 from pko.testing.clusterbed import (
     Release,
     diagnose,
@@ -48,8 +48,7 @@ from pko.testing.waiting import condition, eventually, wait_for, wait_gone
 RANDOM_PLUGIN = f"pulumi-resource-random-v{programs.RANDOM_VERSION}-linux-amd64.tar.gz"
 KUBERNETES_PLUGIN = f"pulumi-resource-kubernetes-v{programs.KUBERNETES_VERSION}-linux-amd64.tar.gz"
 #: The random provider as an OCI image for `image` volumes: the plugin's folder, named as the CLI names it.
-PLUGIN_FOLDER = f"resource-random-v{programs.RANDOM_VERSION}"
-PLUGIN_IMAGE = f"docker.io/pko-test/pulumi-plugin-random:{programs.RANDOM_VERSION}"
+RANDOM_IMAGE = pluginimages.PluginImage("random", programs.RANDOM_VERSION)
 #: Go's build cache for the Go scenario's pods, on the node (this machine), outside the repository and readable by
 #: the pods' uid (not under $HOME): kept between runs like the other caches of the test bed.
 GO_BUILD_CACHE = Path("/var/tmp/pko-test-go-build-cache")
@@ -277,29 +276,15 @@ async def targets(bed: Bed) -> None:
     assert 1 <= int(stack["status"]["outputs"]["picked"]) <= 100
 
 
-def _plugin_image(real_cluster: cluster.Cluster, work: Path) -> None:
-    """The random provider packed as a platform team would publish it for `image` volumes: an OCI image of the
-    plugin's folder as the CLI names it, imported into the node's containerd (the pull a registry would serve)."""
-    work.mkdir(parents=True, exist_ok=True)
-    layer = work / "layer.tar"
-    oci.write_files_layer(layer, [oci.ImageFile(f"/{PLUGIN_FOLDER}/pulumi-resource-random",
-                                                source=binaries.require("pulumi-resource-random"))])
-    archive = work / "image.tar"
-    manifest = oci.write_image_archive(archive, [layer], oci.image_config([oci.sha256_file(layer)]), [PLUGIN_IMAGE])
-    real_cluster.import_image(archive, [PLUGIN_IMAGE], manifest.digest)
-
-
 async def plugin_image(bed: Bed) -> None:
     """A provider plugin from an `image` volume, in a namespace that enforces the `restricted` profile: the node's
     containerd mounts the plugin's image read-only, the agent gives its folder a place in the CLI's plugins folder
     (pko.agent.pluginmounts), and the workspace downloads no plugin — its mirror serves none."""
     ckc, ns, real_cluster, pod_mirror = bed.ckc, bed.namespace, bed.real_cluster, bed.registry
     real_cluster.kubectl("label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted")
-    await asyncio.to_thread(_plugin_image, real_cluster, real_cluster.workdir / "plugin-image")
+    await asyncio.to_thread(pluginimages.load, real_cluster, [RANDOM_IMAGE])
     await ckc.create(resources.PROGRAM.new("rand", ns, program=programs.yaml_random_program()))
-    pod = {"volumes": [{"name": "plugin-random", "image": {"reference": PLUGIN_IMAGE, "pullPolicy": "IfNotPresent"}}],
-           "containers": [{"name": "pulumi", "volumeMounts": [
-               {"name": "plugin-random", "mountPath": "/pulumi-plugins/random", "readOnly": True}]}]}
+    pod = pluginimages.pod_spec([RANDOM_IMAGE])
     await ckc.create(resources.STACK.new("mounted", ns, spec={
         "stack": "dev", "programRef": {"name": "rand"}, "backend": "file:///tmp",
         "envRefs": {**passphrase_env(), **mirror_env(pod_mirror, "PULUMI_PLUGIN_DOWNLOAD_URL_OVERRIDES")},
@@ -314,7 +299,7 @@ async def plugin_image(bed: Bed) -> None:
     assert 1 <= int(stack["status"]["outputs"]["picked"]) <= 100
     assert stack["status"]["lastUpdate"]["resourceChanges"].get("create") == 3, stack["status"]["lastUpdate"]
     workspace_pod = json.loads(real_cluster.kubectl("get", "pod", "mounted-workspace-0", "-n", ns, "-o", "json").stdout)
-    assert {"name": "plugin-random", "image": {"reference": PLUGIN_IMAGE, "pullPolicy": "IfNotPresent"}} in \
+    assert {"name": "plugin-random", "image": {"reference": RANDOM_IMAGE.ref, "pullPolicy": "IfNotPresent"}} in \
         workspace_pod["spec"]["volumes"]
     # the update ran the mounted plugin: no plugin was asked of the mirror
     assert _fetched(pod_mirror, "plugins") == [], pod_mirror.requests

@@ -30,6 +30,7 @@ def test_the_replay_of_pko_1293_takes_a_pool_a_deadline_and_its_sleep() -> None:
     (["fleet", "--runtime", "local", "--operators", "pko", "--deadline", "60"],
      "fleet and killed scenarios on the pod runtime"),
     (["fleet", "--runtime", "local", "--operators", "pko", "--share-volume", "1Gi"], "for the pod runtime"),
+    (["coldstart", "--plugin-images"], "for --program typescript"),
 ])
 def test_options_where_they_mean_nothing_are_refused(argv: list[str], message: str,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
@@ -41,3 +42,8 @@ def test_options_where_they_mean_nothing_are_refused(argv: list[str], message: s
 def test_a_kept_share_is_taken_for_the_pod_runtime() -> None:
     assert parse(["idle", "--program", "typescript", "--share-volume", "2Gi"]).share_volume == "2Gi"
     assert parse(["idle"]).share_volume is None
+
+
+def test_plugin_images_are_taken_for_the_realistic_program() -> None:
+    assert parse(["coldstart", "--program", "typescript", "--plugin-images"]).plugin_images is True
+    assert parse(["coldstart", "--program", "typescript"]).plugin_images is False
