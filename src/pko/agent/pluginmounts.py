@@ -112,7 +112,15 @@ def _link(source: Path, target: Path) -> None:
 
 def link(env: Mapping[str, str]) -> list[str]:
     """Give every mounted plugin folder its place in the CLI's plugins folder (see the module's docstring); the
-    plugin folders linked now or before. Blocking; never raises."""
+    plugin folders linked now or before. Blocking; never raises: a folder it cannot read means the CLI installs."""
+    try:
+        return _link_mounted(env)
+    except OSError as err:
+        log.info("plugins from mounted volumes are not used: %s", err)
+        return []
+
+
+def _link_mounted(env: Mapping[str, str]) -> list[str]:
     root = Path(env.get(ROOT_ENV) or DEFAULT_ROOT)
     plugins = plugins_dir(env)
     try:

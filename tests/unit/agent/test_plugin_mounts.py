@@ -103,3 +103,16 @@ def test_an_unwritable_plugins_folder_is_not_an_error(env: dict[str, str], tmp_p
     _plugin(tmp_path / "mounts" / "resource-random-v4.19.1")
     (tmp_path / "home").write_text("a file where the folder should be\n")
     assert pluginmounts.link(env) == []
+
+
+def test_a_plugins_folder_it_cannot_read_is_not_an_error(env: dict[str, str], tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    # as root nothing is unreadable, so the refusals a non-root agent meets are simulated: the link fails, and so
+    # does the look at whether another agent made it meanwhile
+    _plugin(tmp_path / "mounts" / "resource-random-v4.19.1")
+
+    def refused(*args: object) -> bool:
+        raise PermissionError(13, "Permission denied")
+    monkeypatch.setattr(pluginmounts, "_link", refused)
+    monkeypatch.setattr(Path, "is_file", refused)
+    assert pluginmounts.link(env) == []
