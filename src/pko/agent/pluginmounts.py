@@ -29,6 +29,8 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
+from pko.agent import yamlinstall
+
 log = logging.getLogger(__name__)
 
 #: Where a workspace's plugin volumes are mounted, unless ``PKO_PLUGIN_MOUNTS`` names another folder. A folder here
@@ -45,12 +47,6 @@ _FOLDER = re.compile(r"(?:resource|analyzer|language|converter|tool)-[A-Za-z0-9]
 def is_plugin_folder(name: str) -> bool:
     """Whether `name` is the CLI's name for a plugin's folder (``resource-random-v4.19.1``)."""
     return _FOLDER.fullmatch(name) is not None
-
-
-def plugins_dir(env: Mapping[str, str]) -> Path:
-    """Where the CLI under `env` keeps its plugins."""
-    home = env.get("PULUMI_HOME") or os.path.join(env.get("HOME") or os.path.expanduser("~"), ".pulumi")
-    return Path(home) / "plugins"
 
 
 def mounted(root: Path) -> dict[str, Path]:
@@ -122,7 +118,7 @@ def link(env: Mapping[str, str]) -> list[str]:
 
 def _link_mounted(env: Mapping[str, str]) -> list[str]:
     root = Path(env.get(ROOT_ENV) or DEFAULT_ROOT)
-    plugins = plugins_dir(env)
+    plugins = yamlinstall.plugins_dir(env)
     try:
         if plugins.is_dir():
             _forget_dangling(plugins)
