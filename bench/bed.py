@@ -83,6 +83,17 @@ GO = Operator("go", crossrun.GO_NAMESPACE, crossrun.GO_RELEASE, crossrun.GO_IMAG
 OPERATORS = {"pko": PKO, "go": GO}
 
 
+@dataclass(frozen=True)
+class WorkspacePods:
+    """The workspace pods of one namespace, for a :class:`CostMeter`: what the Stacks' own work costs."""
+
+    namespace: str
+
+    def pods(self, bed: cluster.Cluster) -> list[Object]:
+        return [pod for pod in pods(bed, self.namespace, WORKSPACE_PODS)
+                if pod["metadata"].get("deletionTimestamp") is None]
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Cost of pods, from their cgroups on this node (v1 or v2, cgroupfs driver as the test bed's kubelet uses)
 
@@ -119,11 +130,12 @@ def pod_rss_bytes(uid: str) -> int | None:
 
 @dataclass
 class CostMeter:
-    """Samples the CPU and RSS of an operator's pods while a scenario runs, in a thread of its own (a scenario's
-    event loop may be busy). CPU is summed per pod (a replaced pod adds its own); RSS is the peak of any sample."""
+    """Samples the CPU and RSS of an operator's pods (or of a namespace's workspace pods: :class:`WorkspacePods`)
+    while a scenario runs, in a thread of its own (a scenario's event loop may be busy). CPU is summed per pod (a
+    replaced pod adds its own); RSS is the peak of any sample."""
 
     bed: cluster.Cluster
-    operator: Operator
+    operator: Operator | WorkspacePods
     cpu_start: dict[str, float] = field(default_factory=dict)
     cpu_last: dict[str, float] = field(default_factory=dict)
     peak_rss: int = 0

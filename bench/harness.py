@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
 import tempfile
 import time
@@ -22,7 +23,7 @@ from bench import localfleet, report
 from bench.scenarios import SCENARIOS, Context, Figures
 from bench.workload import PLUGIN_IMAGES, PROGRAMS, Realistic
 from pko.kube import client as kclient
-from pko.testing import cluster, gitserver, images, mirror, objectstore, pluginimages
+from pko.testing import cluster, gitserver, images, mirror, objectstore, ociregistry, pluginimages
 from pko.testing.clusterbed import PKO_IMAGE
 
 #: The scenarios that run a fleet through pko's pool (`--max-active-workspaces`) and can stop at a deadline.
@@ -197,12 +198,16 @@ async def _main(args: argparse.Namespace) -> int:
             real_cluster.tag_image(built["pko"].refs[0], PKO_IMAGE)
             with gitserver.running(Path(tmp) / "git", host=real_cluster.node_ip, tls=True) as git, \
                     mirror.running(host=real_cluster.node_ip) as registry, \
-                    objectstore.running(Path(tmp) / "store", host=real_cluster.node_ip) as store:
+                    objectstore.running(Path(tmp) / "store", host=real_cluster.node_ip) as store, \
+                    contextlib.ExitStack() as stack:
                 workload = (Realistic(git, registry, b.WORKSPACE_CPU, store) if args.program == "typescript"
                             else None)
-                if args.plugin_images:
-                    say("loading the plugins' images into the node (what a pull from a registry leaves there)")
-                    pluginimages.load(real_cluster, PLUGIN_IMAGES)
+                if args.plugin_images and workload is not None:
+                    say("pushing the plugins' images to a registry the node pulls from")
+                    images_registry = stack.enter_context(ociregistry.running(Path(tmp) / "registry"))
+                    real_cluster.trust_registry(images_registry.address)
+                    workload.plugin_images = pluginimages.push(images_registry, PLUGIN_IMAGES)
+                    workload.images_registry = images_registry
                 async with kclient.Client.from_kubeconfig(real_cluster.kubeconfig) as kc:
                     results = await run(real_cluster, kc, scenarios, args.operator_list, stacks=args.stacks,
                                         changes=args.changes, idle_seconds=args.idle_seconds,

@@ -139,10 +139,14 @@ async def fleet(ctx: Context, operator: b.Operator) -> Figures:
             peak_pods[0] = max(peak_pods[0], phases["Pending"] + phases["Running"])
             pending_pods[0] = max(pending_pods[0], phases["Pending"])
         progress(done, total)
+    if ctx.workload is not None:
+        ctx.workload.fresh_node(ctx.bed)
     try:
-        with b.CostMeter(ctx.bed, operator) as cost, b.wall_window() as window:
+        with b.CostMeter(ctx.bed, operator) as cost, b.wall_window() as window, \
+                b.CostMeter(ctx.bed, b.WorkspacePods(namespace)) as workspaces:
             start = time.monotonic()
             plugins_before = ctx.workload.plugin_megabytes() if ctx.workload is not None else 0.0
+            images_before = ctx.workload.plugin_image_megabytes() if ctx.workload is not None else 0.0
             await b.create_program_stacks(ctx.kc, namespace, names, workload=ctx.workload)
             done = await b.watch_ready(ctx.kc, ctx.bed, namespace, names, start,
                                        timeout=ctx.deadline or 300 + 20 * ctx.stacks, progress=watch,
@@ -162,10 +166,12 @@ async def fleet(ctx: Context, operator: b.Operator) -> Figures:
                 "Stack Ready p95 (s)": b.percentile(times, 0.95) if everyone else float("nan"),
                 "operator CPU (s)": cost.cpu_seconds,
                 "operator peak RSS (MB)": cost.peak_rss / 1e6,
+                "workspace pods CPU (s)": workspaces.cpu_seconds,
                 "API requests": float(sum(kinds.values())),
                 "peak pods": float(peak_pods[0]), "peak Pending pods": float(pending_pods[0]),
                 **await phases(ctx, namespace),
-                **({"plugin MB from the mirror": ctx.workload.plugin_megabytes() - plugins_before}
+                **({"plugin MB from the mirror": ctx.workload.plugin_megabytes() - plugins_before,
+                    "plugin image MB pulled": ctx.workload.plugin_image_megabytes() - images_before}
                    if ctx.workload is not None else {})}
     finally:
         await b.empty_namespace(ctx.kc, ctx.bed, namespace)
@@ -634,15 +640,19 @@ async def coldstart(ctx: Context, operator: b.Operator) -> Figures:
     """A Stack's first and second cold start on the node: one Stack until Ready, then a Stack of the same program in
     another namespace (nothing shared with the first but the node and the operator). For each: Stack created →
     Ready, workspace pod created → first Update done, and (realistic program) the plugin and npm megabytes its pod
-    pulled from the mirrors, which pko's dependency cache should bring to 0 the second time."""
+    pulled from the mirrors, which pko's dependency cache should bring to 0 the second time (with `--plugin-images`,
+    the plugins' image layers the node pulled: the node starts without them, and keeps them for the second)."""
     figures: Figures = {}
     namespaces: list[str] = []
+    if ctx.workload is not None:
+        ctx.workload.fresh_node(ctx.bed)
     try:
         for which in ("first", "second"):
             namespace = await new_namespace(ctx.kc, ctx.bed, "cold")
             namespaces.append(namespace)
             plugins = ctx.workload.plugin_megabytes() if ctx.workload is not None else 0.0
             npm = ctx.workload.npm_megabytes() if ctx.workload is not None else 0.0
+            pulled = ctx.workload.plugin_image_megabytes() if ctx.workload is not None else 0.0
             start = time.monotonic()
             await b.create_program_stacks(ctx.kc, namespace, ["s000"], workload=ctx.workload)
             done = await b.watch_ready(ctx.kc, ctx.bed, namespace, ["s000"], start, timeout=600)
@@ -655,6 +665,7 @@ async def coldstart(ctx: Context, operator: b.Operator) -> Figures:
             if ctx.workload is not None:
                 figures[f"{which} cold start: plugin MB from the mirror"] = ctx.workload.plugin_megabytes() - plugins
                 figures[f"{which} cold start: npm MB from the mirror"] = ctx.workload.npm_megabytes() - npm
+                figures[f"{which} cold start: plugin image MB pulled"] = ctx.workload.plugin_image_megabytes() - pulled
             ctx.say(f"  [{operator.name}] {which} cold start: Ready in {done['s000']:.1f}s")
         figures["second ÷ first (Stack→Ready)"] = (figures["second cold start: Stack→Ready (s)"]
                                                    / figures["first cold start: Stack→Ready (s)"])

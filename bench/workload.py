@@ -11,20 +11,32 @@ many plugin bytes the pods pulled. One difference, the point of pko's dependency
 (:attr:`Realistic.through_cache`, pko unless `--without-dependency-cache`), its Stacks do not name the mirrors —
 the platform set them once, as the cache's upstreams, and the operator points every pod at its cache. Another, with
 `--plugin-images` (:attr:`Realistic.through_plugin_images`, pko only): its Stacks mount both plugins from `image`
-volumes (:mod:`pko.testing.pluginimages`, loaded into the node first, as a pull leaves them), so its pods download
-and unpack no plugin (docs/programs.md, "Plugins from image volumes").
+volumes (:mod:`pko.testing.pluginimages`), which the node's kubelet pulls from the bench's registry when a pod first
+mounts them (:attr:`Realistic.plugin_images`: the images as pushed; a scenario that measures a first start removes
+them from the node first), so its pods download and unpack no plugin (docs/programs.md, "Plugins from image
+volumes").
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pko.kube import client as kclient
 from pko.kube import resources
-from pko.testing import crossrun, gitserver, mirror, nodeconfig, objectstore, pluginimages, programs
+from pko.testing import (
+    cluster,
+    crossrun,
+    gitserver,
+    mirror,
+    nodeconfig,
+    objectstore,
+    ociregistry,
+    pluginimages,
+    programs,
+)
 from pko.testing.clusterbed import (
     CA_CONFIGMAP,
     WORKSPACE_SERVICE_ACCOUNT,
@@ -49,7 +61,9 @@ class Realistic:
     cpu: str
     store: objectstore.ObjectStore  # the fleet's one backend: a bucket, a stack per Stack in each namespace
     through_cache: bool = False  # the operator under test serves the mirrors through its dependency cache
-    through_plugin_images: bool = False  # the Stacks mount the plugins from image volumes (PLUGIN_IMAGES)
+    through_plugin_images: bool = False  # the Stacks mount the plugins from image volumes (plugin_images)
+    plugin_images: Sequence[pluginimages.PluginImage] = ()  # PLUGIN_IMAGES as pushed to the bench's registry
+    images_registry: ociregistry.Registry | None = None  # where they were pushed
     _repo: str = field(default="bench/tsprog")
     _made: bool = field(default=False)
 
@@ -72,7 +86,7 @@ class Realistic:
         config = {"greeting": greeting, "namespace": namespace, "app": name, "image": nodeconfig.PAUSE_IMAGE,
                   "kubernetes:enableConfigMapMutable": "true"}  # a new greeting updates the ConfigMap in place
         if self.through_plugin_images:
-            pod, plugins = template["spec"]["podTemplate"]["spec"], pluginimages.pod_spec(PLUGIN_IMAGES)
+            pod, plugins = template["spec"]["podTemplate"]["spec"], pluginimages.pod_spec(self.plugin_images)
             pod["volumes"] += plugins["volumes"]
             pulumi = next(c for c in pod["containers"] if c["name"] == "pulumi")
             pulumi["volumeMounts"] += plugins["containers"][0]["volumeMounts"]
@@ -94,6 +108,18 @@ class Realistic:
                                            "namespace": namespace}]})
         await asyncio.gather(*(kc.create(resources.STACK.new(name, namespace, spec=self.stack_spec(name, namespace)))
                                for name in names))
+
+    def fresh_node(self, node: cluster.Cluster) -> None:
+        """Before a scenario that measures a first start, with the Stacks mounting the plugins' images: the node
+        forgets them, so the first pod that mounts them pulls them, as on a node that never ran one."""
+        if self.through_plugin_images:
+            node.remove_images(image.digest for image in self.plugin_images)
+
+    def plugin_image_megabytes(self) -> float:
+        """The plugins' image layers the node has pulled from the registry so far."""
+        if self.images_registry is None:
+            return 0.0
+        return pluginimages.pulled_bytes(self.images_registry, self.plugin_images) / 1e6
 
     def plugin_megabytes(self) -> float:
         return self.registry.served("plugins") / 1e6

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import re
+import tempfile
 import urllib.parse
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
@@ -31,7 +33,7 @@ import pytest
 
 from pko.kube import client as kclient
 from pko.kube import resources
-from pko.testing import cluster, gitserver, mirror, nodeconfig, objectstore, pluginimages, programs
+from pko.testing import cluster, gitserver, mirror, nodeconfig, objectstore, ociregistry, pluginimages, programs
 from pko.testing.clusterbed import (
     Release,
     diagnose,
@@ -277,30 +279,55 @@ async def targets(bed: Bed) -> None:
 
 
 async def plugin_image(bed: Bed) -> None:
-    """A provider plugin from an `image` volume, in a namespace that enforces the `restricted` profile: the node's
-    containerd mounts the plugin's image read-only, the agent gives its folder a place in the CLI's plugins folder
-    (pko.agent.pluginmounts), and the workspace downloads no plugin — its mirror serves none."""
+    """A provider plugin from an `image` volume that the node pulls from a registry, in a namespace that enforces the
+    `restricted` profile. First the Stack names a version the registry lacks: its status says why the pod cannot
+    start (the kubelet's pull error), with no crash loop. Pointed at the pushed image, by digest, the kubelet pulls
+    it from the registry, containerd mounts it read-only, the agent gives its folder a place in the CLI's plugins
+    folder (pko.agent.pluginmounts), and the workspace downloads no plugin — its mirror serves none."""
     ckc, ns, real_cluster, pod_mirror = bed.ckc, bed.namespace, bed.real_cluster, bed.registry
     real_cluster.kubectl("label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted")
-    await asyncio.to_thread(pluginimages.load, real_cluster, [RANDOM_IMAGE])
-    await ckc.create(resources.PROGRAM.new("rand", ns, program=programs.yaml_random_program()))
-    pod = pluginimages.pod_spec([RANDOM_IMAGE])
-    await ckc.create(resources.STACK.new("mounted", ns, spec={
-        "stack": "dev", "programRef": {"name": "rand"}, "backend": "file:///tmp",
-        "envRefs": {**passphrase_env(), **mirror_env(pod_mirror, "PULUMI_PLUGIN_DOWNLOAD_URL_OVERRIDES")},
-        "workspaceTemplate": workspace_template(podTemplate={"spec": pod}),
-    }))
+    with tempfile.TemporaryDirectory(prefix="pko-test-registry-") as tmp, \
+            ociregistry.running(Path(tmp)) as registry:
+        real_cluster.trust_registry(registry.address)
+        [image] = await asyncio.to_thread(pluginimages.push, registry, [RANDOM_IMAGE])
+        real_cluster.remove_images([image.digest])  # as on a node that never ran it: the pod's start pulls it
+        missing = dataclasses.replace(image, version="4.99.0", digest="")
+        await ckc.create(resources.PROGRAM.new("rand", ns, program=programs.yaml_random_program()))
+        await ckc.create(resources.STACK.new("mounted", ns, spec={
+            "stack": "dev", "programRef": {"name": "rand"}, "backend": "file:///tmp",
+            "envRefs": {**passphrase_env(), **mirror_env(pod_mirror, "PULUMI_PLUGIN_DOWNLOAD_URL_OVERRIDES")},
+            "workspaceTemplate": workspace_template(podTemplate={"spec": pluginimages.pod_spec([missing])}),
+        }))
 
-    def done(obj: dict[str, Any]) -> bool:
-        return condition(obj, "Ready").get("status") == "True" and bool((obj.get("status") or {}).get("outputs"))
+        def explained(obj: dict[str, Any]) -> bool:
+            message = condition(obj, "Reconciling").get("message", "")
+            return "ImagePull" in message and missing.ref in message
 
-    stack = await wait_for(ckc, resources.STACK, "mounted", ns, done, timeout=600,
-                           diagnostics=lambda: diagnose(real_cluster, ns))
-    assert 1 <= int(stack["status"]["outputs"]["picked"]) <= 100
-    assert stack["status"]["lastUpdate"]["resourceChanges"].get("create") == 3, stack["status"]["lastUpdate"]
-    workspace_pod = json.loads(real_cluster.kubectl("get", "pod", "mounted-workspace-0", "-n", ns, "-o", "json").stdout)
-    assert {"name": "plugin-random", "image": {"reference": RANDOM_IMAGE.ref, "pullPolicy": "IfNotPresent"}} in \
-        workspace_pod["spec"]["volumes"]
+        stuck = await wait_for(ckc, resources.STACK, "mounted", ns, explained, timeout=300,
+                               diagnostics=lambda: diagnose(real_cluster, ns))
+        assert condition(stuck, "Ready").get("status") == "False", stuck["status"]
+        pod = json.loads(real_cluster.kubectl("get", "pod", "mounted-workspace-0", "-n", ns, "-o", "json").stdout)
+        assert all(s.get("restartCount", 0) == 0 for s in pod["status"].get("containerStatuses", [])), "no crash loop"
+        assert pluginimages.pulled_bytes(registry, [image]) == 0
+
+        await ckc.patch(resources.STACK, "mounted", {"spec": {"workspaceTemplate": workspace_template(
+            podTemplate={"spec": pluginimages.pod_spec([image])})}}, ns)
+
+        def done(obj: dict[str, Any]) -> bool:
+            return condition(obj, "Ready").get("status") == "True" and bool((obj.get("status") or {}).get("outputs"))
+
+        stack = await wait_for(ckc, resources.STACK, "mounted", ns, done, timeout=600,
+                               diagnostics=lambda: diagnose(real_cluster, ns))
+        assert 1 <= int(stack["status"]["outputs"]["picked"]) <= 100
+        assert stack["status"]["lastUpdate"]["resourceChanges"].get("create") == 3, stack["status"]["lastUpdate"]
+        workspace_pod = json.loads(real_cluster.kubectl("get", "pod", "mounted-workspace-0", "-n", ns, "-o",
+                                                        "json").stdout)
+        assert {"name": "plugin-random", "image": {"reference": image.ref, "pullPolicy": "IfNotPresent"}} in \
+            workspace_pod["spec"]["volumes"]
+        # the node pulled the image from the registry: its manifest by digest, its layer
+        served = registry.served(image.repository)
+        assert f"GET manifests/{image.digest}" in served, served
+        assert pluginimages.pulled_bytes(registry, [image]) == image.layers[0].size, served
     # the update ran the mounted plugin: no plugin was asked of the mirror
     assert _fetched(pod_mirror, "plugins") == [], pod_mirror.requests
 

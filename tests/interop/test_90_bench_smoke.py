@@ -50,10 +50,12 @@ async def test_every_scenario_yields_figures_for_both_operators(
             produced = {figure: value for figure, value in figures.items() if not math.isnan(value)}
             assert produced == figures, f"{name}/{operator}: figures missing: {figures}"
             assert figures[scenario.headline] > 0, (name, operator, figures)
-    # what each run measured from outside the operator: its pod's CPU and memory, its API requests
+    # what each run measured from outside the operator: its pod's CPU and memory, its API requests, and the CPU
+    # of the fleet's workspace pods
     for operator in ("pko", "go"):
         assert results["fleet"][operator]["operator CPU (s)"] > 0, results["fleet"]
         assert results["fleet"][operator]["API requests"] > 0, results["fleet"]
+        assert results["fleet"][operator]["workspace pods CPU (s)"] > 0, results["fleet"]  # what the Stacks' pods did
     assert results["idle"]["pko"]["workspace pod RSS (MB)"] > 1
     # pko's fleet asleep (scale-to-zero): no workspace pod left, and one Stack woken on request
     assert results["idle"]["pko"]["asleep: workspace pods RSS total (MB)"] == 0, results["idle"]

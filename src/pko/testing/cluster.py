@@ -161,6 +161,24 @@ class Cluster:
             self.ctr("images", "label", ref, f"{IMAGE_KEY_LABEL}={key}")
         return True
 
+    def trust_registry(self, address: str) -> None:
+        """Let the node pull from the test bed's plain-HTTP registry at `address` (``host:port``), as a platform
+        team points its nodes at its own registry (containerd reads the file at each pull: no restart)."""
+        hosts = self.paths.registry_hosts / address / "hosts.toml"
+        hosts.parent.mkdir(parents=True, exist_ok=True)
+        hosts.write_text(nodeconfig.plain_http_hosts_toml(address))
+
+    def remove_images(self, digests: Iterable[str]) -> list[str]:
+        """Remove every image whose manifest is one of `digests` — under any name, the runtime's own
+        ``sha256:<id>`` ones too — and what only they used, so a pull of the same content fetches and unpacks it
+        again; the refs removed."""
+        wanted = set(digests)
+        refs = [parts[0] for line in self.ctr("images", "ls").splitlines()[1:]
+                if len(parts := line.split()) > 2 and parts[2] in wanted]
+        if refs:
+            self.ctr("images", "rm", "--sync", *refs)
+        return refs
+
     def tag_image(self, source: str, target: str) -> None:
         """Give an imported image another name (e.g. a chart's numeric tag)."""
         self.ctr("images", "rm", target, check=False)

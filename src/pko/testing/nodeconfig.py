@@ -142,7 +142,17 @@ disabled_plugins = ['io.containerd.nri.v1.nri']
 
 def registry_hosts_toml(registry: str) -> str:
     """A `hosts.toml` that sends every pull from `registry` to a dead loopback port (see BLOCKED_REGISTRIES)."""
-    return f'server = "{DEAD_ENDPOINT}"\n\n[host."{DEAD_ENDPOINT}"]\n  capabilities = ["pull", "resolve"]\n'
+    return _hosts_toml(DEAD_ENDPOINT)
+
+
+def plain_http_hosts_toml(address: str) -> str:
+    """A `hosts.toml` for a registry of the test bed at `address` (``host:port``, loopback), which speaks plain
+    HTTP: containerd would otherwise try HTTPS first."""
+    return _hosts_toml(f"http://{address}")
+
+
+def _hosts_toml(endpoint: str) -> str:
+    return f'server = "{endpoint}"\n\n[host."{endpoint}"]\n  capabilities = ["pull", "resolve"]\n'
 
 
 def cni_conflist(paths: NodePaths, bridge: str, pod_cidr: str) -> str:

@@ -1,10 +1,13 @@
-"""A real OCI distribution registry for Flux OCIRepository sources: go-containerregistry's in-memory registry
-(built by `make tools` as `oci-registry`), and a push of a Flux artifact to it over the registry's HTTP API.
+"""A real OCI distribution registry: go-containerregistry's in-memory registry (built by `make tools` as
+`oci-registry`), and pushes to it over the registry's HTTP API — of a Flux artifact, and of an image.
 
 Why: `fluxSource.sourceRef` may name an OCIRepository, and source-controller pulls such artifacts with its own
 registry client; a test that stands in for the registry would prove nothing about that pull. What is pushed here is
 what `flux push artifact` pushes: an OCI image manifest whose config is Flux's (empty) config and whose one layer
-is a gzipped tarball of the files, so source-controller extracts it as it would a user's.
+is a gzipped tarball of the files, so source-controller extracts it as it would a user's. Images (the provider
+plugins' images that workspaces mount, :mod:`pko.testing.pluginimages`) are pushed as `docker push` sends them,
+gzipped layers, so the test node's kubelet pulls them as it pulls from a platform team's registry; the registry's
+log says what was asked of it (:meth:`Registry.served`).
 
 It listens only on loopback or an address of this machine (as the git server does), over plain HTTP: an
 OCIRepository reaches it with `insecure: true`.
@@ -22,11 +25,12 @@ import tarfile
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from pko.testing import binaries, gitserver, ports
+from pko.testing import binaries, gitserver, oci, ports
 
 #: The media types of a Flux artifact (`flux push artifact`).
 FLUX_CONFIG = "application/vnd.cncf.flux.config.v1+json"
@@ -36,6 +40,14 @@ OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 
 class RegistryError(RuntimeError):
     """The registry could not start or refused a push."""
+
+
+@dataclass(frozen=True)
+class Pushed:
+    """An image as pushed: its manifest's digest and its (compressed) layers."""
+
+    digest: str
+    layers: tuple[oci.Descriptor, ...]
 
 
 @dataclass
@@ -86,9 +98,42 @@ class Registry:
             "annotations": {"org.opencontainers.image.created": "2026-01-01T00:00:00Z",
                             **({"org.opencontainers.image.revision": revision} if revision else {})},
         }
+        return self._manifest(repository, tag, manifest)
+
+    def push_image(self, repository: str, tag: str, layers: Sequence[Path], config: Mapping[str, Any]) -> Pushed:
+        """Push an image of uncompressed `layers` (bottom first) and `config` (its ``rootfs`` set here), each layer
+        gzipped as `docker push` sends it."""
+        diff_ids, descriptors = [], []
+        for layer in layers:
+            raw = layer.read_bytes()
+            diff_ids.append(oci.sha256_bytes(raw))
+            packed = gzip.compress(raw, compresslevel=6, mtime=0)
+            descriptors.append(oci.Descriptor(oci.MEDIA_LAYER_GZIP, self._blob(repository, packed), len(packed)))
+        config_bytes = oci.canonical_json({**config, "rootfs": {"type": "layers", "diff_ids": diff_ids}})
+        digest = self._manifest(repository, tag, {
+            "schemaVersion": 2, "mediaType": OCI_MANIFEST,
+            "config": {"mediaType": oci.MEDIA_CONFIG, "digest": self._blob(repository, config_bytes),
+                       "size": len(config_bytes)},
+            "layers": [d.to_json() for d in descriptors],
+        })
+        return Pushed(digest, tuple(descriptors))
+
+    def _manifest(self, repository: str, tag: str, manifest: Mapping[str, Any]) -> str:
         body = json.dumps(manifest, separators=(",", ":")).encode()
         self._request("PUT", f"/v2/{repository}/manifests/{tag}", body, {"Content-Type": OCI_MANIFEST})
         return f"sha256:{hashlib.sha256(body).hexdigest()}"
+
+    def served(self, repository: str) -> list[str]:
+        """The requests `repository` answered, from the registry's log, as ``METHOD what`` (``GET manifests/4.19.1``,
+        ``GET blobs/sha256:…``): what a client really pulled. Refused ones (a missing tag) are left out."""
+        prefix = f"/v2/{repository}/"
+        found = []
+        for line in self.log_path.read_text(errors="replace").splitlines():
+            parts = line.split()
+            # "2026/12/07 07:00:00 GET /v2/<repository>/manifests/<ref>" (a refusal adds its status and code)
+            if len(parts) == 4 and parts[3].startswith(prefix):
+                found.append(f"{parts[2]} {parts[3][len(prefix):]}")
+        return found
 
     def stop(self) -> None:
         if self.process.poll() is None:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from pko.testing import binaries, images, oci
+from pko.testing import binaries, images, oci, ociregistry, pluginimages, programs
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -139,3 +139,33 @@ def test_containerd_imports_and_runs_pause(image_dir: Path) -> None:
         )  # fmt: skip
         assert run.returncode == 0, run.stderr
         assert "3.10.1" in run.stdout
+
+
+def test_a_plugin_image_pushed_to_the_registry_is_pulled_with_its_plugin_folder(tmp_path: Path) -> None:
+    """What the cluster tier and the bench mount: a plugin's image pushed to the test bed's registry (gzipped
+    layer, ref pinned to its digest) is one containerd pulls over plain HTTP and unpacks to the plugin's folder as
+    the CLI names it; the registry's log says what was fetched, which is what the bench counts."""
+    plugin = pluginimages.PluginImage("random", programs.RANDOM_VERSION)
+    with ociregistry.running(tmp_path / "registry") as registry:
+        (image,) = pluginimages.push(registry, [plugin])
+        assert image.ref == f"{registry.address}/pko-test/pulumi-plugin-random:{plugin.version}@{image.digest}"
+        assert [layer.media_type for layer in image.layers] == [oci.MEDIA_LAYER_GZIP]
+        assert pluginimages.pulled_bytes(registry, [image]) == 0
+        with _containerd() as ctr:
+            pull = subprocess.run([*ctr, "images", "pull", "--plain-http", image.ref], capture_output=True,
+                                  text=True, timeout=120)
+            assert pull.returncode == 0, pull.stderr
+            target = tmp_path / "mounted"
+            target.mkdir()
+            subprocess.run([*ctr, "images", "mount", "--rw=false", image.ref, str(target)], check=True,
+                           capture_output=True)
+            try:
+                binary = target / plugin.folder / "pulumi-resource-random"
+                assert binary.is_file()
+                assert os.access(binary, os.X_OK)
+                assert binary.stat().st_size == binaries.require("pulumi-resource-random").stat().st_size
+            finally:
+                subprocess.run([*ctr, "images", "unmount", str(target)], check=False, capture_output=True)
+        served = registry.served(image.repository)
+        assert f"GET manifests/{image.digest}" in served, served
+        assert pluginimages.pulled_bytes(registry, [image]) == image.layers[0].size > 10_000_000

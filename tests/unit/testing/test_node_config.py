@@ -42,6 +42,12 @@ def test_every_registry_resolves_to_a_dead_loopback_port() -> None:
     assert nodeconfig.DEAD_ENDPOINT.startswith("http://127.0.0.1:")
 
 
+def test_the_test_beds_own_registry_is_pulled_from_over_plain_http() -> None:
+    hosts = tomllib.loads(nodeconfig.plain_http_hosts_toml("127.0.0.1:5000"))
+    assert hosts["server"] == "http://127.0.0.1:5000"
+    assert hosts["host"]["http://127.0.0.1:5000"]["capabilities"] == ["pull", "resolve"]
+
+
 def test_cni_and_kubelet_write_under_the_work_dir() -> None:
     cni = json.loads(nodeconfig.cni_conflist(PATHS, "pko-cni0", "10.88.0.0/16"))
     assert cni["plugins"][0]["bridge"] == "pko-cni0"
