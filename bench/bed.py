@@ -135,7 +135,7 @@ class CostMeter:
     replaced pod adds its own); RSS is the peak of any sample."""
 
     bed: cluster.Cluster
-    operator: Operator | WorkspacePods
+    source: Operator | WorkspacePods  # whose pods
     cpu_start: dict[str, float] = field(default_factory=dict)
     cpu_last: dict[str, float] = field(default_factory=dict)
     peak_rss: int = 0
@@ -145,7 +145,7 @@ class CostMeter:
     _first: bool = True
 
     def _sample(self) -> None:
-        for pod in self.operator.pods(self.bed):
+        for pod in self.source.pods(self.bed):
             uid = pod["metadata"]["uid"]
             cpu = pod_cpu_seconds(uid)
             if cpu is not None:

@@ -98,6 +98,14 @@ def _ready_at(commit: str) -> Any:
     return test
 
 
+def _pull_refused(ref: str) -> Callable[[dict[str, Any]], bool]:
+    """Whether a Stack says its workspace pod cannot pull `ref` (the kubelet's ErrImagePull / ImagePullBackOff)."""
+    def test(obj: dict[str, Any]) -> bool:
+        message = condition(obj, "Reconciling").get("message", "")
+        return "ImagePull" in message and ref in message
+    return test
+
+
 def _fetched(server: mirror.Mirror, part: str) -> list[str]:
     return [urllib.parse.unquote(p) for p in server.fetched(part)]
 
@@ -316,11 +324,7 @@ async def plugin_image(bed: Bed) -> None:
             }))
         await mounting("mounted", missing)
 
-        def explained(obj: dict[str, Any]) -> bool:
-            message = condition(obj, "Reconciling").get("message", "")
-            return "ImagePull" in message and missing.ref in message
-
-        stuck = await wait_for(ckc, resources.STACK, "mounted", ns, explained, timeout=300,
+        stuck = await wait_for(ckc, resources.STACK, "mounted", ns, _pull_refused(missing.ref), timeout=300,
                                diagnostics=lambda: diagnose(real_cluster, ns))
         assert condition(stuck, "Ready").get("status") == "False", stuck["status"]
         pod = json.loads(real_cluster.kubectl("get", "pod", "mounted-workspace-0", "-n", ns, "-o", "json").stdout)
@@ -356,12 +360,7 @@ async def plugin_image(bed: Bed) -> None:
                               "metadata": {"name": "plugin-registry", "namespace": ns},
                               "data": {".dockerconfigjson": config}})
             await mounting("anonymous", private)
-
-            def refused(obj: dict[str, Any]) -> bool:
-                message = condition(obj, "Reconciling").get("message", "")
-                return "ImagePull" in message and private.ref in message
-
-            await wait_for(ckc, resources.STACK, "anonymous", ns, refused, timeout=300,
+            await wait_for(ckc, resources.STACK, "anonymous", ns, _pull_refused(private.ref), timeout=300,
                            diagnostics=lambda: diagnose(real_cluster, ns))
             # only then the Stack with the secret: once its pod has pulled the ref, the node holds it, and a pod
             # asking `IfNotPresent` gets it without credentials (the caveat in docs/programs.md)

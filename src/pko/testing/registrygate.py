@@ -42,10 +42,14 @@ class Gate:
     def address(self) -> str:
         return f"{self.host}:{self.port}"
 
+    @property
+    def token(self) -> str:
+        """The credentials as basic authentication encodes them."""
+        return base64.b64encode(f"{self.user}:{self.password}".encode()).decode()
+
     def docker_config(self) -> dict[str, object]:
         """The `.dockerconfigjson` of a pull secret for this registry."""
-        auth = base64.b64encode(f"{self.user}:{self.password}".encode()).decode()
-        return {"auths": {self.address: {"auth": auth}}}
+        return {"auths": {self.address: {"auth": self.token}}}
 
     def count(self, passed: bool) -> None:
         with self._lock:
@@ -60,7 +64,6 @@ def guarding(registry: ociregistry.Registry, user: str, password: str,
              host: str = gitserver.LOOPBACK) -> Iterator[Gate]:
     """A gate on a free port of `host` in front of `registry`, for as long as the block runs."""
     gitserver.check_host(host)
-    expected = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -69,7 +72,7 @@ def guarding(registry: ociregistry.Registry, user: str, password: str,
             pass
 
         def _forward(self, body: bool) -> None:
-            if self.headers.get("Authorization") != expected:
+            if self.headers.get("Authorization") != f"Basic {gate.token}":
                 gate.count(False)
                 self.send_response(401)
                 self.send_header("WWW-Authenticate", 'Basic realm="pko-test"')
