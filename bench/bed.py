@@ -29,6 +29,7 @@ from pko.kube import client as kclient
 from pko.kube import errors, resources
 from pko.testing import cluster, crossrun
 from pko.testing.clusterbed import (
+    OPERATOR_KINDS,
     OPERATOR_NAMESPACE,
     PKO_IMAGE,
     RELEASE,
@@ -64,8 +65,13 @@ class Operator:
             crossrun.install_go_operator(bed, crossrun.go_chart(), *values, git_ca=git_ca)
 
     def uninstall(self, bed: cluster.Cluster) -> None:
+        """Uninstall the release. The Go operator's chart installs its CRDs from `crds/`, which Helm never removes
+        and pko's chart will not take over: they go too, so the next operator starts on a cluster as fresh as the
+        first did, whichever order `--operators` gives."""
         helm(bed, "uninstall", self.release, "--namespace", self.namespace, "--wait", "--ignore-not-found",
              check=False, timeout=300)
+        if self.name == "go":
+            bed.kubectl("delete", "crd", "--ignore-not-found", "--wait", *OPERATOR_KINDS, timeout=120)
 
     def username(self, bed: cluster.Cluster) -> str:
         """The API user the operator acts as: its Deployment's service account."""
