@@ -9,7 +9,9 @@ Answers carry ``X-Cache`` (``HIT``, ``MISS``, ``STALE``) and ``X-Content-Sha256`
 
 The one ``POST``, ``/cache/npm-tree``, takes a ``package-lock.json`` and answers the ``node_modules`` tree it
 determines (:mod:`pko.depcache.npmtree`), built once per lockfile from the npm part and kept under the sha256 of
-its entries: what a pod sends selects a tree, it never becomes one.
+its entries: what a pod sends selects a tree, it never becomes one. While a tree is being built, the requests for
+it are answered as it is written (:mod:`pko.depcache.growing`; chunked, no ``X-Content-Sha256`` yet), once every
+package has been fetched and checked, so a refusal is still a ``422`` before the first byte.
 
 Must never accept another method or path for writing, fetch a URL that is not under a configured upstream, or log
 an upstream's credentials.
@@ -24,13 +26,14 @@ import io
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 import aiohttp
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from pko.depcache import npmtree, routes, treebuild
+from pko.depcache import growing, npmtree, routes, treebuild
 from pko.depcache.store import Entry, Store
 from pko.runtime import httpserver, metrics
 
@@ -73,6 +76,8 @@ class DependencyCache:
         self.metrics = metrics.DependencyCacheMetrics(registry or CollectorRegistry(), lambda: store.size)
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # the download of a key, and who waits on it
         self._builds = asyncio.Semaphore(TREE_BUILDS)
+        self._growing: dict[str, growing.Growing] = {}  # the trees being built, by key
+        self._tasks: set[asyncio.Task[None]] = set()
         self._session: aiohttp.ClientSession | None = None
 
     async def close(self) -> None:
@@ -155,7 +160,7 @@ class DependencyCache:
         try:
             tree = await asyncio.to_thread(npmtree.plan, body)  # up to 16 MiB of JSON: not on the event loop
             del body
-            entry, result = await self.tree_entry(tree)
+            answer, result = await self.tree_entry(tree)
         except npmtree.Refused as err:
             self.metrics.requests.labels(part, "refused").inc()
             return httpserver.response(422, _ERROR, f"{err}\n".encode())
@@ -163,25 +168,41 @@ class DependencyCache:
             self.metrics.requests.labels(part, "error").inc()
             return httpserver.response(502, _ERROR, f"{err}\n".encode())
         self.metrics.requests.labels(part, result).inc()
-        self.metrics.served_bytes.labels(part).inc(entry.size)
-        return web.FileResponse(self.store.blob(entry), headers={
-            "Content-Type": entry.content_type, "X-Cache": result.upper(), "X-Content-Sha256": entry.digest,
+        if isinstance(answer, growing.Reader):
+            return await self._stream(request, answer, tree, result)
+        self.metrics.served_bytes.labels(part).inc(answer.size)
+        return web.FileResponse(self.store.blob(answer), headers={
+            "Content-Type": answer.content_type, "X-Cache": result.upper(), "X-Content-Sha256": answer.digest,
             "X-Npm-Tree": tree.key})
 
-    async def tree_entry(self, tree: npmtree.Tree) -> tuple[Entry, str]:
-        """The stored tree of `tree` (``hit``), or built now from the npm part (``miss``)."""
+    async def tree_entry(self, tree: npmtree.Tree) -> tuple[Entry | growing.Reader, str]:
+        """The stored tree of `tree` (``hit``), a reader of it while it is built (``hit`` when another request
+        started the build, ``miss`` when this one did)."""
         key = f"{routes.NPM_TREE}/{tree.key}"
+        found = self._stored_or_building(key)
+        if found is not None:
+            return found, "hit"
+        async with self._only_one(key):
+            found = self._stored_or_building(key)  # a request before this one may have started it meanwhile
+            if found is not None:
+                return found, "hit"
+            await self._builds.acquire()
+            try:
+                return await self._start_tree(key, tree), "miss"
+            except BaseException:
+                self._builds.release()
+                raise
+
+    def _stored_or_building(self, key: str) -> Entry | growing.Reader | None:
         entry = self.store.get(key)
         if entry is not None:
-            return entry, "hit"
-        async with self._only_one(key):
-            entry = self.store.get(key)
-            if entry is not None:
-                return entry, "hit"
-            async with self._builds:
-                return await self._build_tree(key, tree), "miss"
+            return entry
+        building = self._growing.get(key)
+        return building.open() if building is not None else None  # opened now, before the build can end
 
-    async def _build_tree(self, key: str, tree: npmtree.Tree) -> Entry:
+    async def _start_tree(self, key: str, tree: npmtree.Tree) -> growing.Reader:
+        """Fetch and check every package of `tree`, then build it in a worker thread: a reader of what it writes.
+        Holds a build slot, which the build gives back when it ends."""
         started = time.monotonic()
         gate = asyncio.Semaphore(TREE_FETCHES)
 
@@ -192,18 +213,68 @@ class DependencyCache:
             async with gate:
                 return package.path, (await self.entry(found))[0]
         got = dict(await asyncio.gather(*(tarball(p) for p in tree.packages)))
-        with self.store.temporary() as download:
-            def build() -> tuple[treebuild.Written, str]:
-                with download.open("wb") as raw:
-                    out = _Hashing(raw, self.store.max_bytes // TREE_SHARE)
-                    written = treebuild.write(tree, {path: self.store.blob(e) for path, e in got.items()}, out)
-                    return written, out.digest.hexdigest()
-            written, digest = await asyncio.to_thread(build)
-            entry = self.store.put(key, download, digest, "application/gzip")
-        log.info("dependency cache built npm tree %s: %d packages, %d files, %d bin links, %d bytes in %.1fs",
-                 tree.key[:12], written.packages, written.files, written.links, entry.size,
-                 time.monotonic() - started)
-        return entry
+        tarballs = {path: self.store.blob(e) for path, e in got.items()}
+        limit = self.store.max_bytes // TREE_SHARE
+        if sum(e.size for e in got.values()) > limit:  # the tree is at least as big as its packages' tarballs
+            raise npmtree.Refused(f"the tree is over {limit} bytes (a quarter of the dependency cache's size)")
+        await asyncio.to_thread(treebuild.verify_all, tree, tarballs)
+        with contextlib.ExitStack() as stack:
+            download = stack.enter_context(self.store.temporary())
+            building = growing.Growing(download, asyncio.get_running_loop())
+            reader = building.open()
+            task = asyncio.create_task(self._build_tree(key, tree, tarballs, building, stack.pop_all(), started))
+        self._growing[key] = building
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return reader
+
+    async def _build_tree(self, key: str, tree: npmtree.Tree, tarballs: Mapping[str, Path],
+                          building: growing.Growing, cleanup: contextlib.ExitStack, started: float) -> None:
+        """Write the tree to `building`'s file, then keep it; every reader gets the end of it, or an error."""
+        size = 0
+        try:
+            def build() -> tuple[treebuild.Written, str, int]:
+                with building.path.open("wb", buffering=0) as raw:
+                    out = _Hashing(raw, self.store.max_bytes // TREE_SHARE, building.wrote)
+                    written = treebuild.write(tree, tarballs, out, verified=True)
+                    return written, out.digest.hexdigest(), out.size
+            written, digest, size = await asyncio.to_thread(build)
+            entry = self.store.put(key, building.path, digest, "application/gzip")
+        except Exception as err:  # every reader must see the tree cut short, whatever stopped it
+            self._growing.pop(key, None)
+            building.finish(size, error=f"the npm tree could not be built: {err}")
+            log.warning("dependency cache could not build npm tree %s: %s", tree.key[:12], err)
+        else:
+            self._growing.pop(key, None)  # in the same step as the rename: a later request finds the stored tree
+            building.finish(entry.size)
+            log.info("dependency cache built npm tree %s: %d packages, %d files, %d bin links, %d bytes in %.1fs",
+                     tree.key[:12], written.packages, written.files, written.links, entry.size,
+                     time.monotonic() - started)
+        finally:
+            cleanup.close()
+            self._builds.release()
+
+    async def _stream(self, request: web.BaseRequest, reader: growing.Reader, tree: npmtree.Tree,
+                      result: str) -> web.StreamResponse:
+        """Answer a tree being built as it is written; cut the answer off (no closing chunk) if the build fails."""
+        response = web.StreamResponse(headers={
+            "Content-Type": "application/gzip", "X-Cache": result.upper(), "X-Npm-Tree": tree.key})
+        sent = 0
+        try:
+            await response.prepare(request)
+            async for chunk in reader.chunks():
+                await response.write(chunk)
+                sent += len(chunk)
+        except growing.Aborted as err:
+            log.warning("cutting off an npm tree answer after %d bytes: %s", sent, err)
+            if request.transport is not None:
+                request.transport.abort()
+            return response
+        finally:
+            reader.close()
+            self.metrics.served_bytes.labels(routes.NPM_TREE).inc(sent)
+        await response.write_eof()
+        return response
 
     def _fresh(self, found: routes.Lookup, base: str) -> Entry | None:
         entry = self.store.get(found.key)
@@ -272,10 +343,11 @@ class _Hashing(io.BufferedIOBase):
     """A binary file that hashes what is written to it (the tree's digest without reading it back) and refuses to
     grow past `limit` bytes."""
 
-    def __init__(self, raw: BinaryIO, limit: int) -> None:
+    def __init__(self, raw: BinaryIO, limit: int, wrote: Callable[[int], None] = lambda size: None) -> None:
         super().__init__()
         self.raw = raw
         self.limit = limit
+        self.wrote = wrote  # told the size after each write
         self.size = 0
         self.digest = hashlib.sha256()
 
@@ -288,7 +360,11 @@ class _Hashing(io.BufferedIOBase):
         if self.size > self.limit:
             raise npmtree.Refused(f"the tree is over {self.limit} bytes (a quarter of the dependency cache's size)")
         self.digest.update(chunk)
-        return self.raw.write(chunk)
+        view = memoryview(chunk)
+        while view:  # the raw file may take less than all of it
+            view = view[self.raw.write(view):]
+        self.wrote(self.size)
+        return len(chunk)
 
     def flush(self) -> None:
         self.raw.flush()

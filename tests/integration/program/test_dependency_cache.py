@@ -30,7 +30,7 @@ from pko.agent.workspace import Workspace
 from pko.controllers import settings as settings_mod
 from pko.controllers import wiring
 from pko.controllers.program import fileserver
-from pko.depcache import routes
+from pko.depcache import npmtree, routes
 from pko.testing import binaries, mirror, programs
 
 RANDOM_PLUGIN = f"pulumi-resource-random-v{programs.RANDOM_VERSION}-linux-amd64.tar.gz"
@@ -60,12 +60,14 @@ def upstream() -> Iterator[mirror.Mirror]:
         yield server
 
 
-async def _bed(upstream: mirror.Mirror, tmp_path: Path, index_ttl: float = 300.0) -> Bed:
+async def _bed(upstream: mirror.Mirror, tmp_path: Path, index_ttl: float = 300.0,
+               size: int = settings_mod.Settings.dependency_cache_size) -> Bed:
     server = fileserver.FileServer(_no_program, listen="127.0.0.1:0", advertised=None, env={},
                                    hostname=lambda: "localhost")
     registry = CollectorRegistry()
     settings = settings_mod.Settings(
         version="test", dependency_cache_dir=tmp_path / "cache", dependency_cache_index_ttl=index_ttl,
+        dependency_cache_size=size,
         dependency_cache_upstreams={"plugins": f"{upstream.url}/plugins", "npm": f"{upstream.url}/npm",
                                     "go": f"{upstream.url}/go"})
     env = wiring.dependency_cache(settings, server, registry)
@@ -275,6 +277,72 @@ async def test_a_lockfile_s_node_modules_tree_is_built_once_and_unpacked_by_ever
         assert answer.headers["X-Cache"] == "HIT"
     assert fetched[0] > 200
     assert fetched[1] == fetched[0]
+
+
+async def test_a_tree_is_answered_while_it_is_built_and_every_waiting_request_gets_all_of_it(bed: Bed) -> None:
+    """The first bytes of a new lockfile's tree reach the pods that asked before the build has finished (nothing is
+    stored yet when they arrive), each of three simultaneous requests gets the whole tree, byte for byte the one
+    then kept, and a request after the build is answered from the store with its digest."""
+    lockfile = mirror.npm_lockfile(bed.upstream, programs.typescript("first")).encode()
+    cache = bed.server.cache
+    assert cache is not None
+    key = f"{routes.NPM_TREE}/{npmtree.plan(lockfile).key}"
+    url = bed.env["PKO_NPM_TREE_URL"]
+    async with aiohttp.ClientSession() as session:
+        async def ask() -> tuple[str, bool, bytes]:
+            async with session.post(url, data=lockfile) as answer:
+                assert answer.status == 200, await answer.text()
+                first = await answer.content.readany()
+                stored_then = cache.store.get(key) is not None
+                return answer.headers["X-Cache"], stored_then, first + await answer.read()
+        answers = await asyncio.gather(*(ask() for _ in range(3)))
+        entry = cache.store.get(key)
+        assert entry is not None
+        kept = cache.store.blob(entry).read_bytes()
+        assert sorted(a[0] for a in answers) == ["HIT", "HIT", "MISS"]
+        assert [a[1] for a in answers] == [False] * 3, "the tree was not answered until it was built"
+        assert all(a[2] == kept for a in answers)
+        async with session.post(url, data=lockfile) as answer:
+            assert answer.headers["X-Cache"] == "HIT"
+            assert answer.headers["X-Content-Sha256"] == hashlib.sha256(await answer.read()).hexdigest()
+    assert bed.results("npm-tree") == {"miss": 1.0, "hit": 3.0}
+
+
+async def test_a_tree_whose_build_fails_after_its_first_bytes_is_cut_off_and_the_workspace_installs_with_npm(
+        upstream: mirror.Mirror, tmp_path: Path) -> None:
+    """A tree that turns out larger than the cache keeps (a quarter of its size) once its answer has begun: the
+    answer ends without its closing chunk, so the agent's unpack fails and it installs with npm as before — never
+    a short tree taken for a whole one; and nothing is stored. (The limit sits between what the packages'
+    tarballs weigh, which is checked before the first byte, and the tree itself.)"""
+    lockfile = mirror.npm_lockfile(upstream, programs.typescript("first"))
+    measured = await _bed(upstream, tmp_path / "measure")
+    try:
+        async with aiohttp.ClientSession() as session, \
+                session.post(measured.env["PKO_NPM_TREE_URL"], data=lockfile.encode()) as answer:
+            tree_size = len(await answer.read())
+        assert measured.server.cache is not None
+        tarballs = sum(path.stat().st_size for path in (tmp_path / "measure" / "cache" / "blobs").iterdir())
+        tarballs -= tree_size
+    finally:
+        await measured.server.close()
+    assert tarballs < tree_size * 0.9, (tarballs, tree_size)
+    made = await _bed(upstream, tmp_path / "small", size=4 * (tarballs + tree_size) // 2)
+    try:
+        async with aiohttp.ClientSession() as session, \
+                session.post(made.env["PKO_NPM_TREE_URL"], data=lockfile.encode()) as answer:
+            assert answer.status == 200
+            with pytest.raises(aiohttp.ClientPayloadError):
+                await answer.read()
+        workspace, project = await _workspace("first", tmp_path, made, lockfile)
+        reason = await nodemodules.install(project, workspace.project(), workspace.cli.env)
+        assert isinstance(reason, str)
+        assert reason.startswith("the npm tree could not be unpacked: IncompleteRead"), reason
+        assert not (project / "node_modules").exists()
+        assert not list(project.glob(".pko-node-modules-*"))
+        assert made.server.cache is not None
+        assert made.server.cache.store.get(f"{routes.NPM_TREE}/{npmtree.plan(lockfile.encode()).key}") is None
+    finally:
+        await made.server.close()
 
 
 async def test_a_tree_the_cache_will_not_build_falls_back_to_npm_install(bed: Bed, tmp_path: Path) -> None:
