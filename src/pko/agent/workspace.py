@@ -30,6 +30,7 @@ from pko.agent.pulumicmd import CommandError, CommandResult, PulumiCLI
 
 if TYPE_CHECKING:
     from pko.agent.config import ConfigPlan
+    from pko.depcache.npmtree import Tree
     from pko.protocol.proto import agent_pb2
 
 log = logging.getLogger(__name__)
@@ -270,7 +271,7 @@ class Workspace:
             if nodemodules.offered(self.cli.env):
                 log.info("installing with the package manager: %s", used)
             return await self._install_everything()
-        plugins = self.cli.run(["install", "--no-dependencies"], description="failed to install project plugins")
+        plugins = self._plugins_unless_there(used.tree)
         if not used.tree.install_scripts:
             await plugins
             return True
@@ -287,6 +288,17 @@ class Workspace:
             if isinstance(outcome, BaseException):
                 raise outcome
         return True
+
+    async def _plugins_unless_there(self, tree: Tree) -> None:
+        """``pulumi install --no-dependencies`` beside a tree from the dependency cache, unless every plugin its
+        packages name is in the plugins folder already (mounted, kept): see :mod:`pko.agent.treeplugins`."""
+        from pko.agent import treeplugins
+        folder = yamlinstall.plugins_dir(self.cli.env)
+        why = await asyncio.to_thread(treeplugins.missing, self.workdir, self.project(), tree, self.cli.env, folder)
+        if why is None:
+            log.info("skipping the plugin install: every plugin the packages name is in %s", folder)
+            return
+        await self.cli.run(["install", "--no-dependencies"], description="failed to install project plugins")
 
     async def _install_everything(self) -> bool:
         """``pulumi install``: the project's packages with its package manager, then its plugins."""

@@ -13,6 +13,7 @@ import base64
 import collections
 import hashlib
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -234,10 +235,11 @@ async def _workspace(name: str, tmp_path: Path, bed: Bed, lockfile: str | None) 
 
 
 async def test_a_lockfile_s_node_modules_tree_is_built_once_and_unpacked_by_every_workspace(
-        bed: Bed, tmp_path: Path) -> None:
+        bed: Bed, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """The agent's install with the cache's npm tree: node_modules as npm would install it (modules load, bin links
     run), the plugins still installed by the CLI, the tree built once for two workspaces with the same lockfile
-    (their package names differ) and no npm fetch from the upstream for the second."""
+    (their package names differ) and no npm fetch from the upstream for the second; a third, whose plugins folder
+    already holds the plugin, runs no plugin install."""
     node = _tool("node")
     lockfile = mirror.npm_lockfile(bed.upstream, programs.typescript("first"))
     assert bed.env["PKO_NPM_TREE_URL"].endswith("/cache/npm-tree")
@@ -265,6 +267,18 @@ async def test_a_lockfile_s_node_modules_tree_is_built_once_and_unpacked_by_ever
     bystander.kill()
     await bystander.wait()
     assert bed.results("npm-tree") == {"miss": 1.0, "hit": 1.0}
+
+    # a workspace whose plugins folder already holds the plugin its packages name (as mounted from an image
+    # volume, or kept): the tree, and no plugin install at all
+    plugin = f"resource-random-v{programs.RANDOM_VERSION}"
+    shutil.copytree(tmp_path / "home-first" / "plugins" / plugin, tmp_path / "home-third" / "plugins" / plugin)
+    workspace, project = await _workspace("third", tmp_path, bed, lockfile.replace('"name": "first"',
+                                                                                   '"name": "third"'))
+    with caplog.at_level(logging.INFO, logger="pko.agent.workspace"):
+        assert await workspace.install()
+    assert "skipping the plugin install: every plugin the packages name is in" in caplog.text
+    assert (project / "node_modules" / "@pulumi" / "random" / "package.json").is_file()
+    assert sorted(p.name for p in (tmp_path / "home-third" / "plugins").iterdir()) == [plugin]
 
     async def slowly() -> AsyncIterator[bytes]:  # a lockfile that arrives in pieces, as over a busy node's network
         data = lockfile.encode()
