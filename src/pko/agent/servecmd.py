@@ -105,6 +105,7 @@ async def prepare(options: ServeOptions, workspace: Workspace) -> None:
             log.info("installation completed")
     else:
         log.info("installation skipped")
+        workspace.unpack_early()  # the operator's Install comes once it has connected: the tree need not wait
     if options.stack:
         try:
             created = await workspace.select_or_create_stack(options.stack, options.secrets_provider)

@@ -270,6 +270,9 @@ class DependencyCache:
             if request.transport is not None:
                 request.transport.abort()
             return response
+        except ConnectionError as err:  # the pod went away: the build goes on for the others and the store
+            log.info("an npm tree answer ended after %d bytes: the client left (%s)", sent, err)
+            return response
         finally:
             reader.close()
             self.metrics.served_bytes.labels(routes.NPM_TREE).inc(sent)

@@ -293,6 +293,25 @@ async def test_a_lockfile_s_node_modules_tree_is_built_once_and_unpacked_by_ever
     assert fetched[1] == fetched[0]
 
 
+async def test_the_tree_is_unpacked_before_the_first_install_asks_for_it(bed: Bed, tmp_path: Path) -> None:
+    """What `agent serve` does while it waits for the operator's first Install: the tree is unpacked already when
+    the Install comes, which takes it as it is (the cache is not asked again) and installs the plugin beside it."""
+    lockfile = mirror.npm_lockfile(bed.upstream, programs.typescript("first"))
+    workspace, project = await _workspace("early", tmp_path, bed, lockfile.replace('"name": "first"',
+                                                                                   '"name": "early"'))
+    workspace.unpack_early()
+    assert workspace.early_tree is not None
+    assert isinstance(await asyncio.wait_for(workspace.early_tree, 300), nodemodules.Offer)
+    assert (project / "node_modules" / "@pulumi" / "random" / "package.json").is_file()  # no install has run
+    assert not (tmp_path / "home-early" / "plugins").exists()
+    assert bed.results("npm-tree") == {"miss": 1.0}
+    assert await workspace.install()
+    assert workspace.early_tree is None
+    assert bed.results("npm-tree") == {"miss": 1.0}
+    plugin = tmp_path / "home-early" / "plugins" / f"resource-random-v{programs.RANDOM_VERSION}"
+    assert (plugin / "pulumi-resource-random").is_file()
+
+
 async def test_a_tree_is_answered_while_it_is_built_and_every_waiting_request_gets_all_of_it(bed: Bed) -> None:
     """The first bytes of a new lockfile's tree reach the pods that asked before the build has finished (nothing is
     stored yet when they arrive), each of three simultaneous requests gets the whole tree, byte for byte the one
