@@ -115,7 +115,10 @@ async def test_a_lock_left_in_the_bucket_by_a_killed_cli_is_released_by_the_rest
         held = await asyncio.to_thread(pod_store.keys, locks_prefix)
         if not held:
             return False
-        pids = [json.loads(await asyncio.to_thread(pod_store.get, key))["pid"] for key in held]
+        locks = [await asyncio.to_thread(pod_store.get_or_none, key) for key in held]
+        if None in locks:  # released between the listing and the read (a CLI command's own lock): look again
+            return False
+        pids = [json.loads(lock)["pid"] for lock in locks if lock is not None]
         holders = [podprocs.holder(pid, str(pod["metadata"]["uid"]), "up") for pid in pids]
         if not all(pid is not None for pid in holders):
             return False

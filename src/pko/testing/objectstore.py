@@ -33,7 +33,11 @@ _NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
 
 
 class ObjectStoreError(RuntimeError):
-    """The object store could not start or answered an error."""
+    """The object store could not start or answered an error (`status`: its HTTP status, when it answered)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass
@@ -70,7 +74,7 @@ class ObjectStore:
                 body: bytes = response.read()
                 return body
         except urllib.error.HTTPError as err:
-            raise ObjectStoreError(f"{method} {url}: {err.code} {err.read()[:300]!r}") from None
+            raise ObjectStoreError(f"{method} {url}: {err.code} {err.read()[:300]!r}", err.code) from None
 
     def keys(self, prefix: str = "") -> list[str]:
         """Every object key under `prefix` (all pages)."""
@@ -86,6 +90,15 @@ class ObjectStore:
 
     def get(self, key: str) -> bytes:
         return self._request("GET", key)
+
+    def get_or_none(self, key: str) -> bytes | None:
+        """The object, or None when it is not there: a lock listed a moment ago may be released before it is read."""
+        try:
+            return self.get(key)
+        except ObjectStoreError as err:
+            if err.status == 404:
+                return None
+            raise
 
     def put(self, key: str, data: bytes) -> None:
         self._request("PUT", key, data=data)
