@@ -636,6 +636,43 @@ async def _pod_to_update(ctx: Context, namespace: str) -> tuple[float | None, fl
     return (_span(created, min(starts)) if starts else None), (_span(created, min(ends)) if ends else None)
 
 
+#: What pko's agent logs at each step of a workspace's start, in order: the figure each one ends.
+AGENT_MARKS = (
+    ("pod→agent start (s)", ("Pulumi Kubernetes Agent",)),
+    ("pod→agent listening (s)", ("server listening on",)),
+    ("pod→Install asked (s)", ("installing the project dependencies",)),
+    ("pod→installed (s)", ("installation completed",)),
+    ("pod→up started (s)", ("up: kept running as operation", "Updating (")),
+)
+
+
+def agent_timeline(created: float, log: str) -> Figures:
+    """Seconds from a workspace pod's creation (its `creationTimestamp`: 1 s resolution) to each of
+    :data:`AGENT_MARKS` in its `pulumi` container's log (``kubectl logs --timestamps``: each line starts with the
+    time it was written, to the nanosecond); a mark the log lacks (another operator's agent) gives no figure."""
+    found: Figures = {}
+    for line in log.splitlines():
+        stamp, _, text = line.partition(" ")
+        for name, needles in AGENT_MARKS:
+            if name not in found and any(needle in text for needle in needles):
+                when = _ts(stamp[:26].rstrip("Z") + "Z" if "." in stamp else stamp)
+                if when is not None:
+                    found[name] = when - created
+    return found
+
+
+async def _agent_timeline(ctx: Context, namespace: str) -> Figures:
+    pods = [p for p in (await ctx.kc.list(resources.POD, namespace)).items
+            if p["metadata"]["name"].endswith("-workspace-0")]
+    if not pods:
+        return {}
+    pod = pods[0]
+    created = _ts(pod["metadata"]["creationTimestamp"])
+    logs = await asyncio.to_thread(ctx.bed.kubectl, "logs", pod["metadata"]["name"], "-c", "pulumi", "-n",
+                                   namespace, "--timestamps", check=False)
+    return agent_timeline(created, logs.stdout) if created is not None else {}
+
+
 async def coldstart(ctx: Context, operator: b.Operator) -> Figures:
     """A Stack's first and second cold start on the node: one Stack until Ready, then a Stack of the same program in
     another namespace (nothing shared with the first but the node and the operator). For each: Stack created →
@@ -662,6 +699,8 @@ async def coldstart(ctx: Context, operator: b.Operator) -> Figures:
                 figures[f"{which} cold start: pod→Update start (s)"] = to_start
             if to_done is not None:
                 figures[f"{which} cold start: pod→Update done (s)"] = to_done
+            for name, seconds in (await _agent_timeline(ctx, namespace)).items():
+                figures[f"{which} cold start: {name}"] = seconds
             if ctx.workload is not None:
                 figures[f"{which} cold start: plugin MB from the mirror"] = ctx.workload.plugin_megabytes() - plugins
                 figures[f"{which} cold start: npm MB from the mirror"] = ctx.workload.npm_megabytes() - npm

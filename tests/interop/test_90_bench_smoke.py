@@ -62,6 +62,12 @@ async def test_every_scenario_yields_figures_for_both_operators(
     assert results["idle"]["pko"]["cold request→Ready (s)"] > 0, results["idle"]
     assert "cold request→Ready (s)" not in results["idle"]["go"], results["idle"]
     assert results["restart"]["pko"]["updates re-run"] == 0, results["restart"]
+    # the cold start's timeline from pko's agent log, in the order of a workspace's start
+    cold = results["coldstart"]["pko"]
+    steps = [cold[f"second cold start: pod→{step} (s)"]
+             for step in ("agent start", "agent listening", "Install asked", "installed", "up started")]
+    assert steps[0] > 0, cold
+    assert steps == sorted(steps), cold
     # PKO#1293's replay: the operator SIGKILLed while the long `up` runs in its (live) workspace pod; pko's agent
     # keeps that `up` running and the restarted operator follows it to its end (pko.agent.kept): one Update, not two
     killed = results["killed"]["pko"]
