@@ -655,7 +655,7 @@ def agent_timeline(created: float, log: str) -> Figures:
         stamp, _, text = line.partition(" ")
         for name, needles in AGENT_MARKS:
             if name not in found and any(needle in text for needle in needles):
-                when = _ts(stamp[:26].rstrip("Z") + "Z" if "." in stamp else stamp)
+                when = _ts(stamp[:26].rstrip("Z") + "Z" if "." in stamp else stamp)  # to the microsecond
                 if when is not None:
                     found[name] = when - created
     return found

@@ -282,13 +282,14 @@ class Workspace:
 
     async def _install(self) -> bool:
         from pko.agent import nodemodules
+        project = self.project()
         early, self.early_tree = self.early_tree, None
-        used = await (early if early is not None else nodemodules.install(self.workdir, self.project(), self.cli.env))
+        used = await (early if early is not None else nodemodules.install(self.workdir, project, self.cli.env))
         if isinstance(used, str):
             if nodemodules.offered(self.cli.env):
                 log.info("installing with the package manager: %s", used)
             return await self._install_everything()
-        plugins = self._plugins_unless_there(used.tree)
+        plugins = self._plugins_unless_there(project, used.tree)
         if not used.tree.install_scripts:
             await plugins
             return True
@@ -306,12 +307,12 @@ class Workspace:
                 raise outcome
         return True
 
-    async def _plugins_unless_there(self, tree: Tree) -> None:
+    async def _plugins_unless_there(self, project: Mapping[str, Any], tree: Tree) -> None:
         """``pulumi install --no-dependencies`` beside a tree from the dependency cache, unless every plugin its
         packages name is in the plugins folder already (mounted, kept): see :mod:`pko.agent.treeplugins`."""
         from pko.agent import treeplugins
         folder = yamlinstall.plugins_dir(self.cli.env)
-        why = await asyncio.to_thread(treeplugins.missing, self.workdir, self.project(), tree, self.cli.env, folder)
+        why = await asyncio.to_thread(treeplugins.missing, self.workdir, project, tree, self.cli.env, folder)
         if why is None:
             log.info("skipping the plugin install: every plugin the packages name is in %s", folder)
             return

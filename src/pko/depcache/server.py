@@ -193,6 +193,10 @@ class DependencyCache:
                 self._builds.release()
                 raise
 
+    @property
+    def _tree_limit(self) -> int:
+        return self.store.max_bytes // TREE_SHARE
+
     def _stored_or_building(self, key: str) -> Entry | growing.Reader | None:
         entry = self.store.get(key)
         if entry is not None:
@@ -214,9 +218,8 @@ class DependencyCache:
                 return package.path, (await self.entry(found))[0]
         got = dict(await asyncio.gather(*(tarball(p) for p in tree.packages)))
         tarballs = {path: self.store.blob(e) for path, e in got.items()}
-        limit = self.store.max_bytes // TREE_SHARE
-        if sum(e.size for e in got.values()) > limit:  # the tree is at least as big as its packages' tarballs
-            raise npmtree.Refused(f"the tree is over {limit} bytes (a quarter of the dependency cache's size)")
+        if sum(e.size for e in got.values()) > self._tree_limit:  # a tree weighs at least its packages' tarballs
+            raise _too_big(self._tree_limit)
         await asyncio.to_thread(treebuild.verify_all, tree, tarballs)
         with contextlib.ExitStack() as stack:
             download = stack.enter_context(self.store.temporary())
@@ -235,22 +238,22 @@ class DependencyCache:
         try:
             def build() -> tuple[treebuild.Written, str, int]:
                 with building.path.open("wb", buffering=0) as raw:
-                    out = _Hashing(raw, self.store.max_bytes // TREE_SHARE, building.wrote)
-                    written = treebuild.write(tree, tarballs, out, verified=True)
+                    out = _Hashing(raw, self._tree_limit, building.wrote)
+                    written = treebuild.write(tree, tarballs, out)
                     return written, out.digest.hexdigest(), out.size
             written, digest, size = await asyncio.to_thread(build)
             entry = self.store.put(key, building.path, digest, "application/gzip")
         except Exception as err:  # every reader must see the tree cut short, whatever stopped it
-            self._growing.pop(key, None)
             building.finish(size, error=f"the npm tree could not be built: {err}")
             log.warning("dependency cache could not build npm tree %s: %s", tree.key[:12], err)
         else:
-            self._growing.pop(key, None)  # in the same step as the rename: a later request finds the stored tree
             building.finish(entry.size)
             log.info("dependency cache built npm tree %s: %d packages, %d files, %d bin links, %d bytes in %.1fs",
                      tree.key[:12], written.packages, written.files, written.links, entry.size,
                      time.monotonic() - started)
         finally:
+            # nothing awaited since the rename (or the failure): a later request finds the stored tree, or builds
+            self._growing.pop(key, None)
             cleanup.close()
             self._builds.release()
 
@@ -342,6 +345,10 @@ async def _read_body(request: web.BaseRequest, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+def _too_big(limit: int) -> npmtree.Refused:
+    return npmtree.Refused(f"the tree is over {limit} bytes (a quarter of the dependency cache's size)")
+
+
 class _Hashing(io.BufferedIOBase):
     """A binary file that hashes what is written to it (the tree's digest without reading it back) and refuses to
     grow past `limit` bytes."""
@@ -361,7 +368,7 @@ class _Hashing(io.BufferedIOBase):
         chunk = bytes(data)
         self.size += len(chunk)
         if self.size > self.limit:
-            raise npmtree.Refused(f"the tree is over {self.limit} bytes (a quarter of the dependency cache's size)")
+            raise _too_big(self.limit)
         self.digest.update(chunk)
         view = memoryview(chunk)
         while view:  # the raw file may take less than all of it

@@ -46,20 +46,19 @@ def verify(package: Package, tarball: Path) -> None:
 
 def verify_all(tree: Tree, tarballs: Mapping[str, Path]) -> None:
     """:func:`verify` every package of `tree`: a tree answered while it is written must be refused before its
-    first byte, not cut off at the package that does not match."""
+    first byte, not cut off at the package that does not match. (:func:`write` checks each again as it goes: a
+    few tens of milliseconds once per lockfile, for a writer that trusts no caller.)"""
     for package in tree.packages:
         verify(package, tarballs[package.path])
 
 
-def write(tree: Tree, tarballs: Mapping[str, Path], out: io.BufferedIOBase, *, verified: bool = False) -> Written:
-    """Write `tree` to `out` (a gzipped tar); `tarballs` maps each package's path to its tarball file (each
-    checked here, unless `verified`: :func:`verify_all` has already)."""
+def write(tree: Tree, tarballs: Mapping[str, Path], out: io.BufferedIOBase) -> Written:
+    """Write `tree` to `out` (a gzipped tar); `tarballs` maps each package's path to its tarball file."""
     written = Written()
     with tarfile.open(fileobj=out, mode="w:gz", compresslevel=COMPRESSLEVEL, format=tarfile.PAX_FORMAT) as archive:
         for package in tree.packages:
             tarball = tarballs[package.path]
-            if not verified:
-                verify(package, tarball)
+            verify(package, tarball)
             links = bin_links(package)
             executables = {executable for _, _, executable in links}
             written.files += _repack(package, tarball, executables, archive)
