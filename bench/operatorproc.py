@@ -16,6 +16,10 @@ controller, all results) are counted only when the harness asks, with SIGUSR1, a
 collect of that counter is a fraction of a millisecond, and reading it twice a second for a 1,000-Stack run was 1.6%
 of the operator's CPU samples, the bench's cost counted as the operator's. SIGTERM stops it as a shutdown of the
 operator does (its agents with it); it exits 0 then.
+
+With ``PKO_BENCH_CPU_PROFILE=FILE`` in its environment (the bench's, which it inherits) it samples itself on its
+CPU clock (:mod:`bench.cpusample`) and writes the collapsed stacks to FILE when it stops; with ``--restart`` the
+restarted operator writes over the first one's. ``python -m bench.cpusample FILE`` prints the largest shares.
 """
 
 from __future__ import annotations
@@ -23,15 +27,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import signal
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from bench import proctree
+from bench import cpusample, proctree
 from pko.runtime import eventloop, heap, metrics
 from pko.testing import operator as local_operator
+
+#: The environment variable that names a file for a profile of the operator on its CPU clock
+#: (:mod:`bench.cpusample`), written when it stops.
+PROFILE = "PKO_BENCH_CPU_PROFILE"
 
 #: How often the verified count is looked at (seconds): cheap, and well inside the restart phase's resolution.
 CHECK = 0.5
@@ -96,7 +105,16 @@ async def _either(*events: asyncio.Event) -> None:
 
 
 def main(argv: list[str]) -> int:
-    eventloop.run(serve(json.loads(Path(argv[0]).read_text())))  # the loop `pko operator` runs on
+    profile = os.environ.get(PROFILE)
+    sampler = cpusample.Sampler() if profile else None
+    if sampler:
+        sampler.start()
+    try:
+        eventloop.run(serve(json.loads(Path(argv[0]).read_text())))  # the loop `pko operator` runs on
+    finally:
+        if sampler and profile:
+            sampler.stop()
+            sampler.write(Path(profile))
     return 0
 
 
