@@ -33,7 +33,7 @@ import aiohttp
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from pko.depcache import growing, npmtree, routes, treebuild
+from pko.depcache import growing, npmtree, refusals, routes, treebuild
 from pko.depcache.store import Entry, Store
 from pko.runtime import httpserver, metrics
 
@@ -78,6 +78,7 @@ class DependencyCache:
         self._builds = asyncio.Semaphore(TREE_BUILDS)
         self._growing: dict[str, growing.Growing] = {}  # the trees being built, by key
         self._tasks: set[asyncio.Task[None]] = set()
+        self._refused_trees = refusals.Refusals(time.monotonic)  # trees refused for their size: answered at once
         self._session: aiohttp.ClientSession | None = None
 
     async def close(self) -> None:
@@ -182,6 +183,9 @@ class DependencyCache:
         found = self._stored_or_building(key)
         if found is not None:
             return found, "hit"
+        if (why := self._refused_trees.reason(key)) is not None:
+            raise npmtree.Refused(f"{why} (remembered: the tree is not built again for "
+                                  f"{refusals.REMEMBER_FOR / 3600:g}h)")
         async with self._only_one(key):
             found = self._stored_or_building(key)  # a request before this one may have started it meanwhile
             if found is not None:
@@ -219,7 +223,9 @@ class DependencyCache:
         got = dict(await asyncio.gather(*(tarball(p) for p in tree.packages)))
         tarballs = {path: self.store.blob(e) for path, e in got.items()}
         if sum(e.size for e in got.values()) > self._tree_limit:  # a tree weighs at least its packages' tarballs
-            raise _too_big(self._tree_limit)
+            refused = _too_big(self._tree_limit)
+            self._refused_trees.remember(key, str(refused))
+            raise refused
         await asyncio.to_thread(treebuild.verify_all, tree, tarballs)
         with contextlib.ExitStack() as stack:
             download = stack.enter_context(self.store.temporary())
@@ -244,6 +250,8 @@ class DependencyCache:
             written, digest, size = await asyncio.to_thread(build)
             entry = self.store.put(key, building.path, digest, "application/gzip")
         except Exception as err:  # every reader must see the tree cut short, whatever stopped it
+            if isinstance(err, _TooBig):
+                self._refused_trees.remember(key, str(err))
             building.finish(size, error=f"the npm tree could not be built: {err}")
             log.warning("dependency cache could not build npm tree %s: %s", tree.key[:12], err)
         else:
@@ -345,8 +353,12 @@ async def _read_body(request: web.BaseRequest, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def _too_big(limit: int) -> npmtree.Refused:
-    return npmtree.Refused(f"the tree is over {limit} bytes (a quarter of the dependency cache's size)")
+class _TooBig(npmtree.Refused):
+    """A tree over the share of the cache a tree may take: remembered (:mod:`refusals`)."""
+
+
+def _too_big(limit: int) -> _TooBig:
+    return _TooBig(f"the tree is over {limit} bytes (a quarter of the dependency cache's size)")
 
 
 class _Hashing(io.BufferedIOBase):

@@ -345,8 +345,9 @@ async def test_a_tree_whose_build_fails_after_its_first_bytes_is_cut_off_and_the
         upstream: mirror.Mirror, tmp_path: Path) -> None:
     """A tree that turns out larger than the cache keeps (a quarter of its size) once its answer has begun: the
     answer ends without its closing chunk, so the agent's unpack fails and it installs with npm as before — never
-    a short tree taken for a whole one; and nothing is stored. (The limit sits between what the packages'
-    tarballs weigh, which is checked before the first byte, and the tree itself.)"""
+    a short tree taken for a whole one; and nothing is stored. The refusal is remembered: the next request for the
+    same lockfile gets a 422 that says why at once, with no second build. (The limit sits between what the
+    packages' tarballs weigh, which is checked before the first byte, and the tree itself.)"""
     lockfile = mirror.npm_lockfile(upstream, programs.typescript("first"))
     measured = await _bed(upstream, tmp_path / "measure")
     try:
@@ -361,11 +362,6 @@ async def test_a_tree_whose_build_fails_after_its_first_bytes_is_cut_off_and_the
     assert tarballs < tree_size * 0.9, (tarballs, tree_size)
     made = await _bed(upstream, tmp_path / "small", size=4 * (tarballs + tree_size) // 2)
     try:
-        async with aiohttp.ClientSession() as session, \
-                session.post(made.env["PKO_NPM_TREE_URL"], data=lockfile.encode()) as answer:
-            assert answer.status == 200
-            with pytest.raises(aiohttp.ClientPayloadError):
-                await answer.read()
         workspace, project = await _workspace("first", tmp_path, made, lockfile)
         reason = await nodemodules.install(project, workspace.project(), workspace.cli.env)
         assert isinstance(reason, str)
@@ -374,6 +370,18 @@ async def test_a_tree_whose_build_fails_after_its_first_bytes_is_cut_off_and_the
         assert not list(project.glob(".pko-node-modules-*"))
         assert made.server.cache is not None
         assert made.server.cache.store.get(f"{routes.NPM_TREE}/{npmtree.plan(lockfile.encode()).key}") is None
+        assert made.results("npm-tree") == {"miss": 1.0}
+        # the next pod's request is refused at once, with why: the tree is not fetched, checked and written again
+        async with aiohttp.ClientSession() as session, \
+                session.post(made.env["PKO_NPM_TREE_URL"], data=lockfile.encode()) as answer:
+            assert answer.status == 422
+            text = await answer.text()
+        assert f"the tree is over {made.server.cache.store.max_bytes // 4} bytes" in text
+        assert "remembered" in text
+        assert made.results("npm-tree") == {"miss": 1.0, "refused": 1.0}
+        reason = await nodemodules.install(project, workspace.project(), workspace.cli.env)
+        assert isinstance(reason, str)
+        assert "answered 422" in reason
     finally:
         await made.server.close()
 
