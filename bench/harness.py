@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import signal
 import sys
 import tempfile
 import time
@@ -229,8 +230,17 @@ async def _main(args: argparse.Namespace) -> int:
     return 0
 
 
+def stop_on_term() -> None:
+    """A SIGTERM stops the run as Ctrl-C does: the main task is cancelled and every cleanup runs (the cluster, the
+    Go operator's install, the Git daemon, the temporary folders). By default a SIGTERM ended the process where it
+    stood and left them running or on disk."""
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    return asyncio.run(_main(parse(argv)))
+    args = parse(argv)
+    stop_on_term()
+    return asyncio.run(_main(args))
 
 
 if __name__ == "__main__":
