@@ -69,10 +69,10 @@ class CachedClient(kclient.Client):
         if source is None or not source.synced:
             return None
         key = objects.ObjectKey(namespace or "", name) if kind.namespaced else objects.ObjectKey("", name)
-        found = source.store.get(key)
+        found = source.store.get(key)  # a copy of our own
         if found is None or not fresh(found, self._written.get((kind, key))):
             return None
-        return objects.copy_decoded(found)
+        return found
 
     # --- reading ---------------------------------------------------------------------------------------------
 

@@ -5,16 +5,18 @@ Controllers read from here instead of the API server ("get the Stack", "the Stac
 also turns a full relist into the events the watch missed (adds, updates, and deletions of objects that vanished
 meanwhile), which is what makes recovering from ``410 Gone`` lossless.
 
-Pure data structure: no I/O, no clocks, no callbacks. The objects it holds are shared with readers, who must
-treat them as read-only (copy before changing).
+Pure data structure: no I/O, no clocks, no callbacks. It keeps each object packed and hands every reader a copy
+of its own; an event's object is the one the watch decoded, shared by the handlers, who must treat it as
+read-only.
 """
 
 from __future__ import annotations
 
 import builtins
-import dataclasses
 from collections.abc import Callable, Iterable, Mapping
-from typing import Literal
+from typing import Literal, NamedTuple
+
+import msgspec
 
 from pko.kube import objects
 
@@ -26,26 +28,74 @@ NAMESPACE_INDEX = "namespace"
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 
 
-@dataclasses.dataclass(frozen=True)
 class Event:
-    """A change of one object, as seen by the cache. ``old`` is the previous state for ``MODIFIED``."""
+    """A change of one object, as seen by the cache. ``old`` is the previous state for ``MODIFIED``: decoded from the
+    store's packed copy the first time a handler reads it (most handlers of a change read it; each only once)."""
 
-    type: EventType
-    object: objects.Object
-    old: objects.Object | None = None
+    __slots__ = ("_old", "_packed_old", "object", "type")
+
+    def __init__(self, type: EventType, object: objects.Object,
+                 old: objects.Object | None = None, *, packed_old: bytes | None = None) -> None:
+        self.type = type
+        self.object = object
+        self._old = old
+        self._packed_old = packed_old
+
+    @property
+    def old(self) -> objects.Object | None:
+        if self._old is None and self._packed_old is not None:
+            self._old, self._packed_old = _UNPACK.decode(self._packed_old), None
+        return self._old
 
     @property
     def key(self) -> objects.ObjectKey:
         return objects.key_of(self.object)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Event):
+            return NotImplemented
+        return (self.type, self.object, self.old) == (other.type, other.object, other.old)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable (its old state is decoded on demand), as a dataclass's
+
+    def __repr__(self) -> str:
+        return f"Event({self.type!r}, {self.object!r}, old={self.old!r})"
 
 
 def by_namespace(obj: objects.Object) -> list[str]:
     return [objects.namespace_of(obj)]
 
 
+_PACK = msgspec.msgpack.Encoder()
+_UNPACK = msgspec.msgpack.Decoder()
+
+
+class _Held(NamedTuple):
+    """One object as the store keeps it."""
+
+    packed: bytes | None  # msgpack: a fraction of the decoded tree's memory
+    plain: objects.Object | None  # only for an object msgpack cannot carry (an integer beyond 64 bits)
+    version: str | None  # its resourceVersion, for a relist's comparison
+    values: tuple[tuple[str, ...], ...]  # what each indexer gave it, in the order of the indexers
+
+
+def _thaw(held: _Held) -> objects.Object:
+    """A copy of the held object, the caller's own."""
+    if held.packed is not None:
+        found: objects.Object = _UNPACK.decode(held.packed)
+        return found
+    assert held.plain is not None
+    return objects.clone(held.plain)
+
+
 class Store:
+    """The objects of one kind by key, kept packed (msgpack): a decoded object takes four to five times the memory
+    of its packed bytes, and at 1,000 Stacks the four kinds the operator caches were most of what its memory grew
+    by. Every read decodes a copy the caller owns (the cached client needed one anyway); the indexes are computed
+    once, when an object is stored."""
+
     def __init__(self, indexers: Mapping[str, Indexer] | None = None) -> None:
-        self._items: dict[objects.ObjectKey, objects.Object] = {}
+        self._items: dict[objects.ObjectKey, _Held] = {}
         self._indexers: dict[str, Indexer] = {NAMESPACE_INDEX: by_namespace, **(indexers or {})}
         self._indexes: dict[str, dict[str, set[objects.ObjectKey]]] = {name: {} for name in self._indexers}
 
@@ -56,20 +106,23 @@ class Store:
         return key in self._items
 
     def get(self, key: objects.ObjectKey) -> objects.Object | None:
-        return self._items.get(key)
+        """A copy of the object at `key` (None: not held)."""
+        held = self._items.get(key)
+        return None if held is None else _thaw(held)
 
     def keys(self) -> list[objects.ObjectKey]:
         return list(self._items)
 
     def list(self, namespace: str | None = None) -> list[objects.Object]:
         if namespace is None:
-            return list(self._items.values())
+            return [_thaw(held) for held in self._items.values()]
         return self.by_index(NAMESPACE_INDEX, namespace)
 
     def by_index(self, index: str, value: str) -> builtins.list[objects.Object]:
-        """Objects whose ``index`` indexer yields ``value``. Raises ``KeyError`` for an unknown index."""
+        """Copies of the objects whose ``index`` indexer yields ``value``. Raises ``KeyError`` for an unknown
+        index."""
         keys = self._indexes[index].get(value, set())
-        return [self._items[k] for k in sorted(keys)]
+        return [_thaw(self._items[k]) for k in sorted(keys)]
 
     def add_indexer(self, name: str, indexer: Indexer) -> None:
         """Add an index (also over the objects already held)."""
@@ -77,33 +130,46 @@ class Store:
             raise ValueError(f"index {name!r} exists already")
         self._indexers[name] = indexer
         self._indexes[name] = {}
-        for key, obj in self._items.items():
-            self._index(name, key, obj)
+        for key, held in self._items.items():
+            values = tuple(indexer(_thaw(held)))
+            self._items[key] = held._replace(values=(*held.values, values))
+            self._index(name, key, values)
 
-    def _index(self, name: str, key: objects.ObjectKey, obj: objects.Object) -> None:
-        for value in self._indexers[name](obj):
+    def _index(self, name: str, key: objects.ObjectKey, values: Iterable[str]) -> None:
+        for value in values:
             self._indexes[name].setdefault(value, set()).add(key)
 
-    def _unindex(self, key: objects.ObjectKey, obj: objects.Object) -> None:
-        for name, indexer in self._indexers.items():
+    def _unindex(self, key: objects.ObjectKey, held: _Held) -> None:
+        for name, values in zip(self._indexers, held.values, strict=True):
             index = self._indexes[name]
-            for value in indexer(obj):
+            for value in values:
                 keys = index.get(value)
                 if keys is not None:
                     keys.discard(key)
                     if not keys:
                         del index[value]
 
+    def _hold(self, obj: objects.Object) -> _Held:
+        values = tuple(tuple(indexer(obj)) for indexer in self._indexers.values())
+        version = objects.resource_version_of(obj)
+        try:
+            return _Held(_PACK.encode(obj), None, version, values)
+        except (TypeError, OverflowError, msgspec.EncodeError):
+            return _Held(None, obj, version, values)
+
     def upsert(self, obj: objects.Object) -> Event:
-        """Store ``obj``; the event is ``ADDED`` or ``MODIFIED`` (with the previous state)."""
+        """Store ``obj``; the event is ``ADDED`` or ``MODIFIED`` (with the previous state). ``obj`` itself is not
+        kept: the caller may hand it on (the event carries it)."""
         key = objects.key_of(obj)
         old = self._items.get(key)
         if old is not None:
             self._unindex(key, old)
-        self._items[key] = obj
-        for name in self._indexers:
-            self._index(name, key, obj)
-        return Event("ADDED", obj) if old is None else Event("MODIFIED", obj, old)
+        held = self._items[key] = self._hold(obj)
+        for name, values in zip(self._indexers, held.values, strict=True):
+            self._index(name, key, values)
+        if old is None:
+            return Event("ADDED", obj)
+        return Event("MODIFIED", obj, old.plain, packed_old=old.packed)
 
     def delete(self, obj: objects.Object) -> Event:
         """Drop the object with ``obj``'s key; the event carries ``obj`` (the server's final state)."""
@@ -119,10 +185,10 @@ class Store:
         fresh = {objects.key_of(obj): obj for obj in items}
         changes: builtins.list[Event] = []
         for key in [k for k in self._items if k not in fresh]:
-            changes.append(self.delete(self._items[key]))
+            changes.append(self.delete(_thaw(self._items[key])))
         for key, obj in fresh.items():
             old = self._items.get(key)
-            if old is not None and objects.resource_version_of(old) == objects.resource_version_of(obj):
+            if old is not None and old.version == objects.resource_version_of(obj):
                 continue
             changes.append(self.upsert(obj))
         return changes

@@ -77,3 +77,48 @@ def test_informer_default_transform_drops_managed_fields_without_mutating() -> N
     assert slim["metadata"]["name"] == "a"
     assert obj["metadata"]["managedFields"] == [{"manager": "x"}]
     assert informer.strip_managed_fields(slim) is slim
+
+
+def test_every_read_is_a_copy_of_its_own_and_the_stored_object_is_not_the_caller_s() -> None:
+    s = store.Store({"program": by_program})
+    given = cm("a", "1", program="p")
+    s.upsert(given)
+    given["data"]["program"] = "changed by the caller after the upsert"
+    read = s.get(store_key("a"))
+    assert read == cm("a", "1", program="p")
+    read["metadata"]["name"] = "changed by a reader"
+    assert s.get(store_key("a")) == cm("a", "1", program="p")
+    assert s.by_index("program", "p") == [cm("a", "1", program="p")]
+    assert s.by_index("program", "p")[0] is not s.by_index("program", "p")[0]
+
+
+def test_an_object_msgpack_cannot_carry_is_kept_as_it_is() -> None:
+    s = store.Store()
+    huge = cm("a", "1")
+    huge["data"] = {"n": 2**70}  # JSON allows it; msgpack does not
+    s.upsert(huge)
+    assert s.get(store_key("a")) == huge
+    assert s.get(store_key("a")) is not huge
+    event = s.upsert(cm("a", "2"))
+    assert event.old == huge
+    assert s.replace([]) == [store.Event("DELETED", cm("a", "2"))]
+
+
+def test_an_indexer_runs_once_a_stored_version() -> None:
+    calls: list[str] = []
+
+    def counted(obj: dict[str, Any]) -> list[str]:
+        calls.append(obj["metadata"]["resourceVersion"])
+        return by_program(obj)
+
+    s = store.Store({"program": counted})
+    s.upsert(cm("a", "1", program="p"))
+    s.upsert(cm("a", "2", program="q"))
+    s.delete(cm("a", "3"))
+    assert calls == ["1", "2"]  # the old version's values were kept, not computed again to unindex it
+    assert s.by_index("program", "p") == s.by_index("program", "q") == []
+
+
+def store_key(name: str, ns: str = "n") -> Any:
+    from pko.kube.objects import ObjectKey
+    return ObjectKey(ns, name)
