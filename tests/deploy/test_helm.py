@@ -212,7 +212,7 @@ def test_default_deployment(render: Render) -> None:
                                            "periodSeconds": 2}
     assert container["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
     # pko: a CPU limit of 1 so that a (re)started operator is not throttled through its Python start-up
-    assert container["resources"] == {"limits": {"cpu": "1", "memory": "128Mi"},
+    assert container["resources"] == {"limits": {"cpu": "1", "memory": "256Mi"},
                                       "requests": {"cpu": "200m", "memory": "128Mi"}}
     labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert deployment["spec"]["selector"]["matchLabels"] == labels == {
