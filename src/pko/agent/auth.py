@@ -17,14 +17,15 @@ import hashlib
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 import grpc
 
 from pko.agent import apiserver
 from pko.agent.errors import AgentError
+from pko.expiring import TTLCache
 
 log = logging.getLogger("pko.agent.auth")
 
@@ -32,7 +33,6 @@ TOKEN_OK_TTL = 3600.0
 TOKEN_FAIL_TTL = 60.0
 ACCESS_ALLOW_TTL = 300.0
 ACCESS_DENY_TTL = 5.0
-CACHE_SIZE = 1024
 
 API_GROUP = "auto.pulumi.com"
 API_VERSION = "v1alpha1"
@@ -131,32 +131,6 @@ class AccessOutcome:
 
 TokenReviewer = Callable[[str, Sequence[str]], Awaitable[TokenReviewOutcome]]
 AccessReviewer = Callable[[Identity, str, str], Awaitable[AccessOutcome]]
-Value = TypeVar("Value")
-
-
-@dataclass
-class TTLCache(Generic[Value]):
-    """A small cache whose entries each carry their own expiry; the oldest entries go first when full."""
-
-    size: int = CACHE_SIZE
-    clock: Callable[[], float] = time.monotonic
-    _entries: dict[Hashable, tuple[float, Value]] = field(default_factory=dict)
-
-    def get(self, key: Hashable) -> Value | None:
-        entry = self._entries.get(key)
-        if entry is None:
-            return None
-        expires, value = entry
-        if self.clock() >= expires:
-            del self._entries[key]
-            return None
-        return value
-
-    def put(self, key: Hashable, value: Value, ttl: float) -> None:
-        self._entries.pop(key, None)
-        while len(self._entries) >= self.size:
-            del self._entries[next(iter(self._entries))]
-        self._entries[key] = (self.clock() + ttl, value)
 
 
 def bearer_token(metadata: Iterable[tuple[str, str | bytes]] | None) -> str:

@@ -33,8 +33,9 @@ import aiohttp
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from pko.depcache import growing, npmtree, refusals, routes, treebuild
+from pko.depcache import growing, npmtree, routes, treebuild
 from pko.depcache.store import Entry, Store
+from pko.expiring import TTLCache
 from pko.runtime import httpserver, metrics
 
 if TYPE_CHECKING:
@@ -50,6 +51,12 @@ TREE_FETCHES = 8
 TREE_BUILDS = 2
 #: The largest tree kept, as a share of the cache's budget (a bigger one is refused: the pod installs with npm).
 TREE_SHARE = 4
+#: Seconds a tree refused for its size is remembered, and how many such refusals are kept. A tree's size is known
+#: only once it is built (or its packages' tarballs weighed): without a memory, every pod of a Stack whose tree
+#: outgrows the share had the cache fetch, check and write up to a quarter of its budget again at each wake, for
+#: the same refusal. A cache given more room is a restart of the operator, which forgets them.
+REFUSED_FOR = 3600.0
+REFUSALS_KEPT = 1024
 _ERROR = (("Content-Type", "text/plain; charset=utf-8"), ("X-Content-Type-Options", "nosniff"))
 
 
@@ -78,7 +85,7 @@ class DependencyCache:
         self._builds = asyncio.Semaphore(TREE_BUILDS)
         self._growing: dict[str, growing.Growing] = {}  # the trees being built, by key
         self._tasks: set[asyncio.Task[None]] = set()
-        self._refused_trees = refusals.Refusals(time.monotonic)  # trees refused for their size: answered at once
+        self._refused_trees: TTLCache[str] = TTLCache(REFUSALS_KEPT)  # refused for their size: answered at once
         self._session: aiohttp.ClientSession | None = None
 
     async def close(self) -> None:
@@ -183,9 +190,8 @@ class DependencyCache:
         found = self._stored_or_building(key)
         if found is not None:
             return found, "hit"
-        if (why := self._refused_trees.reason(key)) is not None:
-            raise npmtree.Refused(f"{why} (remembered: the tree is not built again for "
-                                  f"{refusals.REMEMBER_FOR / 3600:g}h)")
+        if (why := self._refused_trees.get(key)) is not None:
+            raise npmtree.Refused(f"{why} (remembered: the tree is not built again for {REFUSED_FOR / 3600:g}h)")
         async with self._only_one(key):
             found = self._stored_or_building(key)  # a request before this one may have started it meanwhile
             if found is not None:
@@ -224,7 +230,7 @@ class DependencyCache:
         tarballs = {path: self.store.blob(e) for path, e in got.items()}
         if sum(e.size for e in got.values()) > self._tree_limit:  # a tree weighs at least its packages' tarballs
             refused = _too_big(self._tree_limit)
-            self._refused_trees.remember(key, str(refused))
+            self._refused_trees.put(key, str(refused), REFUSED_FOR)
             raise refused
         await asyncio.to_thread(treebuild.verify_all, tree, tarballs)
         with contextlib.ExitStack() as stack:
@@ -251,7 +257,7 @@ class DependencyCache:
             entry = self.store.put(key, building.path, digest, "application/gzip")
         except Exception as err:  # every reader must see the tree cut short, whatever stopped it
             if isinstance(err, _TooBig):
-                self._refused_trees.remember(key, str(err))
+                self._refused_trees.put(key, str(err), REFUSED_FOR)
             building.finish(size, error=f"the npm tree could not be built: {err}")
             log.warning("dependency cache could not build npm tree %s: %s", tree.key[:12], err)
         else:
@@ -354,7 +360,7 @@ async def _read_body(request: web.BaseRequest, limit: int) -> bytes:
 
 
 class _TooBig(npmtree.Refused):
-    """A tree over the share of the cache a tree may take: remembered (:mod:`refusals`)."""
+    """A tree over the share of the cache a tree may take: remembered for :data:`REFUSED_FOR`."""
 
 
 def _too_big(limit: int) -> _TooBig:

@@ -16,8 +16,6 @@ import builtins
 from collections.abc import Callable, Iterable, Mapping
 from typing import Literal, NamedTuple
 
-import msgspec
-
 from pko.kube import objects
 
 Indexer = Callable[[objects.Object], Iterable[str]]
@@ -44,7 +42,7 @@ class Event:
     @property
     def old(self) -> objects.Object | None:
         if self._old is None and self._packed_old is not None:
-            self._old, self._packed_old = _UNPACK.decode(self._packed_old), None
+            self._old, self._packed_old = objects.unpack(self._packed_old), None
         return self._old
 
     @property
@@ -66,10 +64,6 @@ def by_namespace(obj: objects.Object) -> list[str]:
     return [objects.namespace_of(obj)]
 
 
-_PACK = msgspec.msgpack.Encoder()
-_UNPACK = msgspec.msgpack.Decoder()
-
-
 class _Held(NamedTuple):
     """One object as the store keeps it."""
 
@@ -82,8 +76,7 @@ class _Held(NamedTuple):
 def _thaw(held: _Held) -> objects.Object:
     """A copy of the held object, the caller's own."""
     if held.packed is not None:
-        found: objects.Object = _UNPACK.decode(held.packed)
-        return found
+        return objects.unpack(held.packed)
     assert held.plain is not None
     return objects.clone(held.plain)
 
@@ -152,10 +145,8 @@ class Store:
     def _hold(self, obj: objects.Object) -> _Held:
         values = tuple(tuple(indexer(obj)) for indexer in self._indexers.values())
         version = objects.resource_version_of(obj)
-        try:
-            return _Held(_PACK.encode(obj), None, version, values)
-        except (TypeError, OverflowError, msgspec.EncodeError):
-            return _Held(None, obj, version, values)
+        packed = objects.pack(obj)
+        return _Held(packed, obj if packed is None else None, version, values)
 
     def upsert(self, obj: objects.Object) -> Event:
         """Store ``obj``; the event is ``ADDED`` or ``MODIFIED`` (with the previous state). ``obj`` itself is not
