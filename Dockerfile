@@ -66,7 +66,9 @@ FROM deps AS agent
 # Taken by content: while the agent's sources are unchanged, this layer and the build below come from the cache.
 COPY --from=agent-sources /out/ /src/
 WORKDIR /src
-# build.sh prints the executable's path last; the smoke test `agent version` fails the build if it cannot start.
+# build.sh prints the executable's path last; the smoke test `agent version` fails the build if it cannot start, and
+# unpacks the agent's tree beside it (/out/.pko-agent-<id>), which the image keeps: wherever /agent runs from this
+# image (the `fetch` container, or a pod that mounts the image: --workspace-agent-image-volume) it unpacks nothing.
 RUN agent=$(PYTHON=/opt/build/bin/python PKO_BIN_DIR=/tmp/agent-cache bash tools/agent-bin/build.sh | tail -n 1) \
  && install -D -m 0755 "$agent" /out/agent \
  && rm -rf /tmp/agent-cache \
@@ -80,7 +82,7 @@ RUN groupadd --gid 65532 nonroot \
 # small layer.
 COPY --from=tools /out/tini /tini
 COPY --from=deps /opt/pko /opt/pko
-COPY --from=agent /out/agent /agent
+COPY --from=agent /out/ /
 ENV PATH=/opt/pko/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1

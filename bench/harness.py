@@ -36,7 +36,8 @@ async def run(real_cluster: cluster.Cluster, kc: kclient.Client, scenarios: Sequ
               git: gitserver.GitServer | None = None, say: Callable[[str], None] = print,
               workload: Realistic | None = None, dependency_cache: bool = True,
               together: bool = False, pool: int | None = None, deadline: float | None = None,
-              share_volume: str | None = None, plugin_images: bool = False) -> report.Results:
+              share_volume: str | None = None, plugin_images: bool = False,
+              agent_image_volume: bool = False) -> report.Results:
     """Every scenario against every operator, one operator installed at a time; figures by scenario and operator.
     `workload`: the realistic program every Stack runs (None: the small YAML Program); `dependency_cache`: pko
     serves it through its dependency cache. `together`: an operator's scenarios run at once, each in namespaces of
@@ -45,7 +46,8 @@ async def run(real_cluster: cluster.Cluster, kc: kclient.Client, scenarios: Sequ
     `pool`: pko's --max-active-workspaces (the Go operator has none); `deadline`: how long the fleet scenario waits
     before it reports the Stacks Ready by then; `share_volume`: pko's --workspace-share-volume-size (each
     workspace's /share on a claim kept while it sleeps); `plugin_images`: pko's Stacks of the realistic program
-    mount its plugins from image volumes."""
+    mount its plugins from image volumes; `agent_image_volume`: pko's workspace pods mount the agent image instead
+    of copying the agent (--workspace-agent-image-volume)."""
     results: report.Results = {name: {} for name in scenarios}
     ctx = Context(real_cluster, kc, stacks=stacks, changes=changes, idle_seconds=idle_seconds,
                   sleep_seconds=sleep_seconds, git=git, say=say, workload=workload, deadline=deadline)
@@ -61,11 +63,14 @@ async def run(real_cluster: cluster.Cluster, kc: kclient.Client, scenarios: Sequ
             values.append(f"controller.maxActiveWorkspaces={pool}")
         if share_volume and op_name == "pko":
             values.append(f"controller.workspaceShareVolume.size={share_volume}")
+        if agent_image_volume and op_name == "pko":
+            values.append("controller.workspaceAgentImageVolume=true")
         say(f"== {operator.name}: installing from its chart"
             + (" (its dependency cache on, the mirrors as upstreams)" if workload is not None and workload.through_cache
                else "") + (f" (a pool of {pool})" if pooled else "")
             + (f" (each workspace's /share on a {share_volume} claim)" if share_volume and op_name == "pko" else "")
-            + (" (plugins from image volumes)" if workload is not None and workload.through_plugin_images else ""))
+            + (" (plugins from image volumes)" if workload is not None and workload.through_plugin_images else "")
+            + (" (the agent from an image volume)" if agent_image_volume and op_name == "pko" else ""))
         operator.install(real_cluster, *values, git_ca=git.ca_pem if git is not None else None)
         try:
             for batch in _batches(scenarios, together):
@@ -145,6 +150,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--plugin-images", action="store_true",
                         help="with --program typescript: pko's Stacks mount both provider plugins from image volumes "
                              "(loaded into the node first) instead of installing them in each pod")
+    parser.add_argument("--agent-image-volume", action="store_true",
+                        help="pod runtime: pko's workspace pods mount the agent image instead of a bootstrap container "
+                             "copying the agent into /share (--workspace-agent-image-volume)")
     parser.add_argument("--json", type=Path, help="write the figures as JSON here")
     parser.add_argument("--plot", type=Path, help="write a PNG chart per scenario into this directory")
     args = parser.parse_args(argv)
@@ -168,6 +176,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--deadline (positive) is for the fleet and killed scenarios on the pod runtime")
     if args.share_volume is not None and args.runtime != "pod":
         parser.error("--share-volume is for the pod runtime")
+    if args.agent_image_volume and args.runtime != "pod":
+        parser.error("--agent-image-volume is for the pod runtime")
     if args.plugin_images and args.program != "typescript":
         parser.error("--plugin-images is for --program typescript")
     if args.stacks < 1 or args.changes < 1 or args.idle_seconds <= 0:
@@ -215,7 +225,8 @@ async def _main(args: argparse.Namespace) -> int:
                                         sleep_seconds=args.sleep, git=git, say=lambda line: print(line, flush=True),
                                         workload=workload, dependency_cache=not args.without_dependency_cache,
                                         pool=args.max_active_workspaces, deadline=args.deadline,
-                                        share_volume=args.share_volume, plugin_images=args.plugin_images)
+                                        share_volume=args.share_volume, plugin_images=args.plugin_images,
+                                        agent_image_volume=args.agent_image_volume)
     show(results, scenarios)
     if args.json:
         report.write_json(args.json, results, headlines(scenarios),
@@ -223,6 +234,7 @@ async def _main(args: argparse.Namespace) -> int:
                            "sleep": args.sleep, "operators": args.operator_list, "runtime": args.runtime,
                           "program": args.program, "dependency_cache": not args.without_dependency_cache,
                            "share_volume": args.share_volume, "plugin_images": args.plugin_images,
+                           "agent_image_volume": args.agent_image_volume,
                            "workspace_cpu_request": b.WORKSPACE_CPU})
     if args.plot:
         for path in report.plot(args.plot, results):

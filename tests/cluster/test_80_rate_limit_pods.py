@@ -4,9 +4,11 @@ than the fleet (the chart's `controller.maxActiveWorkspaces`): every Stack's wor
 converges, the operator never gets a 429, its request count stays within the token bucket's bound, the limit really
 paced it (requests waited for tokens), every work queue drains; and never more workspace pods ran than the pool
 allows, some Stacks were queued, and idle workspaces slept to give their slots back. The figures are printed (they
-go into docs/performance.md).
+go into docs/performance.md). The same upgrade turns on `controller.workspaceAgentImageVolume`: every workspace pod
+of the fleet mounts the operator's image and runs the agent from it, with no `bootstrap` container copying it, so
+the fleet converges only if the agent runs from the image volume.
 
-Both in one test because each needs the shared operator upgraded (a new operator pod, twice): the pool's own
+All in one test because each needs the shared operator upgraded (a new operator pod, twice): the pool's own
 test on a real control plane is tests/e2e/test_workspace_pool.py (`local` runtime); this one is where its slots are
 pods. `make test` runs 6 Stacks in a pool of 3; ``make soak`` (``PKO_SOAK=1``) runs 50 in a pool of 20.
 """
@@ -52,11 +54,13 @@ def _totals(real_cluster: cluster.Cluster) -> dict[str, float]:
 
 @pytest.fixture
 def rate_limited(real_cluster: cluster.Cluster, operator_release: Release) -> Iterator[None]:
-    """The shared operator upgraded to the low limits and the pool (a new operator pod); restored afterwards."""
+    """The shared operator upgraded to the low limits, the pool and the agent from an image volume (a new operator
+    pod); restored afterwards."""
     upgrade_pko(real_cluster, operator_release, f"kubeAPI.qps={QPS}", f"kubeAPI.burst={BURST}",
-                f"controller.maxActiveWorkspaces={POOL}")
+                f"controller.maxActiveWorkspaces={POOL}", "controller.workspaceAgentImageVolume=true")
     yield
-    upgrade_pko(real_cluster, operator_release, "kubeAPI.qps=", "kubeAPI.burst=", "controller.maxActiveWorkspaces=")
+    upgrade_pko(real_cluster, operator_release, "kubeAPI.qps=", "kubeAPI.burst=", "controller.maxActiveWorkspaces=",
+                "controller.workspaceAgentImageVolume=")
 
 
 def _ready(obj: dict[str, Any]) -> bool:
@@ -66,16 +70,26 @@ def _ready(obj: dict[str, Any]) -> bool:
             and (status.get("outputs") or {}).get("name") == obj["metadata"]["name"])
 
 
-async def test_a_fleet_of_workspace_pods_converges_under_a_low_qps_within_a_pool(
+def _agent_delivery(pod: dict[str, Any]) -> tuple[tuple[str, ...], str, tuple[str, ...]]:
+    """A workspace pod's init containers, the executable its `pulumi` container starts, and its image volumes."""
+    spec = pod["spec"]
+    pulumi = next(c for c in spec["containers"] if c["name"] == "pulumi")
+    return (tuple(c["name"] for c in spec.get("initContainers", [])), pulumi["command"][1],
+            tuple(v["image"]["reference"] for v in spec.get("volumes", []) if "image" in v))
+
+
+async def test_a_fleet_of_workspace_pods_running_the_agent_from_its_image_converges_under_a_low_qps_within_a_pool(
     ckc: kclient.Client, cnamespace: str, real_cluster: cluster.Cluster, rate_limited: None
 ) -> None:
     ns = cnamespace
     most_pods = [0]
+    deliveries: set[tuple[tuple[str, ...], str, tuple[str, ...]]] = set()
 
     async def count_pods() -> None:  # the whole time the fleet converges: a pod still terminating counts (it is on
         while True:                  # the node; the pool gives its slot back once it is gone)
             pods = (await ckc.list(resources.POD, ns, selector=WORKSPACE_PODS)).items
             most_pods[0] = max(most_pods[0], len(pods))
+            deliveries.update(_agent_delivery(pod) for pod in pods)
             await asyncio.sleep(0.5)
     counting = asyncio.create_task(count_pods())
     started = time.monotonic()
@@ -105,6 +119,9 @@ async def test_a_fleet_of_workspace_pods_converges_under_a_low_qps_within_a_pool
     assert 0 < most_pods[0] <= POOL, f"{most_pods[0]} workspace pods ran at once in a pool of {POOL}"
     assert "StackQueued" in reasons, "no Stack waited for a slot: the test did not exercise the pool"
     assert "Sleeping" in reasons, "no idle workspace gave its slot back"
+    operator_image = crossrun.agent_image(real_cluster, OPERATOR_NAMESPACE)
+    assert deliveries == {(("fetch",), "/pko-agent/agent", (operator_image,))}, (
+        f"workspace pods should mount the operator's image {operator_image} and copy no agent: {deliveries}")
 
     def drained() -> bool:
         totals = _totals(real_cluster)

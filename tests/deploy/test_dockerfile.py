@@ -133,23 +133,24 @@ def _stage(name: str) -> Stage:
     return next(s for s in STAGES if s.name == name)
 
 
-def _copied_from(stage: Stage) -> dict[str, tuple[str, list[str]]]:
-    """The stage's COPY --from instructions: destination -> (source stage, sources)."""
+def _copied_from(stage: Stage) -> dict[tuple[str, str], list[str]]:
+    """The stage's COPY --from instructions: (destination, source stage) -> sources."""
     produced = {}
     for args in stage.all("COPY"):
         flags, sources, dest = copy_parts(args)
         if "from" in flags:
-            produced[dest] = (flags["from"], sources)
+            produced[dest, flags["from"]] = sources
     return produced
 
 
 def test_workspace_pod_files_are_at_the_image_root() -> None:
-    """The workspace pod's `bootstrap` container runs `cp /agent /tini /share/`: both must be in the final image."""
+    """The workspace pod's `bootstrap` container runs `cp /agent /tini /share/`: both must be in the final image; so
+    must the agent's tree that its smoke test unpacked beside it, which a pod mounting the image runs in place."""
     produced = _copied_from(FINAL)
-    assert produced["/agent"] == ("agent", ["/out/agent"])
-    assert produced["/tini"] == ("tools", ["/out/tini"])
-    assert produced["/opt/pko"] == ("deps", ["/opt/pko"])
-    assert produced["/"] == ("operator", ["/overlay/"])
+    assert produced["/", "agent"] == ["/out/"]  # /out holds /out/agent and the tree beside it, nothing else
+    assert produced["/tini", "tools"] == ["/out/tini"]
+    assert produced["/opt/pko", "deps"] == ["/opt/pko"]
+    assert produced["/", "operator"] == ["/overlay/"]
     runs = " ".join(_stage("agent").all("RUN"))
     # The agent with the documented build script, tini from Debian's static binary.
     assert "bash tools/agent-bin/build.sh" in runs
@@ -164,7 +165,7 @@ def test_an_edit_under_src_redoes_only_the_layers_its_code_goes_into() -> None:
     a change to code it never imports leaves its layers cached; pko's own files come last in the image."""
     deps = _stage("deps")
     assert deps.base == "tools"
-    assert _copied_from(deps) == {"/requirements/": ("requirements", ["/out/"])}
+    assert _copied_from(deps) == {("/requirements/", "requirements"): ["/out/"]}
     assert not [a for a in deps.all("COPY") if "--from" not in a], "the dependency stage copies no sources"
     requirements = _stage("requirements")
     assert [copy_parts(a)[1] for a in requirements.all("COPY")] == [["pyproject.toml"]]

@@ -109,6 +109,20 @@ def test_config_in_place_from_the_chart_value_and_on_by_default(render: Render, 
     assert settings.from_args(settings.parser(environ).parse_args([]), "v1", environ).config_in_place is in_place
 
 
+@pytest.mark.parametrize(("values", "variable", "volume"), [
+    ({}, None, False), ({"workspaceAgentImageVolume": True}, "true", True),
+    ({"workspaceAgentImageVolume": False}, "false", False),
+])
+def test_agent_image_volume_from_the_chart_value_and_off_by_default(render: Render, values: dict[str, bool],
+                                                                   variable: str | None, volume: bool) -> None:
+    """docs/install.md: workspace pods copy the agent (the Go operator's way) unless the chart says otherwise."""
+    deployment = next(o for o in render({"controller": values}) if o["kind"] == "Deployment")
+    container = next(c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "manager")
+    environ = {e["name"]: e["value"] for e in container["env"] if "value" in e}
+    assert environ.get("WORKSPACE_AGENT_IMAGE_VOLUME") == variable
+    assert settings.from_args(settings.parser(environ).parse_args([]), "v1", environ).agent_image_volume is volume
+
+
 def test_a_meaningless_config_in_place_value_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         settings.parser({}).parse_args(["--workspace-config-in-place", "sometimes"])

@@ -75,6 +75,7 @@ class Settings:
     workspace_agent_fork: bool = True  # the local runtime forks pko's own agents from one warm process
     agent_image: str | None = None
     agent_image_pull_policy: str | None = None
+    agent_image_volume: bool = False  # pko: the pulumi container mounts the agent image (no bootstrap copy)
     flux_max_untar: str | None = None
     workspace_localhost: str | None = None
     workspace_idle_timeout: float = 0.0  # seconds; pko: scale idle workspaces to zero (0: never, as the Go operator)
@@ -293,6 +294,11 @@ OPTIONS: tuple[Option, ...] = (
            "scale a workspace to zero after this long without an update (0: never, as the Go operator); a Stack's "
            "workspaceIdleTimeout overrides it", env="WORKSPACE_IDLE_TIMEOUT", default="0",
            parse=_at_least(0, durations.parse, "non-negative duration"), helm="controller.workspaceIdleTimeout"),
+    Option("--workspace-agent-image-volume", "agent_image_volume",
+           "pko: workspace pods mount the agent image read-only (a Kubernetes image volume: 1.35, or 1.33-1.34 with "
+           "the ImageVolume gate) and run the agent from it, with no bootstrap container copying it into /share "
+           "(false: the copy, as the Go operator)", env="WORKSPACE_AGENT_IMAGE_VOLUME", default="false",
+           parse=_boolean, helm="controller.workspaceAgentImageVolume"),
     Option("--workspace-config-in-place", "config_in_place",
            "apply a change of config values to the running workspace (false: a new pod for every change, as the Go "
            "operator)", env="WORKSPACE_CONFIG_IN_PLACE", default="true", parse=_boolean,

@@ -172,6 +172,14 @@ def deployment(real_cluster: cluster.Cluster, namespace: str) -> str:
     return str(items[0]["metadata"]["name"])
 
 
+def agent_image(real_cluster: cluster.Cluster, namespace: str) -> str:
+    """The image an installed operator's workspace pods take the agent from (its `AGENT_IMAGE`)."""
+    name = deployment(real_cluster, namespace)
+    found = real_cluster.api_get(f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}") or {}
+    env = [e for c in found["spec"]["template"]["spec"]["containers"] for e in c.get("env", [])]
+    return str(next(e["value"] for e in env if e["name"] == "AGENT_IMAGE"))
+
+
 def set_agent_image(real_cluster: cluster.Cluster, namespace: str, image: str) -> None:
     """Point an installed operator's workspace pods at another agent image (its `AGENT_IMAGE`), and wait for the
     rollout: how a user runs either operator with the other's agent."""

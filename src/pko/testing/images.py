@@ -363,12 +363,19 @@ def _buildah_image(
 def _pko_make(job: _Job) -> None:
     root = repo_root()
     # `pko --help` proves the operator's venv and entry point; `/agent version` the PyInstaller executable (as the
-    # image's non-root user); `/tini --version` the static tini the bootstrap container copies.
+    # image's non-root user); `/tini --version` the static tini the bootstrap container copies; the unpacked tree
+    # beside `/agent` is what a pod that mounts the image runs (the launcher would otherwise unpack it into /tmp).
+    trees = ["sh", "-c", "ls -d /.pko-agent-*/pko-agent /tmp/pko-agent-* 2>/dev/null; true"]
     outputs = _buildah_image(
-        job, root, root / "Dockerfile", [["pko", "--help"], ["/agent", "version"], ["/tini", "--version"], ["id", "-u"]]
+        job, root, root / "Dockerfile", [["pko", "--help"], ["/agent", "version"], ["/tini", "--version"], ["id", "-u"],
+                                        trees]
     )
     if outputs[3].strip().splitlines()[-1] != "65532":
         raise ImageError(f"pko's image runs as uid {outputs[3].strip()!r}, not 65532")
+    found = outputs[4].split()
+    if len(found) != 1 or not found[0].startswith("/.pko-agent-"):
+        raise ImageError(f"pko's image should carry one unpacked agent tree beside /agent, and /agent should run it "
+                         f"unpacking nothing: found {found}")
 
 
 _WORKSPACE_BINARIES = (

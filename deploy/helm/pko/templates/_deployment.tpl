@@ -193,6 +193,10 @@ spec:
               value: {{ include "pko.envValue" . }}
             {{- end }}
             {{- end }}
+            {{- if ne (toString .Values.controller.workspaceAgentImageVolume) "" }}
+            - name: WORKSPACE_AGENT_IMAGE_VOLUME
+              value: {{ toString .Values.controller.workspaceAgentImageVolume | quote }}
+            {{- end }}
             {{- if ne (toString .Values.controller.workspaceConfigInPlace) "" }}
             - name: WORKSPACE_CONFIG_IN_PLACE
               value: {{ toString .Values.controller.workspaceConfigInPlace | quote }}

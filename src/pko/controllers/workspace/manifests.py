@@ -27,17 +27,18 @@ GRACE_PERIOD_SECONDS = 600
 DEFAULT_REQUESTS = {"cpu": "100m", "memory": "64Mi"}
 PULL_POLICIES = {"always": "Always", "never": "Never", "ifnotpresent": "IfNotPresent"}
 
+#: The fetch scripts; ``{agent}`` is the agent executable the init container runs (:meth:`AgentImage.in_fetch`).
 _GIT_SCRIPT = (
-    '\n/share/agent init -t /share/source --git-url "$GIT_URL" --git-revision "$GIT_REVISION" &&\n'
+    '\n{agent} init -t /share/source --git-url "$GIT_URL" --git-revision "$GIT_REVISION" &&\n'
     'ln -s "/share/source/$GIT_DIR" /share/workspace\n'
 )
 _FLUX_SCRIPT = (
-    '\n/share/agent init -t /share/source --flux-url "$FLUX_URL" --flux-digest "$FLUX_DIGEST" &&\n'
+    '\n{agent} init -t /share/source --flux-url "$FLUX_URL" --flux-digest "$FLUX_DIGEST" &&\n'
     'ln -s "/share/source/$FLUX_DIR" /share/workspace\n'
 )
 _LOCAL_SCRIPT = 'ln -s "$LOCAL_DIR" /share/workspace'
 _PROJECT_SCRIPT = (
-    '/share/agent init -t /share/workspace --project-name "$PROJECT_NAME" --project-runtime "$PROJECT_RUNTIME"'
+    '{agent} init -t /share/workspace --project-name "$PROJECT_NAME" --project-runtime "$PROJECT_RUNTIME"'
 )
 #: pko (:class:`ShareVolume`): before a new pod fetches its source into a kept share, the last pod's installed
 #: ``node_modules`` is set aside (a rename on the same volume), for the agent to put back when the project's
@@ -67,20 +68,44 @@ _GIT_SECRET_ENV = (
 DEFAULT_AGENT_REPOSITORY = "docker.io/pko/pko"
 
 
+#: pko (:attr:`AgentImage.volume`): the agent image mounted read-only into the `pulumi` container.
+AGENT_VOLUME = "pko-agent"
+AGENT_MOUNT = "/pko-agent"
+
+
 @dataclass(frozen=True)
 class AgentImage:
     """The image the `bootstrap` and `fetch` init containers run (operator env `AGENT_IMAGE[_PULL_POLICY]`).
 
     Unset, it is pko's own image at the operator's version (the reference defaults to its own image the same
-    way): that image carries the standalone agent at `/agent` and tini at `/tini`."""
+    way): that image carries the standalone agent at `/agent` and tini at `/tini`, and (pko) the agent's unpacked
+    tree beside them, so that `/agent` runs at once wherever the image is.
+
+    `volume` (pko, ``--workspace-agent-image-volume``): instead of a `bootstrap` container copying both into
+    ``/share`` — where each pod then also unpacks the agent: ~130 MB written a pod — the `pulumi` container mounts
+    the image read-only at :data:`AGENT_MOUNT` (a Kubernetes `image` volume) and runs them from there, and `fetch`
+    runs the image's own `/agent`. One container start and every byte of the copy less a pod; needs image volumes
+    (Kubernetes 1.35, or 1.33 to 1.34 with the `ImageVolume` gate) and an image that carries the unpacked tree."""
 
     image: str
     pull_policy: str = "IfNotPresent"
+    volume: bool = False
 
     @classmethod
-    def from_settings(cls, image: str | None, pull_policy: str | None, version: str) -> AgentImage:
+    def from_settings(cls, image: str | None, pull_policy: str | None, version: str,
+                      volume: bool = False) -> AgentImage:
         policy = PULL_POLICIES.get((pull_policy or "").lower(), "IfNotPresent")
-        return cls(image or f"{DEFAULT_AGENT_REPOSITORY}:{version}", policy)
+        return cls(image or f"{DEFAULT_AGENT_REPOSITORY}:{version}", policy, volume)
+
+    @property
+    def in_fetch(self) -> str:
+        """The agent executable the `fetch` container runs: the copy in ``/share``, or the image's own."""
+        return "/agent" if self.volume else f"{SHARE_MOUNT}/agent"
+
+    @property
+    def in_pulumi(self) -> str:
+        """The folder the `pulumi` container finds `agent` and `tini` in."""
+        return AGENT_MOUNT if self.volume else SHARE_MOUNT
 
 
 @dataclass(frozen=True)
@@ -251,7 +276,7 @@ def _fetch(
                     env.append({"name": var, "valueFrom": {"secretKeyRef": selector}})
                 if github_api_url:  # pko: GitHub Enterprise Server (--github-api-url); unset, github.com's
                     env.append({"name": "GIT_GITHUB_APP_API_URL", "value": github_api_url})
-        return _init_container("fetch", agent, env, ["sh", "-c", _GIT_SCRIPT])
+        return _init_container("fetch", agent, env, ["sh", "-c", _GIT_SCRIPT.format(agent=agent.in_fetch)])
     if spec.flux:
         env = [
             {"name": "FLUX_URL", "value": spec.flux.url or ""},
@@ -260,7 +285,7 @@ def _fetch(
         ]
         if flux_max_untar:
             env.append({"name": "FLUX_MAX_UNTAR_SIZE_BYTES", "value": flux_max_untar})
-        return _init_container("fetch", agent, env, ["sh", "-c", _FLUX_SCRIPT])
+        return _init_container("fetch", agent, env, ["sh", "-c", _FLUX_SCRIPT.format(agent=agent.in_fetch)])
     if spec.local:
         env = [{"name": "LOCAL_DIR", "value": spec.local.dir or ""}]
         return _init_container("fetch", agent, env, ["sh", "-c", _LOCAL_SCRIPT])
@@ -269,14 +294,15 @@ def _fetch(
             {"name": "PROJECT_NAME", "value": spec.project_info.name},
             {"name": "PROJECT_RUNTIME", "value": spec.project_info.runtime},
         ]
-        return _init_container("fetch", agent, env, ["sh", "-c", _PROJECT_SCRIPT])
+        return _init_container("fetch", agent, env, ["sh", "-c", _PROJECT_SCRIPT.format(agent=agent.in_fetch)])
     return None
 
 
-def agent_command(workspace: ws_api.Workspace, spec: ws_api.WorkspaceSpec) -> list[str]:
-    """The `pulumi` container's command: tini running the agent in kube auth mode for this workspace."""
+def agent_command(workspace: ws_api.Workspace, spec: ws_api.WorkspaceSpec, folder: str = SHARE_MOUNT) -> list[str]:
+    """The `pulumi` container's command: tini running the agent in kube auth mode for this workspace (both found in
+    `folder`: :attr:`AgentImage.in_pulumi`)."""
     command = [
-        "/share/tini", "/share/agent", "--", "serve",
+        f"{folder}/tini", f"{folder}/agent", "--", "serve",
         "--workspace", "/share/workspace",
         "--skip-install",
         "--env-file", "/share/.env",
@@ -335,14 +361,20 @@ def statefulset(
         "volumeMounts": [{"name": SHARE_VOLUME, "mountPath": SHARE_MOUNT}],
         "ports": [{"name": "grpc", "containerPort": GRPC_PORT}],
         "env": env,
-        "command": agent_command(workspace, spec),
+        "command": agent_command(workspace, spec, agent.in_pulumi),
         "workingDir": "/share/workspace",
     }
     if spec.image_pull_policy:
         pulumi["imagePullPolicy"] = spec.image_pull_policy
     if spec.env_from:
         pulumi["envFrom"] = [dict(item) for item in spec.env_from]
-    init = [_init_container("bootstrap", agent, [], ["cp", "/agent", "/tini", "/share/"])]
+    volumes: list[dict[str, Any]] = [] if volume is not None else [{"name": SHARE_VOLUME, "emptyDir": {}}]
+    if agent.volume:
+        init = []
+        pulumi["volumeMounts"].append({"name": AGENT_VOLUME, "mountPath": AGENT_MOUNT, "readOnly": True})
+        volumes.append({"name": AGENT_VOLUME, "image": {"reference": agent.image, "pullPolicy": agent.pull_policy}})
+    else:
+        init = [_init_container("bootstrap", agent, [], ["cp", "/agent", "/tini", "/share/"])]
     fetch = _fetch_container(spec, agent, flux_max_untar, github_api_url, kept=volume is not None)
     if fetch:
         init.append(fetch)
@@ -352,7 +384,7 @@ def statefulset(
         "terminationGracePeriodSeconds": GRACE_PERIOD_SECONDS,
         "initContainers": init,
         "containers": [pulumi],
-        "volumes": [] if volume is not None else [{"name": SHARE_VOLUME, "emptyDir": {}}],
+        "volumes": volumes,
     }
     if spec.security_profile == ws_api.SECURITY_PROFILE_RESTRICTED:
         _restrict(pod_spec, kept=volume is not None)

@@ -127,7 +127,8 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings,
     runtime = workspace_runtime(client, settings, recorder)
     reconciler = workspace_reconciler.WorkspaceReconciler(
         client, connector, recorder,
-        manifests.AgentImage.from_settings(settings.agent_image, settings.agent_image_pull_policy, settings.version),
+        manifests.AgentImage.from_settings(settings.agent_image, settings.agent_image_pull_policy, settings.version,
+                                           settings.agent_image_volume),
         runtime, flux_max_untar=settings.flux_max_untar, idle_timeout=settings.workspace_idle_timeout,
         github_api_url=settings.github_api_url if settings.github_api_url != githubapp.API_URL else None,
         config_in_place=settings.config_in_place, pulumi_metrics=metrics.pulumi(mgr.registry),

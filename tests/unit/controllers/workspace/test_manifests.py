@@ -224,11 +224,48 @@ def test_service_is_headless_and_system_labels_win() -> None:
     assert manifests.service_address(ws) == "my-stack-workspace.team:50051"
 
 
+@pytest.mark.parametrize("kept", [None, manifests.ShareVolume("1Gi")])
+@pytest.mark.parametrize("source", [
+    {"git": {"url": "https://git.example/repo.git", "ref": "abc123"}},
+    {"flux": {"url": "http://src/a.tgz", "digest": "sha256:00"}},
+    {"projectInfo": {"name": "proj", "runtime": "yaml"}},
+])
+def test_an_agent_from_an_image_volume_is_run_in_place_without_a_bootstrap_copy(
+        source: dict[str, Any], kept: manifests.ShareVolume | None) -> None:
+    """--workspace-agent-image-volume: the pulumi container mounts the agent image read-only and runs agent and tini
+    from it; fetch runs the image's own /agent; nothing copies them into /share."""
+    agent = manifests.AgentImage("example.com/pko:1.2.3", "Always", volume=True)
+    pod = manifests.statefulset(_workspace(source), agent, volume=kept)["spec"]["template"]["spec"]
+    assert [c["name"] for c in pod["initContainers"]] == ["fetch"]
+    (fetch,) = pod["initContainers"]
+    assert fetch["image"] == "example.com/pko:1.2.3"
+    assert "/share/agent" not in fetch["args"][2]
+    assert "/agent init -t /share/" in fetch["args"][2]
+    assert pod["volumes"][-1] == {"name": "pko-agent",
+                                  "image": {"reference": "example.com/pko:1.2.3", "pullPolicy": "Always"}}
+    assert [v["name"] for v in pod["volumes"]] == (["pko-agent"] if kept else ["share", "pko-agent"])
+    (pulumi,) = pod["containers"]
+    assert pulumi["command"][:4] == ["/pko-agent/tini", "/pko-agent/agent", "--", "serve"]
+    assert pulumi["volumeMounts"] == [{"name": "share", "mountPath": "/share"},
+                                      {"name": "pko-agent", "mountPath": "/pko-agent", "readOnly": True}]
+    assert fetch["volumeMounts"] == [{"name": "share", "mountPath": "/share"}]  # fetch needs only its own image
+
+
+def test_without_an_agent_image_volume_the_pod_copies_the_agent_as_the_go_operator() -> None:
+    pod = manifests.statefulset(_workspace(GIT_SPEC), AGENT)["spec"]["template"]["spec"]
+    fetch = _by_name(pod["initContainers"])["fetch"]
+    assert "/share/agent init -t /share/source" in fetch["args"][2]
+    assert "pko-agent" not in {v["name"] for v in pod["volumes"]}
+    assert pod["containers"][0]["command"][:2] == ["/share/tini", "/share/agent"]
+
+
 def test_agent_image_settings() -> None:
     assert manifests.AgentImage.from_settings(None, None, "v0.1.0") == manifests.AgentImage(
         "docker.io/pko/pko:v0.1.0", "IfNotPresent")
     assert manifests.AgentImage.from_settings("x/y:z", "always", "v").pull_policy == "Always"
     assert manifests.AgentImage.from_settings("x/y:z", "bogus", "v").pull_policy == "IfNotPresent"
+    assert manifests.AgentImage.from_settings("x/y:z", None, "v", volume=True).volume
+    assert not manifests.AgentImage.from_settings("x/y:z", None, "v").volume
 
 
 def test_the_operators_default_env_fills_in_only_what_the_workspace_does_not_set() -> None:
