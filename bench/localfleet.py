@@ -25,6 +25,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -93,6 +94,18 @@ class OperatorProcess:
         return float(found["started"]), float(found["cpu"])
 
 
+def program_fs_address(root: Path) -> str:
+    """The Program file server's address of every operator of one run (a free port, chosen once): a new operator
+    advertises what the last did, as a deployed one does (its Service), so a restart finds every Program's artifact
+    URL current and writes no Program status (a new port each time made it write all of them)."""
+    chosen = root / "program-fs.addr"
+    if not chosen.exists():
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            chosen.write_text(f"127.0.0.1:{probe.getsockname()[1]}")
+    return chosen.read_text()
+
+
 @contextlib.asynccontextmanager
 async def operator_process(kubeconfig: Path, root: Path, name: str, pool: int | None,
                            timeout: float = 120.0) -> AsyncIterator[OperatorProcess]:
@@ -102,7 +115,8 @@ async def operator_process(kubeconfig: Path, root: Path, name: str, pool: int | 
     status, log = root / f"{name}.status.json", root / f"{name}.log"
     config.write_text(json.dumps({"kubeconfig": str(kubeconfig), "workspace_root": str(root / f"{name}-workspaces"),
                                   "namespace": NAMESPACE, "max_active_workspaces": pool,
-                                  "user_agent": USER_AGENT, "status": str(status)}))
+                                  "user_agent": USER_AGENT, "status": str(status),
+                                  "program_fs_addr": program_fs_address(root)}))
     with log.open("wb") as out:
         process = await asyncio.create_subprocess_exec(sys.executable, "-m", "bench.operatorproc", str(config),
                                                        stdin=subprocess.DEVNULL, stdout=out, stderr=out)

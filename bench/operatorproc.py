@@ -76,7 +76,8 @@ async def serve(config: dict[str, Any]) -> None:
     async with local_operator.running(Path(config["kubeconfig"]), Path(config["workspace_root"]),
                                       namespace=config["namespace"],
                                       max_active_workspaces=config.get("max_active_workspaces"),
-                                      user_agent=config["user_agent"]) as op:
+                                      user_agent=config["user_agent"],
+                                      program_fs_addr=config.get("program_fs_addr", "127.0.0.1:0")) as op:
         heap.settle()  # as `pko operator` does once it is set up
         verified = op.controllers.stacks.reconciler.verified
         written: dict[str, Any] = {}

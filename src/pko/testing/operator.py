@@ -97,7 +97,7 @@ class Operator:
                  runtime: operator_settings.Runtime = "local", namespace: str | None = None,
                  workspace_agent: str | None = None, workspace_idle_timeout: float = 0.0,
                  git_timeout: float | None = None, max_active_workspaces: int | None = None,
-                 user_agent: str | None = None) -> None:
+                 user_agent: str | None = None, program_fs_addr: str = "127.0.0.1:0") -> None:
         self.kubeconfig = kubeconfig
         self.metrics_address = metrics_address
         self.client = kclient.Client.from_kubeconfig(kubeconfig, user_agent=user_agent)
@@ -106,7 +106,7 @@ class Operator:
         self.settings = operator_settings.from_environment(
             version="v0.0.0-test", workspace_runtime=runtime, workspace_root=workspace_root,
             kubeconfig=str(agent_kubeconfig or kubeconfig), workers=workers, max_operations=max_operations,
-            program_fs_addr="127.0.0.1:0", workspace_agent=workspace_agent,
+            program_fs_addr=program_fs_addr, workspace_agent=workspace_agent,
             workspace_idle_timeout=workspace_idle_timeout, max_active_workspaces=max_active_workspaces,
         )
         if git_timeout is not None:

@@ -31,6 +31,7 @@ def test_the_replay_of_pko_1293_takes_a_pool_a_deadline_and_its_sleep() -> None:
      "fleet and killed scenarios on the pod runtime"),
     (["fleet", "--runtime", "local", "--operators", "pko", "--share-volume", "1Gi"], "for the pod runtime"),
     (["coldstart", "--plugin-images"], "for --program typescript"),
+    (["fleet", "--runtime", "local", "--operators", "pko", "--agent-image-volume"], "for the pod runtime"),
 ])
 def test_options_where_they_mean_nothing_are_refused(argv: list[str], message: str,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
@@ -47,3 +48,8 @@ def test_a_kept_share_is_taken_for_the_pod_runtime() -> None:
 def test_plugin_images_are_taken_for_the_realistic_program() -> None:
     assert parse(["coldstart", "--program", "typescript", "--plugin-images"]).plugin_images is True
     assert parse(["coldstart", "--program", "typescript"]).plugin_images is False
+
+
+def test_the_agent_from_an_image_volume_is_taken_for_the_pod_runtime() -> None:
+    assert parse(["coldstart", "--program", "typescript", "--agent-image-volume"]).agent_image_volume is True
+    assert parse(["fleet"]).agent_image_volume is False
