@@ -200,7 +200,9 @@ class PulumiMetrics:
         )
         self._stalled: dict[tuple[str, str], str] = {}
         self._lock = threading.Lock()
-        self._last_success: dict[tuple[str, str, str], float] = {}
+        # (namespace, stack) -> update type -> Unix time: a deleted Stack's series are found without a scan of
+        # every Stack's (a fleet's deletion was quadratic in its size)
+        self._last_success: dict[tuple[str, str], dict[str, float]] = {}
 
     def update_finished(self, namespace: str, stack: str, type_: str, succeeded: bool, *, seconds: float,
                         operation_seconds: float, changes: Mapping[str, int] | None, ended_at: float) -> None:
@@ -221,11 +223,11 @@ class PulumiMetrics:
     def succeeded_at(self, namespace: str, stack: str, type_: str, timestamp: float) -> None:
         """Record a success at `timestamp` unless a later one is recorded (a Stack's status seeds this after a
         restart, and may be older than an Update just observed)."""
-        key = (namespace, stack, type_)
         with self._lock:
-            if timestamp > self._last_success.get(key, 0.0):
-                self._last_success[key] = timestamp
-                self.last_success.set(key, timestamp)
+            recorded = self._last_success.setdefault((namespace, stack), {})
+            if timestamp > recorded.get(type_, 0.0):
+                recorded[type_] = timestamp
+                self.last_success.set((namespace, stack, type_), timestamp)
 
     def stack_stalled(self, namespace: str, stack: str, reason: str | None) -> None:
         """The Stack is Stalled for `reason`, or (None) is not."""
@@ -245,9 +247,8 @@ class PulumiMetrics:
         they count what happened)."""
         self.stack_stalled(namespace, stack, None)
         with self._lock:
-            for key in [k for k in self._last_success if k[:2] == (namespace, stack)]:
-                del self._last_success[key]
-                self.last_success.remove(*key)
+            for type_ in self._last_success.pop((namespace, stack), {}):
+                self.last_success.remove(namespace, stack, type_)
 
 
 _PULUMI: weakref.WeakKeyDictionary[CollectorRegistry, PulumiMetrics] = weakref.WeakKeyDictionary()

@@ -61,8 +61,10 @@ def test_the_last_success_only_moves_forward_and_goes_with_its_stack() -> None:
     labels = {"namespace": "team", "stack": "web", "type": "up"}
     assert _value(registry, "pulumi_stack_last_success_timestamp_seconds", **labels) == 200.0
     pm.succeeded_at("team", "other", "up", 50.0)
+    pm.succeeded_at("team", "web", "refresh", 150.0)
     pm.forget_stack("team", "web")
     assert _value(registry, "pulumi_stack_last_success_timestamp_seconds", **labels) is None
+    assert _value(registry, "pulumi_stack_last_success_timestamp_seconds", **{**labels, "type": "refresh"}) is None
     assert _value(registry, "pulumi_stack_last_success_timestamp_seconds", namespace="team", stack="other",
                   type="up") == 50.0
     pm.succeeded_at("team", "web", "up", 10.0)  # a new Stack of the same name starts afresh
