@@ -67,12 +67,13 @@ FROM deps AS agent
 COPY --from=agent-sources /out/ /src/
 WORKDIR /src
 # build.sh prints the executable's path last; the smoke test `agent version` fails the build if it cannot start, and
-# unpacks the agent's tree beside it (/out/.pko-agent-<id>), which the image keeps: wherever /agent runs from this
-# image (the `fetch` container, or a pod that mounts the image: --workspace-agent-image-volume) it unpacks nothing.
+# unpacks the agent's tree beside it (/agent-root/.pko-agent-<id>), which the image keeps: wherever /agent runs from
+# this image (the `fetch` container, or a pod that mounts the image: --workspace-agent-image-volume) it unpacks
+# nothing. /agent-root holds those two and nothing else (this stage's /out has the tools stage's tini).
 RUN agent=$(PYTHON=/opt/build/bin/python PKO_BIN_DIR=/tmp/agent-cache bash tools/agent-bin/build.sh | tail -n 1) \
- && install -D -m 0755 "$agent" /out/agent \
+ && install -D -m 0755 "$agent" /agent-root/agent \
  && rm -rf /tmp/agent-cache \
- && /out/agent version
+ && /agent-root/agent version
 
 # --- the image -------------------------------------------------------------------------------------------------
 FROM ${PYTHON_IMAGE}
@@ -82,7 +83,7 @@ RUN groupadd --gid 65532 nonroot \
 # small layer.
 COPY --from=tools /out/tini /tini
 COPY --from=deps /opt/pko /opt/pko
-COPY --from=agent /out/ /
+COPY --from=agent /agent-root/ /
 ENV PATH=/opt/pko/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1

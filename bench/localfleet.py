@@ -25,7 +25,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -41,6 +40,7 @@ from bench.proctree import children, cpu, rss
 from pko.api import program as program_api
 from pko.kube import client as kclient
 from pko.kube import resources
+from pko.runtime import ports
 from pko.sources import program as program_source
 from pko.testing import controlplane, pulumi
 from pko.testing import operator as local_operator
@@ -99,10 +99,8 @@ def program_fs_address(root: Path) -> str:
     advertises what the last did, as a deployed one does (its Service), so a restart finds every Program's artifact
     URL current and writes no Program status (a new port each time made it write all of them)."""
     chosen = root / "program-fs.addr"
-    if not chosen.exists():
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            chosen.write_text(f"127.0.0.1:{probe.getsockname()[1]}")
+    if not chosen.exists():  # below the ephemeral range: no client's connection takes it between the two operators
+        chosen.write_text(f"127.0.0.1:{ports.free_port()}")
     return chosen.read_text()
 
 

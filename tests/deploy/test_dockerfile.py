@@ -147,16 +147,16 @@ def test_workspace_pod_files_are_at_the_image_root() -> None:
     """The workspace pod's `bootstrap` container runs `cp /agent /tini /share/`: both must be in the final image; so
     must the agent's tree that its smoke test unpacked beside it, which a pod mounting the image runs in place."""
     produced = _copied_from(FINAL)
-    assert produced["/", "agent"] == ["/out/"]  # /out holds /out/agent and the tree beside it, nothing else
+    assert produced["/", "agent"] == ["/agent-root/"]  # the agent and the tree beside it, nothing else
     assert produced["/tini", "tools"] == ["/out/tini"]
     assert produced["/opt/pko", "deps"] == ["/opt/pko"]
     assert produced["/", "operator"] == ["/overlay/"]
     runs = " ".join(_stage("agent").all("RUN"))
     # The agent with the documented build script, tini from Debian's static binary.
     assert "bash tools/agent-bin/build.sh" in runs
-    assert re.search(r"install -D -m 0755 \"\$agent\" /out/agent", runs)
+    assert re.search(r"install -D -m 0755 \"\$agent\" /agent-root/agent", runs)
     assert "install -D -m 0755 /usr/bin/tini-static /out/tini" in " ".join(_stage("tools").all("RUN"))
-    assert "/out/agent version" in runs, "the build smoke-tests the agent"
+    assert "/agent-root/agent version" in runs, "the build smoke-tests the agent and unpacks its tree"
 
 
 def test_an_edit_under_src_redoes_only_the_layers_its_code_goes_into() -> None:

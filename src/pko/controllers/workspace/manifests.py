@@ -49,6 +49,8 @@ _KEEP_SCRIPT = (
     f'if [ -d /share/workspace/node_modules ]; then mv /share/workspace/node_modules {KEPT_DIR}/; fi &&\n'
     'rm -rf /share/source /share/workspace &&'
 )
+#: pko (:attr:`AgentImage.volume` on a kept share): what earlier pods' `bootstrap` copied there (about 133 MB).
+_DROP_COPIED_AGENT = "rm -rf /share/agent /share/tini /share/.pko-agent-* &&"
 #: Where a kept share holds the package and build caches the toolchains keep in HOME, unless the workspace's own env
 #: says otherwise (the agent keeps the CLI's plugins there too: pko.agent.keptdeps.keep_plugins).
 KEPT_ENV = {
@@ -246,6 +248,8 @@ def _fetch_container(
         # a local source is a folder of the image: nothing of it is set aside, only the last link cleared
         local = spec.local and not (spec.git or spec.flux)
         prefix = "rm -f /share/workspace &&" if local else _KEEP_SCRIPT
+        if agent.volume:  # the copies pods made before the agent came from the image are dead weight on the claim
+            prefix = _DROP_COPIED_AGENT + "\n" + prefix
         container["args"][-1] = prefix + "\n" + container["args"][-1].lstrip("\n")
     return container
 
@@ -314,6 +318,17 @@ def agent_command(workspace: ws_api.Workspace, spec: ws_api.WorkspaceSpec, folde
     if spec.pulumi_log_level:
         command += ["--pulumi-log-level", str(spec.pulumi_log_level)]
     return command
+
+
+def without_bootstrap(patch: dict[str, Any]) -> dict[str, Any]:
+    """A pod template patch without what it says of the `bootstrap` init container (pko, :attr:`AgentImage.volume`:
+    the pod has none). Merged as it is, a patch that sets, say, that container's resources for a namespace's quota
+    would add an init container with no image, and the API server would refuse every StatefulSet of the workspace."""
+    spec = patch.get("spec")
+    if not isinstance(spec, dict) or not isinstance(spec.get("initContainers"), list):
+        return patch
+    kept = [c for c in spec["initContainers"] if not (isinstance(c, dict) and c.get("name") == "bootstrap")]
+    return {**patch, "spec": {**spec, "initContainers": kept}}
 
 
 def _restrict(pod_spec: dict[str, Any], kept: bool = False) -> None:
@@ -396,6 +411,8 @@ def statefulset(
     if spec.pod_template:
         # System init containers stay first; the user's are appended (the reference's $setElementOrder).
         patch = spec.pod_template.to_wire()
+        if agent.volume:
+            patch = without_bootstrap(patch)
         template = smp.merge(template, patch, patchmeta.POD_TEMPLATE_SPEC)
     for container in [*template["spec"].get("initContainers", []), *template["spec"].get("containers", [])]:
         container.setdefault("env", []).append({"name": "PULUMI_ENV", "value": "/share/.env"})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -239,8 +240,7 @@ def test_an_agent_from_an_image_volume_is_run_in_place_without_a_bootstrap_copy(
     assert [c["name"] for c in pod["initContainers"]] == ["fetch"]
     (fetch,) = pod["initContainers"]
     assert fetch["image"] == "example.com/pko:1.2.3"
-    assert "/share/agent" not in fetch["args"][2]
-    assert "/agent init -t /share/" in fetch["args"][2]
+    assert re.search(r"(?m)^/agent init -t /share/", fetch["args"][2]), fetch["args"][2]  # the image's own
     assert pod["volumes"][-1] == {"name": "pko-agent",
                                   "image": {"reference": "example.com/pko:1.2.3", "pullPolicy": "Always"}}
     assert [v["name"] for v in pod["volumes"]] == (["pko-agent"] if kept else ["share", "pko-agent"])
@@ -249,6 +249,40 @@ def test_an_agent_from_an_image_volume_is_run_in_place_without_a_bootstrap_copy(
     assert pulumi["volumeMounts"] == [{"name": "share", "mountPath": "/share"},
                                       {"name": "pko-agent", "mountPath": "/pko-agent", "readOnly": True}]
     assert fetch["volumeMounts"] == [{"name": "share", "mountPath": "/share"}]  # fetch needs only its own image
+
+
+def test_an_agent_from_an_image_volume_ignores_a_pod_template_patch_of_the_bootstrap_container() -> None:
+    """A namespace's quota makes users give `bootstrap` resources in the podTemplate; with no bootstrap container
+    that patch would add one without an image (an invalid StatefulSet): it is left out, the rest merges."""
+    ws = _workspace({
+        **GIT_SPEC, "securityProfile": "restricted",
+        "podTemplate": {"spec": {"initContainers": [
+            {"name": "bootstrap", "resources": {"limits": {"cpu": "100m"}}},
+            {"name": "fetch", "resources": {"limits": {"cpu": "200m"}}},
+            {"name": "extra", "image": "busybox"}]}},
+    })
+    agent = manifests.AgentImage("example.com/pko:1.2.3", volume=True)
+    pod = manifests.statefulset(ws, agent)["spec"]["template"]["spec"]
+    assert [c["name"] for c in pod["initContainers"]] == ["fetch", "extra"]
+    assert _by_name(pod["initContainers"])["fetch"]["resources"] == {"limits": {"cpu": "200m"}}
+    for container in [*pod["initContainers"][:1], *pod["containers"]]:  # the system's, restricted
+        assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    with_copy = manifests.statefulset(ws, AGENT)["spec"]["template"]["spec"]
+    assert _by_name(with_copy["initContainers"])["bootstrap"]["resources"] == {"limits": {"cpu": "100m"}}
+
+
+def test_a_kept_share_loses_the_agent_earlier_pods_copied_once_the_agent_comes_from_the_image(
+        tmp_path: Path) -> None:
+    share = tmp_path / "share"
+    (share / ".pko-agent-abc").mkdir(parents=True)
+    (share / "agent").write_text("old launcher")
+    (share / "tini").write_text("old tini")
+    (share / ".npm").mkdir()  # a cache the share keeps
+    agent = manifests.AgentImage("example.com/pko:1.2.3", volume=True)
+    _run_fetch_prefix(GIT_SPEC, share, agent)
+    assert sorted(p.name for p in share.iterdir()) == [".kept", ".npm", "source", "workspace"]
+    without = manifests.statefulset(_workspace(GIT_SPEC), AGENT, volume=manifests.ShareVolume("1Gi"))
+    assert "/share/.pko-agent-" not in without["spec"]["template"]["spec"]["initContainers"][1]["args"][2]
 
 
 def test_without_an_agent_image_volume_the_pod_copies_the_agent_as_the_go_operator() -> None:
@@ -351,12 +385,13 @@ def test_the_workspaces_own_env_wins_over_the_kept_locations() -> None:
     assert [e["value"] for e in env if e["name"] == "XDG_CACHE_HOME"] == ["/elsewhere"]
 
 
-def _run_fetch_prefix(spec: dict[str, Any], share: Path) -> None:
+def _run_fetch_prefix(spec: dict[str, Any], share: Path, agent: manifests.AgentImage = AGENT) -> None:
     """Run the fetch container's script with `share` for /share, the agent's `init` replaced by making the checkout
     it would make (a folder with a new package.json)."""
-    script = manifests.statefulset(_workspace(spec), AGENT, volume=manifests.ShareVolume("1Gi"))["spec"][
-        "template"]["spec"]["initContainers"][1]["args"][2]
-    script = script.replace("/share/agent init -t /share/source", "fake_init /share/source")
+    init = manifests.statefulset(_workspace(spec), agent, volume=manifests.ShareVolume("1Gi"))["spec"][
+        "template"]["spec"]["initContainers"]
+    script = _by_name(init)["fetch"]["args"][2]
+    script = script.replace(f"{agent.in_fetch} init -t /share/source", "fake_init /share/source")
     script = script.replace("/share", str(share))
     fake_init = 'fake_init() { mkdir -p "$1/$GIT_DIR" && echo new > "$1/$GIT_DIR/package.json"; }\n'
     subprocess.run(["sh", "-c", fake_init + script], check=True,
