@@ -95,32 +95,24 @@ def test_workspace_idle_timeout_from_the_chart_value_and_off_by_default(render: 
     assert settings.from_args(settings.parser({}).parse_args([]), "v1", {}).workspace_idle_timeout == 0.0
 
 
-@pytest.mark.parametrize(("values", "variable", "in_place"), [
-    ({}, None, True), ({"workspaceConfigInPlace": False}, "false", False),
-    ({"workspaceConfigInPlace": True}, "true", True),
+@pytest.mark.parametrize(("value", "variable", "setting", "default"), [
+    # docs/config-without-restart.md: on unless the chart turns it off
+    ("workspaceConfigInPlace", "WORKSPACE_CONFIG_IN_PLACE", "config_in_place", True),
+    # docs/install.md: workspace pods copy the agent (the Go operator's way) unless the chart says otherwise
+    ("workspaceAgentImageVolume", "WORKSPACE_AGENT_IMAGE_VOLUME", "agent_image_volume", False),
 ])
-def test_config_in_place_from_the_chart_value_and_on_by_default(render: Render, values: dict[str, bool],
-                                                                variable: str | None, in_place: bool) -> None:
-    """docs/config-without-restart.md: on unless the chart (WORKSPACE_CONFIG_IN_PLACE) turns it off."""
-    deployment = next(o for o in render({"controller": values}) if o["kind"] == "Deployment")
+@pytest.mark.parametrize("given", [None, True, False])
+def test_a_switch_from_the_chart_value_or_its_default(render: Render, value: str, variable: str, setting: str,
+                                                      default: bool, given: bool | None) -> None:
+    """A pko switch of the chart's `controller` values: unset, no variable and the setting's default; set, the
+    variable says it and the operator's setting follows."""
+    deployment = next(o for o in render({"controller": {} if given is None else {value: given}})
+                      if o["kind"] == "Deployment")
     container = next(c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "manager")
     environ = {e["name"]: e["value"] for e in container["env"] if "value" in e}
-    assert environ.get("WORKSPACE_CONFIG_IN_PLACE") == variable
-    assert settings.from_args(settings.parser(environ).parse_args([]), "v1", environ).config_in_place is in_place
-
-
-@pytest.mark.parametrize(("values", "variable", "volume"), [
-    ({}, None, False), ({"workspaceAgentImageVolume": True}, "true", True),
-    ({"workspaceAgentImageVolume": False}, "false", False),
-])
-def test_agent_image_volume_from_the_chart_value_and_off_by_default(render: Render, values: dict[str, bool],
-                                                                   variable: str | None, volume: bool) -> None:
-    """docs/install.md: workspace pods copy the agent (the Go operator's way) unless the chart says otherwise."""
-    deployment = next(o for o in render({"controller": values}) if o["kind"] == "Deployment")
-    container = next(c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "manager")
-    environ = {e["name"]: e["value"] for e in container["env"] if "value" in e}
-    assert environ.get("WORKSPACE_AGENT_IMAGE_VOLUME") == variable
-    assert settings.from_args(settings.parser(environ).parse_args([]), "v1", environ).agent_image_volume is volume
+    assert environ.get(variable) == (None if given is None else str(given).lower())
+    made = settings.from_args(settings.parser(environ).parse_args([]), "v1", environ)
+    assert getattr(made, setting) is (default if given is None else given)
 
 
 def test_a_meaningless_config_in_place_value_is_refused(capsys: pytest.CaptureFixture[str]) -> None:

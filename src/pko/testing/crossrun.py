@@ -165,19 +165,23 @@ def reconciles(real_cluster: cluster.Cluster, namespace: str, controller: str) -
                if name == "controller_runtime_reconcile_total" and labels.get("controller") == controller)
 
 
-def deployment(real_cluster: cluster.Cluster, namespace: str) -> str:
-    """The name of the one Deployment an operator chart installed into `namespace`."""
+def _the_deployment(real_cluster: cluster.Cluster, namespace: str) -> dict[str, Any]:
+    """The one Deployment an operator chart installed into `namespace`."""
     items = (real_cluster.api_get(f"/apis/apps/v1/namespaces/{namespace}/deployments") or {}).get("items", [])
     assert len(items) == 1, [d["metadata"]["name"] for d in items]
-    return str(items[0]["metadata"]["name"])
+    found: dict[str, Any] = items[0]
+    return found
+
+
+def deployment(real_cluster: cluster.Cluster, namespace: str) -> str:
+    """The name of the one Deployment an operator chart installed into `namespace`."""
+    return str(_the_deployment(real_cluster, namespace)["metadata"]["name"])
 
 
 def agent_image(real_cluster: cluster.Cluster, namespace: str) -> str:
     """The image an installed operator's workspace pods take the agent from (its `AGENT_IMAGE`)."""
-    name = deployment(real_cluster, namespace)
-    found = real_cluster.api_get(f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}") or {}
-    env = [e for c in found["spec"]["template"]["spec"]["containers"] for e in c.get("env", [])]
-    return str(next(e["value"] for e in env if e["name"] == "AGENT_IMAGE"))
+    containers = _the_deployment(real_cluster, namespace)["spec"]["template"]["spec"]["containers"]
+    return str(next(e["value"] for c in containers for e in c.get("env", []) if e["name"] == "AGENT_IMAGE"))
 
 
 def set_agent_image(real_cluster: cluster.Cluster, namespace: str, image: str) -> None:
