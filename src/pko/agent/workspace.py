@@ -281,7 +281,7 @@ class Workspace:
         self.early_tree = asyncio.ensure_future(nodemodules.install(self.workdir, project, self.cli.env))
 
     async def _install(self) -> bool:
-        from pko.agent import nodemodules
+        from pko.agent import installscripts, nodemodules
         project = self.project()
         early, self.early_tree = self.early_tree, None
         used = await (early if early is not None else nodemodules.install(self.workdir, project, self.cli.env))
@@ -289,13 +289,16 @@ class Workspace:
             if nodemodules.offered(self.cli.env):
                 log.info("installing with the package manager: %s", used)
             return await self._install_everything()
+        scripts = await asyncio.to_thread(installscripts.plan, self.workdir, used.tree, self.cli.env)
+        for folder, why in scripts.left_out:
+            log.info("not running the install scripts of %s: %s", folder, why)
         plugins = self._plugins_unless_there(project, used.tree)
-        if not used.tree.install_scripts:
+        if not scripts.rebuild:
             await plugins
             return True
         # What `npm ci` would have run after unpacking, beside the plugins' install: neither waits for the other (the
         # CLI locks each plugin it installs, so a package's script installing the same one waits for it, no more).
-        rebuild = self.cli.run(["rebuild", *used.tree.install_scripts], program="npm",
+        rebuild = self.cli.run(["rebuild", *scripts.rebuild], program="npm",
                                description="failed to run the install scripts of the project's packages")
         rebuilt, installed = await asyncio.gather(rebuild, plugins, return_exceptions=True)
         if isinstance(rebuilt, CommandError):  # npm itself may tolerate it (an optional package's script): let it say

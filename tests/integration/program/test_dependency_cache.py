@@ -17,9 +17,10 @@ import logging
 import os
 import shutil
 import subprocess
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -27,6 +28,7 @@ import yarl
 from prometheus_client import CollectorRegistry
 
 from pko.agent import nodemodules
+from pko.agent.pulumicmd import CommandResult
 from pko.agent.workspace import Workspace
 from pko.controllers import settings as settings_mod
 from pko.controllers import wiring
@@ -221,10 +223,11 @@ async def test_an_index_is_served_stale_while_the_upstream_is_down_and_files_sta
         await made.server.close()
 
 
-async def _workspace(name: str, tmp_path: Path, bed: Bed, lockfile: str | None) -> tuple[Workspace, Path]:
+async def _workspace(name: str, tmp_path: Path, bed: Bed, lockfile: str | None,
+                     files: dict[str, str] | None = None) -> tuple[Workspace, Path]:
     project = tmp_path / name
     project.mkdir()
-    for file, text in programs.typescript(name).items():
+    for file, text in (files or programs.typescript(name)).items():
         (project / file).write_text(text)
     if lockfile is not None:
         (project / "package-lock.json").write_text(lockfile)
@@ -291,6 +294,32 @@ async def test_a_lockfile_s_node_modules_tree_is_built_once_and_unpacked_by_ever
         assert answer.headers["X-Cache"] == "HIT"
     assert fetched[0] > 200
     assert fetched[1] == fetched[0]
+
+
+async def test_the_kubernetes_sdk_s_published_install_scripts_are_left_to_the_cli_s_plugin_step(
+        bed: Bed, tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tree of a program with the Kubernetes SDK holds two packages with install scripts, both the published
+    files the agent recognises (the SDK's plugin script, protobufjs's warning): no `npm rebuild` runs, and the plugin
+    the SDK's script would have installed is installed by the CLI's plugin step."""
+    files = programs.typescript_kubernetes("k8sprog")
+    lockfile = await asyncio.to_thread(mirror.npm_lockfile, bed.upstream, files)
+    workspace, project = await _workspace("k8sprog", tmp_path, bed, lockfile, files)
+    ran: list[tuple[str, ...]] = []
+    run = workspace.cli.run
+
+    async def recorded(args: Sequence[str], **options: Any) -> CommandResult:  # still runs it
+        ran.append((options.get("program") or "pulumi", *args))
+        return await run(args, **options)
+    monkeypatch.setattr(workspace.cli, "run", recorded)
+    with caplog.at_level(logging.INFO, logger="pko.agent.workspace"):
+        assert await workspace.install()
+    plugin = f"resource-kubernetes-v{programs.KUBERNETES_VERSION}"
+    assert (f"not running the install scripts of @pulumi/kubernetes: its script installs the plugin {plugin}, "
+            "which the CLI's plugin step installs") in caplog.text
+    assert "not running the install scripts of protobufjs: protobufjs's postinstall only warns" in caplog.text
+    assert ran == [("pulumi", "install", "--no-dependencies")]
+    assert (tmp_path / "home-k8sprog" / "plugins" / plugin / "pulumi-resource-kubernetes").is_file()
+    await _run([_tool("node"), "-e", "require('@pulumi/kubernetes')"], project, {})
 
 
 async def test_the_tree_is_unpacked_before_the_first_install_asks_for_it(bed: Bed, tmp_path: Path) -> None:
