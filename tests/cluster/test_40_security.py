@@ -103,6 +103,43 @@ async def test_root_under_restricted_fails_clearly(ckc: kclient.Client, cnamespa
     assert any(e["reason"] == "PodFailure" and e["involvedObject"]["name"] == "rooted" for e in events)
 
 
+async def test_a_workspace_pod_a_quota_refuses_is_named_in_the_status_and_starts_once_the_quota_allows_it(
+        ckc: kclient.Client, cnamespace: str, operator_release: Release, real_cluster: cluster.Cluster) -> None:
+    """No pod at all: the API server refused the StatefulSet's pod (here a ResourceQuota; a LimitRange, the
+    namespace's Pod Security level or a webhook alike), which only the StatefulSet's FailedCreate event says. The
+    Workspace and the Stack quote that refusal instead of waiting for a pod in silence; with room made, the Stack
+    is Ready."""
+    ns = cnamespace
+    real_cluster.kubectl("create", "quota", "no-pods", "--hard=pods=0", "-n", ns)
+    await ckc.create(resources.PROGRAM.new("q", ns, program={"outputs": {"ok": "yes"}}))
+    await ckc.create(resources.STACK.new("q", ns, spec={
+        "stack": "dev", "programRef": {"name": "q"}, "backend": "file:///tmp", "envRefs": passphrase_env(),
+        "workspaceTemplate": workspace_template(),
+    }))
+    refusal = 'pod not created: pods "q-workspace-0" is forbidden: exceeded quota: no-pods'
+    try:
+        stack = await wait_for(ckc, resources.STACK, "q", ns,
+                               lambda o: refusal in condition(o, "Reconciling").get("message", ""), timeout=180)
+    except AssertionError as err:
+        raise AssertionError(f"{err}\n{diagnose(real_cluster, ns)}") from None
+    assert condition(stack, "Ready")["status"] == "False"
+    workspace = await ckc.get(resources.WORKSPACE, "q", ns)
+    ready = condition(workspace, "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "WaitingForReplicas")
+    assert ready["message"].startswith(f"Waiting for the workspace pod to be available: {refusal}"), ready
+    events = (real_cluster.api_get(f"/api/v1/namespaces/{ns}/events") or {}).get("items", [])
+    assert any(e["reason"] == "PodFailure" and e["involvedObject"]["name"] == "q" and refusal in e["message"]
+               for e in events)
+
+    real_cluster.kubectl("delete", "quota", "no-pods", "-n", ns)
+    try:
+        stack = await wait_for(ckc, resources.STACK, "q", ns,
+                               lambda o: condition(o, "Ready").get("status") == "True", timeout=400)
+    except AssertionError as err:
+        raise AssertionError(f"{err}\n{diagnose(real_cluster, ns)}") from None
+    assert stack["status"]["outputs"] == {"ok": "yes"}
+
+
 def _caller_pod(name: str, namespace: str, service_account: str, audience: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},

@@ -17,6 +17,7 @@ from pko.api import crds
 MANAGER_RULES = [
     ("", "configmaps", "create get list update watch"),
     ("", "events", "create patch update"),
+    ("", "events", "list"),  # pko: a refused workspace pod is named only in its StatefulSet's FailedCreate event
     ("", "pods", "create delete get list patch update watch"),
     ("", "services", "create delete get list patch update watch"),
     ("", "secrets", "create get list update watch"),

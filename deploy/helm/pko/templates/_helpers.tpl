@@ -119,7 +119,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 plus create/update of ConfigMaps and update of Secrets: a Stack's spec.outputs (docs/outputs.md) writes the
 Secret/ConfigMap it owns (a create, or a PUT at the resourceVersion it checked).
 plus reading StackApprovals and writing their status (pko, docs/approvals.md),
-plus reading StackRollouts and writing their status (pko, docs/rollouts.md). */}}
+plus reading StackRollouts and writing their status (pko, docs/rollouts.md),
+plus listing events: a workspace pod the API server refused to create is named only in its StatefulSet's
+FailedCreate event, which the Workspace's status quotes (docs/troubleshooting.md). */}}
 {{- define "pko.managerRules" -}}
 {{- with .Values.rbac.extraRules }}
 {{ toYaml . }}
@@ -129,7 +131,7 @@ plus reading StackRollouts and writing their status (pko, docs/rollouts.md). */}
   verbs: [create, get, list, update, watch]
 - apiGroups: [""]
   resources: [events]
-  verbs: [create, patch, update]
+  verbs: [create, list, patch, update]
 - apiGroups: [""]
   resources: [pods, services]
   verbs: [create, delete, get, list, patch, update, watch]

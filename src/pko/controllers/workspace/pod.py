@@ -3,7 +3,9 @@
 Follows the Go operator (pko-v2 §3.2): Service and StatefulSet by server-side apply (a StatefulSet the API server
 refuses to update in place is deleted and recreated: "Migrated"), wait for the rollout and an available replica,
 then the agent is at the Service's address. While the pod cannot start, the kubelet's reason (a refused security
-profile, a pull error, a crash loop) goes into Ready's message and a PodFailure event. The pod's
+profile, a pull error, a crash loop) goes into Ready's message and a PodFailure event; while there is no pod at
+all, the API server's refusal of it (a quota, the namespace's Pod Security level, a webhook), which only the
+StatefulSet's FailedCreate event holds. The pod's
 ``auto.pulumi.com/initialized`` annotation records that the agent was initialised; when it cannot be set, the pod
 is deleted so that a fresh one starts over.
 
@@ -13,6 +15,7 @@ revision.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -26,6 +29,7 @@ from pko.kube import errors, events, objects, owners, resources
 from pko.runtime import applied, handlers, manager, store
 from pko.runtime import controller as ctl
 
+log = logging.getLogger(__name__)
 RETRY_AFTER = 5.0
 #: How often a Workspace whose pod is not available yet looks at the pod for a kubelet error.
 POD_CHECK_AFTER = 10.0
@@ -52,6 +56,13 @@ def rollout_changed(event: store.Event) -> bool:
     if statefulset_ready(event.object) and (event.old is None or not statefulset_ready(event.old)):
         return True
     return event.old is not None and _rollout(event.old) != _rollout(event.object)
+
+
+def _waited_before(workspace: ws_api.Workspace) -> bool:
+    """Whether the Workspace was waiting for its pod at an earlier look already: only then is a missing pod worth
+    asking the API server about (right after an apply or a wake, the StatefulSet controller is still creating it)."""
+    ready = conditions.find(workspace.status.conditions if workspace.status else None, conditions.READY)
+    return ready is not None and ready.reason == WAITING_FOR_REPLICAS
 
 
 def pod_name(key: objects.ObjectKey) -> str:
@@ -102,7 +113,10 @@ class PodRuntime:
                 or sts_status.get("updateRevision") != sts_status.get("currentRevision")):
             return Pending(reason=ROLLING_UPDATE, message="Waiting for the statefulset to be updated")
         if (sts_status.get("availableReplicas") or 0) < 1:
-            stuck = podproblems.problem(await self.client.get_or_none(resources.POD, pod_name(key), key.namespace))
+            found = await self.client.get_or_none(resources.POD, pod_name(key), key.namespace)
+            stuck = podproblems.problem(found)
+            if found is None and _waited_before(workspace):
+                stuck = await self._refusal(applied)
             message = "Waiting for the workspace pod to be available" + (f": {stuck}" if stuck else "")
             ready = conditions.find(workspace.status.conditions if workspace.status else None, conditions.READY)
             if stuck and (ready.message if ready else None) != message:
@@ -125,6 +139,19 @@ class PodRuntime:
                 return False
 
         return Placed(manifests.service_address(workspace), initialized, mark, fetch_seconds=fetch_seconds(pod))
+
+    async def _refusal(self, statefulset: objects.Object) -> str | None:
+        """Why the StatefulSet controller could not create the pod (its `FailedCreate` events, read from the API
+        server: the operator watches no events); None when it says nothing, or may not be asked."""
+        meta = statefulset.get("metadata") or {}
+        try:
+            found = await self.client.list(resources.EVENT, meta.get("namespace"), fields={
+                "involvedObject.kind": "StatefulSet", "involvedObject.name": meta.get("name", ""),
+                "reason": podproblems.FAILED_CREATE})
+        except errors.ApiError as err:  # an older Role without `list` on events: the Workspace waits, as before
+            log.info("could not read the events of statefulset %s: %s", meta.get("name"), err)
+            return None
+        return podproblems.refused(found.items, meta.get("uid", ""))
 
     async def sleep(self, workspace: ws_api.Workspace, statefulset: dict[str, Any]) -> None:
         """Apply the Service and the StatefulSet with no replicas: the StatefulSet controller stops the pod (the

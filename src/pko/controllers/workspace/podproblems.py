@@ -8,6 +8,11 @@ kubelet already says what is wrong in the pod's container statuses; this module 
 A container restarting after failures (``CrashLoopBackOff``) says only "back-off … restarting failed container";
 why it failed is in its last termination message (pko's agent ``init`` writes its refusal there, as
 ``/dev/termination-log``), which is added, so a refused source reads the same as in the local runtime.
+
+When there is no pod at all, the StatefulSet controller could not create it — a ResourceQuota, a LimitRange, the
+namespace's Pod Security level or an admission webhook refused it — and says so only in a ``FailedCreate`` event on
+the StatefulSet (a StatefulSet has no condition for it); :func:`refused` reads the newest such event of that very
+StatefulSet, so a Workspace stuck there says why instead of waiting for a pod forever.
 """
 
 from __future__ import annotations
@@ -40,3 +45,23 @@ def problem(pod: dict[str, Any] | None) -> str | None:
         if condition.get("type") == "PodScheduled" and condition.get("status") == "False" and condition.get("message"):
             return f"pod not scheduled: {condition['message']}"
     return None
+
+
+#: The StatefulSet controller's event when the API server refuses the pod it creates.
+FAILED_CREATE = "FailedCreate"
+
+
+def refused(events: list[dict[str, Any]], statefulset_uid: str) -> str | None:
+    """Why the StatefulSet (by uid: not an earlier one of the same name) could not create its pod, from the newest
+    of its `FailedCreate` events, as `pod not created: <the API server's refusal>`; None when it has none."""
+    def when(event: dict[str, Any]) -> str:  # RFC 3339 in UTC: text order is time order
+        return str(event.get("lastTimestamp") or event.get("eventTime") or
+                   (event.get("metadata") or {}).get("creationTimestamp") or "")
+    own = [e for e in events if e.get("reason") == FAILED_CREATE
+           and (e.get("involvedObject") or {}).get("uid") == statefulset_uid and e.get("message")]
+    if not own:
+        return None
+    message = " ".join(str(max(own, key=when)["message"]).split())
+    # "create Pod x-workspace-0 in StatefulSet x-workspace failed error: pods "x-workspace-0" is forbidden: …"
+    _, sep, why = message.partition(" failed error: ")
+    return f"pod not created: {why if sep else message}"

@@ -53,3 +53,25 @@ def test_an_unschedulable_pod_says_why() -> None:
     pod = _pod(conditions=[{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                             "message": "0/1 nodes are available: 1 Insufficient cpu."}])
     assert podproblems.problem(pod) == "pod not scheduled: 0/1 nodes are available: 1 Insufficient cpu."
+
+
+def _failed_create(uid: str, when: str, why: str, reason: str = podproblems.FAILED_CREATE) -> dict[str, Any]:
+    return {"reason": reason, "involvedObject": {"kind": "StatefulSet", "name": "s-workspace", "uid": uid},
+            "lastTimestamp": when,
+            "message": f'create Pod s-workspace-0 in StatefulSet s-workspace failed error: pods "s-workspace-0" is '
+                       f"forbidden: {why}"}
+
+
+def test_a_pod_the_api_server_refused_to_create_says_why_from_the_newest_event_of_that_statefulset() -> None:
+    quota = "exceeded quota: pods, requested: pods=1, used: pods=0, limited: pods=0"
+    events = [
+        _failed_create("old-uid", "2026-12-07T10:59:00Z", "an earlier StatefulSet of the same name"),
+        _failed_create("uid", "2026-12-07T10:00:00Z", 'violates PodSecurity "restricted:latest": privileged'),
+        _failed_create("uid", "2026-12-07T10:05:00Z", quota),
+        _failed_create("uid", "2026-12-07T10:30:00Z", "not a refusal", reason="SuccessfulCreate"),
+    ]
+    assert podproblems.refused(events, "uid") == f"pod not created: pods \"s-workspace-0\" is forbidden: {quota}"
+    assert podproblems.refused(events, "another") is None
+    assert podproblems.refused([], "uid") is None
+    odd = {**_failed_create("uid", "2026-12-07T11:00:00Z", ""), "message": "admission webhook  \"x\"\n denied it"}
+    assert podproblems.refused([*events, odd], "uid") == 'pod not created: admission webhook "x" denied it'
