@@ -670,7 +670,12 @@ async def _agent_timeline(ctx: Context, namespace: str) -> Figures:
     created = _ts(pod["metadata"]["creationTimestamp"])
     logs = await asyncio.to_thread(ctx.bed.kubectl, "logs", pod["metadata"]["name"], "-c", "pulumi", "-n",
                                    namespace, "--timestamps", check=False)
-    return agent_timeline(created, logs.stdout) if created is not None else {}
+    if created is None:
+        return {}
+    found = agent_timeline(created, logs.stdout)
+    if found:  # pko's agent: the install scripts of the tree it left to the CLI's plugin step, or known to do nothing
+        found["install scripts not run"] = float(logs.stdout.count("not running the install scripts of"))
+    return found
 
 
 async def coldstart(ctx: Context, operator: b.Operator) -> Figures:

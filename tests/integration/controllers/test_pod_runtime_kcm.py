@@ -4,6 +4,7 @@ no kubelet or scheduler), and the real garbage collector removes everything when
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -13,7 +14,7 @@ import lightkube
 import pytest
 
 from pko.api import names
-from pko.controllers.workspace import manifests
+from pko.controllers.workspace import manifests, pod
 from pko.kube import client as kclient
 from pko.kube import objects, owners, resources
 from pko.testing import controlplane, operator, waiting
@@ -296,3 +297,72 @@ async def test_config_values_keep_the_statefulset_and_a_starting_workspace_never
         assert rolled["metadata"]["generation"] == sts["metadata"]["generation"] + 1
         ws = await kcm.get(resources.WORKSPACE, "infra", ns)
         assert ws["status"]["applied"]["podGeneration"] == ws["metadata"]["generation"]
+
+
+def _condition(obj: dict[str, Any] | None, kind: str) -> dict[str, Any]:
+    found = [c for c in ((obj or {}).get("status") or {}).get("conditions") or [] if c["type"] == kind]
+    return found[0] if found else {}
+
+
+async def test_a_statefulset_the_api_server_refuses_stalls_the_workspace_with_its_words_until_the_spec_changes(
+    kcm: kclient.Client, kcm_namespace: str, kcm_cluster: controlplane.ControlPlane, tmp_path: Path,
+) -> None:
+    """A pod template the API server refuses (here a mount of a volume the pod does not have, a typo the
+    Workspace's schema cannot see) leaves nothing to migrate: the Workspace is Stalled `StatefulSetInvalid` with the
+    API server's message and one Warning event, instead of deleting and applying the StatefulSet every 5 s (the
+    reference's Migrated loop); with the template corrected, the StatefulSet is created and Stalled goes."""
+    ns = kcm_namespace
+    workspace = _workspace(ns)
+    pulumi = workspace["spec"]["podTemplate"]["spec"]["containers"][0]
+    pulumi["volumeMounts"] = [{"name": "cache-typo", "mountPath": "/cache"}]
+    async with operator.running(kcm_cluster.kubeconfig, tmp_path / "unused", runtime="pod", workers=2,
+                                namespace=ns):
+        await kcm.create(workspace)
+        found = await waiting.wait_for(kcm, resources.WORKSPACE, "infra", ns,
+                                       lambda o: _condition(o, "Stalled").get("status") == "True", timeout=60)
+        stalled, ready = _condition(found, "Stalled"), _condition(found, "Ready")
+        assert stalled["reason"] == ready["reason"] == "StatefulSetInvalid"
+        assert ready["status"] == "False"
+        assert stalled["message"].startswith("the API server refuses the workspace's StatefulSet: ")
+        assert "volumeMounts[" in stalled["message"], stalled
+        assert 'Not found: "cache-typo"' in stalled["message"], stalled
+        await asyncio.sleep(2 * pod.RETRY_AFTER)  # what the reference's loop would have filled with Migrated events
+        said = [(e["reason"], e.get("count", 1)) for e in (await kcm.list(resources.EVENT, ns)).items
+                if e["involvedObject"]["name"] == "infra"]
+        assert said == [("StatefulSetInvalid", 1)], said
+        assert await kcm.get_or_none(resources.STATEFUL_SET, "infra-workspace", ns) is None
+
+        pulumi["volumeMounts"] = None
+        await kcm.patch(resources.WORKSPACE, "infra", {"spec": {"podTemplate": {"spec": {"containers": [pulumi]}}}},
+                        ns)
+        await waiting.wait_for(kcm, resources.STATEFUL_SET, "infra-workspace", ns, lambda o: True, timeout=60)
+        found = await waiting.wait_for(kcm, resources.WORKSPACE, "infra", ns,
+                                       lambda o: _ready(o).get("reason") == "WaitingForReplicas", timeout=60)
+        assert _condition(found, "Stalled") == {}
+
+
+
+async def test_image_volumes_an_api_server_does_not_serve_are_named_not_lost_in_silence(
+    kcm: kclient.Client, kcm_namespace: str, kcm_cluster: controlplane.ControlPlane, tmp_path: Path,
+) -> None:
+    """This control plane runs without the `ImageVolume` gate (Kubernetes 1.34's default): the API server leaves
+    `image` volumes and their mounts out of the StatefulSet without a word. The Workspace names them, in a warning
+    event and in its Ready message while its pod waits (a plugin's volume here; the agent's with
+    `--workspace-agent-image-volume`, whose pod cannot start without it)."""
+    ns = kcm_namespace
+    workspace = _workspace(ns)
+    template = workspace["spec"]["podTemplate"]["spec"]
+    template["volumes"] = [{"name": "plugin-random", "image": {"reference": "registry.example/plugins/random:4.19.1"}}]
+    template["containers"][0]["volumeMounts"] = [{"name": "plugin-random", "mountPath": "/pulumi-plugins/random",
+                                                  "readOnly": True}]
+    said = ("the API server dropped the image volume plugin-random: this cluster does not serve image volumes "
+            "(Kubernetes 1.35, or 1.33-1.34 with the ImageVolume feature gate)")
+    async with operator.running(kcm_cluster.kubeconfig, tmp_path / "unused", runtime="pod", workers=2,
+                                namespace=ns):
+        await kcm.create(workspace)
+        await waiting.wait_for(kcm, resources.WORKSPACE, "infra", ns, lambda o: _ready(o).get("message") == (
+            f"Waiting for the workspace pod to be available: {said}"), timeout=60)
+    sts = await kcm.get(resources.STATEFUL_SET, "infra-workspace", ns)
+    assert [v["name"] for v in sts["spec"]["template"]["spec"]["volumes"]] == ["share"]  # what the server kept
+    warned = [e for e in (await kcm.list(resources.EVENT, ns)).items if e["reason"] == "ImageVolumesDropped"]
+    assert [e["message"] for e in warned] == [said]

@@ -5,7 +5,10 @@ refuses to update in place is deleted and recreated: "Migrated"), wait for the r
 then the agent is at the Service's address. While the pod cannot start, the kubelet's reason (a refused security
 profile, a pull error, a crash loop) goes into Ready's message and a PodFailure event; while there is no pod at
 all, the API server's refusal of it (a quota, the namespace's Pod Security level, a webhook), which only the
-StatefulSet's FailedCreate event holds. The pod's
+StatefulSet's FailedCreate event holds. A StatefulSet refused as invalid is deleted and created again only when
+one exists (the reference's migration of an immutable field); one refused on creation is the template's fault, and
+the Workspace is Stalled ``StatefulSetInvalid`` with the API server's words until its spec changes (the reference
+deletes and applies it again every 5 s, for ever). The pod's
 ``auto.pulumi.com/initialized`` annotation records that the agent was initialised; when it cannot be set, the pod
 is deleted so that a fresh one starts over.
 
@@ -23,7 +26,14 @@ from typing import Any
 from pko.api import conditions, names
 from pko.api import workspace as ws_api
 from pko.controllers.workspace import manifests, podproblems
-from pko.controllers.workspace.runtime import ROLLING_UPDATE, WAITING_FOR_REPLICAS, Pending, Placed, Placement
+from pko.controllers.workspace.runtime import (
+    ROLLING_UPDATE,
+    STATEFULSET_INVALID,
+    WAITING_FOR_REPLICAS,
+    Pending,
+    Placed,
+    Placement,
+)
 from pko.kube import client as kclient
 from pko.kube import errors, events, objects, owners, resources
 from pko.runtime import applied, handlers, manager, store
@@ -94,6 +104,9 @@ class PodRuntime:
             return cached
         await self.client.apply(service)
         result = await self.client.apply(statefulset)
+        dropped = podproblems.dropped_image_volumes(statefulset, result)
+        if dropped:  # told at each apply (not each reconcile); Ready's message says it while the pod waits
+            await self.recorder.warning(workspace, "ImageVolumesDropped", podproblems.dropped_message(dropped))
         self._applied.record(key, digest, result, self.clock(), statefulset)
         return result
 
@@ -101,10 +114,16 @@ class PodRuntime:
         key = objects.ObjectKey.of(workspace.metadata)
         try:
             applied = await self._apply(workspace, statefulset)
-        except errors.Invalid:
+        except errors.Invalid as err:
             self._applied.forget(key)
-            await self.client.delete(resources.STATEFUL_SET, statefulset["metadata"]["name"], key.namespace,
-                                     missing_ok=True)
+            name = statefulset["metadata"]["name"]
+            if await self.client.get_or_none(resources.STATEFUL_SET, name, key.namespace) is None:
+                # nothing to migrate: the API server refuses the StatefulSet itself (the pod template's patch, or an
+                # option the cluster does not serve); deleting and applying it again every few seconds would not help
+                message = f"the API server refuses the workspace's StatefulSet: {err.message or err}"
+                await self.recorder.warning(workspace, STATEFULSET_INVALID, message)
+                return Pending(None, STATEFULSET_INVALID, message, stalled=True)
+            await self.client.delete(resources.STATEFUL_SET, name, key.namespace, missing_ok=True)
             await self.recorder.normal(workspace, "Migrated", "Replaced the workspace statefulset")
             return Pending(ctl.Result(requeue_after=RETRY_AFTER))
         sts_status = applied.get("status") or {}
@@ -117,6 +136,9 @@ class PodRuntime:
             stuck = podproblems.problem(found)
             if found is None and _waited_before(workspace):
                 stuck = await self._refusal(applied)
+            dropped = podproblems.dropped_image_volumes(statefulset, applied)
+            if dropped:
+                stuck = podproblems.dropped_message(dropped) + (f"; {stuck}" if stuck else "")
             message = "Waiting for the workspace pod to be available" + (f": {stuck}" if stuck else "")
             ready = conditions.find(workspace.status.conditions if workspace.status else None, conditions.READY)
             if stuck and (ready.message if ready else None) != message:

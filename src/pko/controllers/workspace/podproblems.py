@@ -65,3 +65,21 @@ def refused(events: list[dict[str, Any]], statefulset_uid: str) -> str | None:
     # "create Pod x-workspace-0 in StatefulSet x-workspace failed error: pods "x-workspace-0" is forbidden: …"
     _, sep, why = message.partition(" failed error: ")
     return f"pod not created: {why if sep else message}"
+
+
+
+def dropped_image_volumes(sent: dict[str, Any], applied: dict[str, Any]) -> list[str]:
+    """The `image` volumes of the StatefulSet pko `sent` that the API server left out of the one it `applied`: an
+    API server that does not serve image volumes (Kubernetes before 1.35 without the ``ImageVolume`` gate) drops
+    them and their mounts without a word — the agent's (``--workspace-agent-image-volume``: the pod cannot start)
+    or a plugin's (the plugin is then downloaded as without it)."""
+    def volumes(statefulset: dict[str, Any]) -> list[Any]:
+        return (((statefulset.get("spec") or {}).get("template") or {}).get("spec") or {}).get("volumes") or []
+    kept = {v.get("name") for v in volumes(applied) if isinstance(v, dict)}
+    return [str(v.get("name")) for v in volumes(sent)
+            if isinstance(v, dict) and "image" in v and v.get("name") not in kept]
+
+
+def dropped_message(names: list[str]) -> str:
+    return (f"the API server dropped the image volume{'s' if len(names) > 1 else ''} {', '.join(names)}: this "
+            "cluster does not serve image volumes (Kubernetes 1.35, or 1.33-1.34 with the ImageVolume feature gate)")

@@ -35,7 +35,7 @@ from pko.api import workspace as ws_api
 from pko.api.meta import Condition
 from pko.controllers import connect
 from pko.controllers.workspace import built, fleet, initialize, manifests, pool, runtime
-from pko.controllers.workspace.runtime import Pending, WorkspaceRuntime
+from pko.controllers.workspace.runtime import STATEFULSET_INVALID, Pending, WorkspaceRuntime
 from pko.kube import client as kclient
 from pko.kube import events, objects, owners, resources
 from pko.protocol import client as agent_client
@@ -205,10 +205,16 @@ class WorkspaceReconciler:
             await self.recorder.normal(workspace, "Waking", fleet.WAKING_MESSAGE)
 
         placed = await self.runtime.place(workspace, await self._statefulset(workspace, revision, replicas=1))
+        refused = conditions.find(status.conditions, conditions.STALLED)
+        if refused is not None and refused.reason == STATEFULSET_INVALID and not (
+                isinstance(placed, Pending) and placed.stalled):
+            status.conditions = conditions.remove(status.conditions, conditions.STALLED)  # the StatefulSet is taken
         if isinstance(placed, Pending):
             if placed.reason is not None:
                 status.ready("False", placed.reason, placed.message, now)
                 status.address = None
+                if placed.stalled:
+                    status.stalled(placed.reason, placed.message, now)
             await self._save(status)
             return placed.result
 

@@ -25,6 +25,8 @@ from pko.runtime import manager
 # Workspace Ready reasons a runtime reports while its agent is not reachable yet (the Go operator's).
 ROLLING_UPDATE = "RollingUpdate"
 WAITING_FOR_REPLICAS = "WaitingForReplicas"
+#: pko: Ready and Stalled when the API server refuses to create the workspace's StatefulSet (the template's fault).
+STATEFULSET_INVALID = "StatefulSetInvalid"
 
 
 def _same_path(path: str) -> str:
@@ -49,11 +51,13 @@ class Placed:
 @dataclass(frozen=True)
 class Pending:
     """The agent is not reachable yet. With a `reason`, the Workspace is ``Ready=False`` with it and `message`
-    and has no address; the reconcile ends with `result`."""
+    and has no address, and ``Stalled`` with them too when `stalled` (nothing but a change of its spec helps);
+    the reconcile ends with `result`."""
 
     result: ctl.Result | None = None
     reason: str | None = None
     message: str = ""
+    stalled: bool = False
 
 
 Placement = Placed | Pending

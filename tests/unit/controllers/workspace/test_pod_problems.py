@@ -75,3 +75,19 @@ def test_a_pod_the_api_server_refused_to_create_says_why_from_the_newest_event_o
     assert podproblems.refused([], "uid") is None
     odd = {**_failed_create("uid", "2026-12-07T11:00:00Z", ""), "message": "admission webhook  \"x\"\n denied it"}
     assert podproblems.refused([*events, odd], "uid") == 'pod not created: admission webhook "x" denied it'
+
+
+
+def test_image_volumes_the_api_server_left_out_are_named() -> None:
+    def statefulset(*volumes: dict[str, Any]) -> dict[str, Any]:
+        return {"spec": {"template": {"spec": {"volumes": list(volumes)}}}}
+    share = {"name": "share", "emptyDir": {}}
+    agent = {"name": "pko-agent", "image": {"reference": "pko/pko:dev"}}
+    plugin = {"name": "plugin-random", "image": {"reference": "plugins/random:4.19.1"}}
+    sent = statefulset(share, agent, plugin)
+    assert podproblems.dropped_image_volumes(sent, statefulset(share)) == ["pko-agent", "plugin-random"]
+    assert podproblems.dropped_image_volumes(sent, statefulset(share, agent, plugin)) == []
+    assert podproblems.dropped_image_volumes(statefulset(share), statefulset()) == []  # only image volumes count
+    assert podproblems.dropped_message(["pko-agent"]) == (
+        "the API server dropped the image volume pko-agent: this cluster does not serve image volumes "
+        "(Kubernetes 1.35, or 1.33-1.34 with the ImageVolume feature gate)")
