@@ -58,18 +58,17 @@ class Plan:
 
 def plan(workdir: Path, tree: Tree, env: Mapping[str, str]) -> Plan:
     """Which of the tree's packages with install scripts still need ``npm rebuild``. Blocking (a few small files)."""
-    acquisition_off = (env.get("PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION") or "").lower() in ("1", "true")
+    acquisition_off = treeplugins.acquisition_off(env)
     rebuild: set[str] = set()
     left_out: dict[str, str] = {}
     for package in tree.packages:
         if not package.install_script:
             continue
-        folder = package.path.rsplit("node_modules/", 1)[-1]
         why = redundant(workdir / package.path, package, acquisition_off)
         if why is None:
-            rebuild.add(folder)
+            rebuild.add(package.folder)
         else:
-            left_out[folder] = why
+            left_out[package.folder] = why
     # npm rebuild matches by folder name: one copy that must run runs them all
     return Plan(tuple(sorted(rebuild)), tuple(sorted((f, w) for f, w in left_out.items() if f not in rebuild)))
 

@@ -35,7 +35,7 @@ def missing(workdir: Path, project: Mapping[str, Any], tree: Tree, env: Mapping[
     plugin the tree's packages name is in `plugins`. Blocking (a few hundred small files)."""
     if any(project.get(key) for key in _PROJECT_KEYS):
         return "Pulumi.yaml lists plugins or packages"
-    if (env.get("PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION") or "").lower() in ("1", "true"):
+    if acquisition_off(env):
         return "automatic plugin acquisition is off"
     try:
         other = _outside_the_tree(workdir)
@@ -49,6 +49,11 @@ def missing(workdir: Path, project: Mapping[str, Any], tree: Tree, env: Mapping[
     except (OSError, ValueError) as err:
         return f"{type(err).__name__}: {err}"
     return None
+
+
+def acquisition_off(env: Mapping[str, str]) -> bool:
+    """Whether the CLI installs no plugin by itself (``PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION``, as read)."""
+    return (env.get("PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION") or "").lower() in ("1", "true")
 
 
 def named(manifests: Iterable[Path]) -> Iterable[str | None]:

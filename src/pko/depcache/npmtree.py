@@ -81,6 +81,12 @@ class Package:
         return f"/{self.name}/-/{self.name.rsplit('/', 1)[-1]}-{self.version}.tgz"
 
     @property
+    def folder(self) -> str:
+        """Its folder's name under its ``node_modules`` (``@s/b``): what ``npm rebuild`` matches, which for an alias
+        is not the registry name."""
+        return self.path.rsplit("node_modules/", 1)[-1]
+
+    @property
     def bin_dir(self) -> str:
         """The ``.bin`` folder its links go to: that of the ``node_modules`` it sits in."""
         return f"{self.path.rsplit('/node_modules/', 1)[0]}/node_modules/.bin" if "/node_modules/" in self.path \
@@ -94,11 +100,6 @@ class Tree:
     root: dict[str, Any]  # the lockfile's root entry (what package.json must say for the tree to be current)
     skipped: tuple[str, ...]  # optional packages for another platform, as npm skips them
 
-    @property
-    def install_scripts(self) -> tuple[str, ...]:
-        """The packages whose install scripts the workspace must run (``npm rebuild`` matches the folder name, which
-        for an alias is not the registry name)."""
-        return tuple(sorted({p.path.rsplit("node_modules/", 1)[-1] for p in self.packages if p.install_script}))
 
 
 def parse_integrity(text: str) -> Integrity:

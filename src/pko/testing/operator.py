@@ -97,7 +97,8 @@ class Operator:
                  runtime: operator_settings.Runtime = "local", namespace: str | None = None,
                  workspace_agent: str | None = None, workspace_idle_timeout: float = 0.0,
                  git_timeout: float | None = None, max_active_workspaces: int | None = None,
-                 user_agent: str | None = None, program_fs_addr: str = "127.0.0.1:0") -> None:
+                 user_agent: str | None = None, program_fs_addr: str = "127.0.0.1:0",
+                 agent_image_volume: bool = False) -> None:
         self.kubeconfig = kubeconfig
         self.metrics_address = metrics_address
         self.client = kclient.Client.from_kubeconfig(kubeconfig, user_agent=user_agent)
@@ -108,6 +109,7 @@ class Operator:
             kubeconfig=str(agent_kubeconfig or kubeconfig), workers=workers, max_operations=max_operations,
             program_fs_addr=program_fs_addr, workspace_agent=workspace_agent,
             workspace_idle_timeout=workspace_idle_timeout, max_active_workspaces=max_active_workspaces,
+            agent_image_volume=agent_image_volume,
         )
         if git_timeout is not None:
             self.settings.git_timeout = git_timeout

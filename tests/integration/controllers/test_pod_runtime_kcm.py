@@ -341,28 +341,29 @@ async def test_a_statefulset_the_api_server_refuses_stalls_the_workspace_with_it
         assert _condition(found, "Stalled") == {}
 
 
-
 async def test_image_volumes_an_api_server_does_not_serve_are_named_not_lost_in_silence(
     kcm: kclient.Client, kcm_namespace: str, kcm_cluster: controlplane.ControlPlane, tmp_path: Path,
 ) -> None:
     """This control plane runs without the `ImageVolume` gate (Kubernetes 1.34's default): the API server leaves
-    `image` volumes and their mounts out of the StatefulSet without a word. The Workspace names them, in a warning
-    event and in its Ready message while its pod waits (a plugin's volume here; the agent's with
-    `--workspace-agent-image-volume`, whose pod cannot start without it)."""
+    `image` volumes and their mounts out of the StatefulSet without a word. The Workspace names them in one warning
+    event, and its Ready message names the agent's (`--workspace-agent-image-volume`: the pod cannot start without
+    it) while the pod waits; a plugin's is only a lost shortcut."""
     ns = kcm_namespace
     workspace = _workspace(ns)
     template = workspace["spec"]["podTemplate"]["spec"]
     template["volumes"] = [{"name": "plugin-random", "image": {"reference": "registry.example/plugins/random:4.19.1"}}]
     template["containers"][0]["volumeMounts"] = [{"name": "plugin-random", "mountPath": "/pulumi-plugins/random",
                                                   "readOnly": True}]
-    said = ("the API server dropped the image volume plugin-random: this cluster does not serve image volumes "
-            "(Kubernetes 1.35, or 1.33-1.34 with the ImageVolume feature gate)")
+    gate = "this cluster does not serve image volumes (Kubernetes 1.35, or 1.31-1.34 with the ImageVolume feature gate)"
     async with operator.running(kcm_cluster.kubeconfig, tmp_path / "unused", runtime="pod", workers=2,
-                                namespace=ns):
+                                namespace=ns, agent_image_volume=True):
         await kcm.create(workspace)
         await waiting.wait_for(kcm, resources.WORKSPACE, "infra", ns, lambda o: _ready(o).get("message") == (
-            f"Waiting for the workspace pod to be available: {said}"), timeout=60)
+            f"Waiting for the workspace pod to be available: the API server dropped the image volume pko-agent: "
+            f"{gate}"), timeout=60)
+        await asyncio.sleep(2 * pod.POD_CHECK_AFTER)  # looks again, unchanged: not told again
     sts = await kcm.get(resources.STATEFUL_SET, "infra-workspace", ns)
     assert [v["name"] for v in sts["spec"]["template"]["spec"]["volumes"]] == ["share"]  # what the server kept
-    warned = [e for e in (await kcm.list(resources.EVENT, ns)).items if e["reason"] == "ImageVolumesDropped"]
-    assert [e["message"] for e in warned] == [said]
+    warned = [(e["message"], e.get("count", 1)) for e in (await kcm.list(resources.EVENT, ns)).items
+              if e["reason"] == "ImageVolumesDropped"]
+    assert warned == [(f"the API server dropped the image volumes pko-agent, plugin-random: {gate}", 1)], warned

@@ -62,7 +62,7 @@ def _tree(tmp_path: Path, manifests: dict[str, dict[str, Any]],
 def test_the_two_published_scripts_every_pulumi_program_carries_are_left_out(tmp_path: Path) -> None:
     workdir, tree = _tree(tmp_path, {"node_modules/@pulumi/kubernetes": _kubernetes(),
                                      "node_modules/protobufjs": _protobufjs()})
-    assert tree.install_scripts == ("@pulumi/kubernetes", "protobufjs")
+    assert [p.folder for p in tree.packages if p.install_script] == ["@pulumi/kubernetes", "protobufjs"]
     plan = installscripts.plan(workdir, tree, {})
     assert plan.rebuild == ()
     assert dict(plan.left_out) == {

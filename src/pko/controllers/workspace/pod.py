@@ -43,6 +43,10 @@ log = logging.getLogger(__name__)
 RETRY_AFTER = 5.0
 #: How often a Workspace whose pod is not available yet looks at the pod for a kubelet error.
 POD_CHECK_AFTER = 10.0
+#: How often a Workspace whose pod the API server refused looks again (a list of events each time).
+REFUSED_CHECK_AFTER = 30.0
+#: How often a Workspace whose StatefulSet the API server refused tries it again, its spec unchanged.
+INVALID_RETRY_AFTER = 300.0
 
 
 def statefulset_ready(obj: objects.Object) -> bool:
@@ -68,13 +72,6 @@ def rollout_changed(event: store.Event) -> bool:
     return event.old is not None and _rollout(event.old) != _rollout(event.object)
 
 
-def _waited_before(workspace: ws_api.Workspace) -> bool:
-    """Whether the Workspace was waiting for its pod at an earlier look already: only then is a missing pod worth
-    asking the API server about (right after an apply or a wake, the StatefulSet controller is still creating it)."""
-    ready = conditions.find(workspace.status.conditions if workspace.status else None, conditions.READY)
-    return ready is not None and ready.reason == WAITING_FOR_REPLICAS
-
-
 def pod_name(key: objects.ObjectKey) -> str:
     return names.workspace_pod_name(key.name)
 
@@ -89,6 +86,8 @@ class PodRuntime:
         self.clock = clock
         self._applied = applied.Applied()
         self._statefulsets: store.Store | None = None  # the StatefulSet informer's cache, once watched
+        self._told_dropped: dict[objects.ObjectKey, str] = {}  # the template whose dropped image volumes were told
+        self._told_no_events = False
 
     async def _apply(self, workspace: ws_api.Workspace, statefulset: dict[str, Any]) -> objects.Object:
         """Apply the Service and the StatefulSet, unless this process applied the same two recently and the
@@ -105,26 +104,39 @@ class PodRuntime:
         await self.client.apply(service)
         result = await self.client.apply(statefulset)
         dropped = podproblems.dropped_image_volumes(statefulset, result)
-        if dropped:  # told at each apply (not each reconcile); Ready's message says it while the pod waits
+        if dropped and self._told_dropped.get(key) != digest:  # once for each template, not at each re-apply
+            self._told_dropped[key] = digest
             await self.recorder.warning(workspace, "ImageVolumesDropped", podproblems.dropped_message(dropped))
         self._applied.record(key, digest, result, self.clock(), statefulset)
         return result
+
+    async def _refused(self, workspace: ws_api.Workspace, statefulset: dict[str, Any],
+                       err: errors.Invalid) -> str | None:
+        """After the API server refused the StatefulSet as invalid: when one exists, an immutable field changed
+        (the reference's migration: delete it, a `Migrated` event, None); when none does, the template is what it
+        refuses (a `podTemplate` patch, an admission policy), and the refusal is returned (a Warning event) —
+        deleting and applying it again every few seconds would not help. A refused Service migrates as before."""
+        key = objects.ObjectKey.of(workspace.metadata)
+        self._applied.forget(key)
+        name = statefulset["metadata"]["name"]
+        if err.details.get("kind") == "StatefulSet" and (
+                await self.client.get_or_none(resources.STATEFUL_SET, name, key.namespace) is None):
+            message = f"the API server refuses the workspace's StatefulSet: {err.message or err}"
+            await self.recorder.warning(workspace, STATEFULSET_INVALID, message)
+            return message
+        await self.client.delete(resources.STATEFUL_SET, name, key.namespace, missing_ok=True)
+        await self.recorder.normal(workspace, "Migrated", "Replaced the workspace statefulset")
+        return None
 
     async def place(self, workspace: ws_api.Workspace, statefulset: dict[str, Any]) -> Placement:
         key = objects.ObjectKey.of(workspace.metadata)
         try:
             applied = await self._apply(workspace, statefulset)
         except errors.Invalid as err:
-            self._applied.forget(key)
-            name = statefulset["metadata"]["name"]
-            if await self.client.get_or_none(resources.STATEFUL_SET, name, key.namespace) is None:
-                # nothing to migrate: the API server refuses the StatefulSet itself (the pod template's patch, or an
-                # option the cluster does not serve); deleting and applying it again every few seconds would not help
-                message = f"the API server refuses the workspace's StatefulSet: {err.message or err}"
-                await self.recorder.warning(workspace, STATEFULSET_INVALID, message)
-                return Pending(None, STATEFULSET_INVALID, message, stalled=True)
-            await self.client.delete(resources.STATEFUL_SET, name, key.namespace, missing_ok=True)
-            await self.recorder.normal(workspace, "Migrated", "Replaced the workspace statefulset")
+            refusal = await self._refused(workspace, statefulset, err)
+            if refusal is not None:  # tried again now and then: an admission policy may be what changes
+                return Pending(ctl.Result(requeue_after=INVALID_RETRY_AFTER), STATEFULSET_INVALID, refusal,
+                               stalled=True)
             return Pending(ctl.Result(requeue_after=RETRY_AFTER))
         sts_status = applied.get("status") or {}
         generation = applied.get("metadata", {}).get("generation")
@@ -134,17 +146,20 @@ class PodRuntime:
         if (sts_status.get("availableReplicas") or 0) < 1:
             found = await self.client.get_or_none(resources.POD, pod_name(key), key.namespace)
             stuck = podproblems.problem(found)
-            if found is None and _waited_before(workspace):
-                stuck = await self._refusal(applied)
-            dropped = podproblems.dropped_image_volumes(statefulset, applied)
-            if dropped:
-                stuck = podproblems.dropped_message(dropped) + (f"; {stuck}" if stuck else "")
-            message = "Waiting for the workspace pod to be available" + (f": {stuck}" if stuck else "")
             ready = conditions.find(workspace.status.conditions if workspace.status else None, conditions.READY)
+            after = POD_CHECK_AFTER
+            if found is None and ready is not None and ready.reason == WAITING_FOR_REPLICAS:
+                # it waited for a missing pod at an earlier look already (right after an apply or a wake the
+                # StatefulSet controller is still creating it): has the API server refused it?
+                stuck = await self._refusal(applied, since=ready.last_transition_time)
+                after = REFUSED_CHECK_AFTER if stuck else after
+            if manifests.AGENT_VOLUME in podproblems.dropped_image_volumes(statefulset, applied):
+                stuck = podproblems.dropped_message([manifests.AGENT_VOLUME]) + (f"; {stuck}" if stuck else "")
+            message = "Waiting for the workspace pod to be available" + (f": {stuck}" if stuck else "")
             if stuck and (ready.message if ready else None) != message:
                 await self.recorder.warning(workspace, "PodFailure", message)
             # a pod that cannot start changes no StatefulSet field we watch: look again for what the kubelet says
-            return Pending(ctl.Result(requeue_after=POD_CHECK_AFTER), WAITING_FOR_REPLICAS, message)
+            return Pending(ctl.Result(requeue_after=after), WAITING_FOR_REPLICAS, message)
         pod = await self.client.get(resources.POD, pod_name(key), key.namespace)
         if objects.labels_of(pod).get("controller-revision-hash") != sts_status.get("currentRevision"):
             return Pending(ctl.Result(requeue=True))
@@ -162,30 +177,30 @@ class PodRuntime:
 
         return Placed(manifests.service_address(workspace), initialized, mark, fetch_seconds=fetch_seconds(pod))
 
-    async def _refusal(self, statefulset: objects.Object) -> str | None:
-        """Why the StatefulSet controller could not create the pod (its `FailedCreate` events, read from the API
-        server: the operator watches no events); None when it says nothing, or may not be asked."""
+    async def _refusal(self, statefulset: objects.Object, since: str | None) -> str | None:
+        """Why the StatefulSet controller could not create the pod since the Workspace began to wait (its
+        `FailedCreate` events, read from the API server: the operator watches no events); None when it says
+        nothing, or may not be asked."""
         meta = statefulset.get("metadata") or {}
         try:
             found = await self.client.list(resources.EVENT, meta.get("namespace"), fields={
                 "involvedObject.kind": "StatefulSet", "involvedObject.name": meta.get("name", ""),
                 "reason": podproblems.FAILED_CREATE})
         except errors.ApiError as err:  # an older Role without `list` on events: the Workspace waits, as before
-            log.info("could not read the events of statefulset %s: %s", meta.get("name"), err)
+            if not self._told_no_events:
+                self._told_no_events = True
+                log.warning("cannot read why a workspace pod was not created (statefulset %s): %s",
+                            meta.get("name"), err)
             return None
-        return podproblems.refused(found.items, meta.get("uid", ""))
+        return podproblems.refused(found.items, meta.get("uid", ""), since)
 
     async def sleep(self, workspace: ws_api.Workspace, statefulset: dict[str, Any]) -> None:
         """Apply the Service and the StatefulSet with no replicas: the StatefulSet controller stops the pod (the
         agent gets SIGTERM and its grace period); the template stays, so waking makes the same pod again."""
-        key = objects.ObjectKey.of(workspace.metadata)
         try:
             await self._apply(workspace, statefulset)
-        except errors.Invalid:
-            self._applied.forget(key)
-            await self.client.delete(resources.STATEFUL_SET, statefulset["metadata"]["name"], key.namespace,
-                                     missing_ok=True)
-            await self.recorder.normal(workspace, "Migrated", "Replaced the workspace statefulset")
+        except errors.Invalid as err:
+            await self._refused(workspace, statefulset, err)
 
     async def stopped(self, key: objects.ObjectKey) -> bool:
         """The workspace pod is gone (a pod terminating after the scale to zero still holds its node's room)."""
@@ -194,6 +209,7 @@ class PodRuntime:
     async def remove(self, key: objects.ObjectKey) -> None:
         """Nothing to delete: the StatefulSet and Service are owned by the Workspace (garbage collection)."""
         self._applied.forget(key)
+        self._told_dropped.pop(key, None)
 
     def watch(self, mgr: manager.Manager, controller: ctl.Controller) -> None:
         informer = mgr.informer(resources.STATEFUL_SET)

@@ -17,6 +17,7 @@ StatefulSet, so a Workspace stuck there says why instead of waiting for a pod fo
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 #: Waiting reasons that do not fix themselves: the pod needs a change (image, security context, config).
@@ -51,14 +52,17 @@ def problem(pod: dict[str, Any] | None) -> str | None:
 FAILED_CREATE = "FailedCreate"
 
 
-def refused(events: list[dict[str, Any]], statefulset_uid: str) -> str | None:
+def refused(events: list[dict[str, Any]], statefulset_uid: str, since: str | None = None) -> str | None:
     """Why the StatefulSet (by uid: not an earlier one of the same name) could not create its pod, from the newest
-    of its `FailedCreate` events, as `pod not created: <the API server's refusal>`; None when it has none."""
-    def when(event: dict[str, Any]) -> str:  # RFC 3339 in UTC: text order is time order
-        return str(event.get("lastTimestamp") or event.get("eventTime") or
-                   (event.get("metadata") or {}).get("creationTimestamp") or "")
+    of its `FailedCreate` events (none last told before `since`: a refusal the last time the pod was made, fixed
+    since, is not this one's), as `pod not created: <the API server's refusal>`; None when it has none."""
+    def when(event: dict[str, Any]) -> datetime.datetime:
+        return _moment(event.get("lastTimestamp") or event.get("eventTime")
+                       or (event.get("metadata") or {}).get("creationTimestamp"))
+    start = _moment(since)
     own = [e for e in events if e.get("reason") == FAILED_CREATE
-           and (e.get("involvedObject") or {}).get("uid") == statefulset_uid and e.get("message")]
+           and (e.get("involvedObject") or {}).get("uid") == statefulset_uid and e.get("message")
+           and when(e) >= start]
     if not own:
         return None
     message = " ".join(str(max(own, key=when)["message"]).split())
@@ -66,6 +70,14 @@ def refused(events: list[dict[str, Any]], statefulset_uid: str) -> str | None:
     _, sep, why = message.partition(" failed error: ")
     return f"pod not created: {why if sep else message}"
 
+
+def _moment(value: object) -> datetime.datetime:
+    """A time on the wire (whole seconds, or an event's microseconds); the earliest time when absent or unreadable."""
+    try:
+        found = datetime.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        return found if found.tzinfo is not None else found.replace(tzinfo=datetime.UTC)
+    except ValueError:
+        return datetime.datetime.min.replace(tzinfo=datetime.UTC)
 
 
 def dropped_image_volumes(sent: dict[str, Any], applied: dict[str, Any]) -> list[str]:
@@ -82,4 +94,4 @@ def dropped_image_volumes(sent: dict[str, Any], applied: dict[str, Any]) -> list
 
 def dropped_message(names: list[str]) -> str:
     return (f"the API server dropped the image volume{'s' if len(names) > 1 else ''} {', '.join(names)}: this "
-            "cluster does not serve image volumes (Kubernetes 1.35, or 1.33-1.34 with the ImageVolume feature gate)")
+            "cluster does not serve image volumes (Kubernetes 1.35, or 1.31-1.34 with the ImageVolume feature gate)")

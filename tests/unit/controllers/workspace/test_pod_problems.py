@@ -77,6 +77,17 @@ def test_a_pod_the_api_server_refused_to_create_says_why_from_the_newest_event_o
     assert podproblems.refused([*events, odd], "uid") == 'pod not created: admission webhook "x" denied it'
 
 
+def test_a_refusal_told_before_the_workspace_began_to_wait_is_not_this_wait_s() -> None:
+    """A pool's StatefulSet keeps its uid across sleeps: a quota that refused its pod an hour ago, and was raised
+    since, is not why today's wake waits."""
+    old = _failed_create("uid", "2026-12-07T10:05:00Z", "exceeded quota: q")
+    assert podproblems.refused([old], "uid", since="2026-12-07T11:00:00Z") is None
+    assert podproblems.refused([old], "uid", since="2026-12-07T10:05:00Z") is not None
+    told = {**_failed_create("uid", "", "exceeded quota: q"), "lastTimestamp": None,
+            "eventTime": "2026-12-07T11:00:01.250000Z"}  # an events.k8s.io event: microseconds, no lastTimestamp
+    assert podproblems.refused([old, told], "uid", since="2026-12-07T11:00:00Z") == (
+        'pod not created: pods "s-workspace-0" is forbidden: exceeded quota: q')
+
 
 def test_image_volumes_the_api_server_left_out_are_named() -> None:
     def statefulset(*volumes: dict[str, Any]) -> dict[str, Any]:
@@ -90,4 +101,4 @@ def test_image_volumes_the_api_server_left_out_are_named() -> None:
     assert podproblems.dropped_image_volumes(statefulset(share), statefulset()) == []  # only image volumes count
     assert podproblems.dropped_message(["pko-agent"]) == (
         "the API server dropped the image volume pko-agent: this cluster does not serve image volumes "
-        "(Kubernetes 1.35, or 1.33-1.34 with the ImageVolume feature gate)")
+        "(Kubernetes 1.35, or 1.31-1.34 with the ImageVolume feature gate)")
