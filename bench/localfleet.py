@@ -239,7 +239,7 @@ async def _fleet(plane: controlplane.ControlPlane, root: Path, stacks: int, say:
                     await kc.delete(resources.STACK, name, NAMESPACE)
         again = await _restart(kc, plane, root, names, say, pool) if restart else {}
         times = list(done.values())
-        floor = against_floor(max(times), floor_before, floor_after, len(names), cores())
+        floor = against_floor(max(times), floor_before, floor_after, len(names), cores(), used)
         return again | requests | floor | {"all Ready (s)": max(times), "Stack Ready p50 (s)": b.percentile(times, 0.5),
                 "Stack Ready p95 (s)": b.percentile(times, 0.95), "operator CPU (s)": used,
                 "harness CPU (s)": harness, "operator peak RSS (MB)": peak / 1e6,
@@ -327,12 +327,18 @@ def cores() -> int:
     return len(os.sched_getaffinity(0)) or 1
 
 
-def against_floor(all_ready: float, before: float, after: float, stacks: int, cores_: int) -> dict[str, float]:
+def against_floor(all_ready: float, before: float, after: float, stacks: int, cores_: int,
+                  operator_cpu: float = 0.0) -> dict[str, float]:
     """The floor's figures: the CLI's CPU a Stack before and after the fleet, the floor (their mean for every Stack,
-    spread over the cores), and the fleet's time over it."""
-    floor = (before + after) / 2 * stacks / cores_
+    spread over the cores), and the fleet's time over it; the operator's CPU a Stack, and that as a share of the
+    CLI's (measured in the same run, on the same machine: what compares across VMs whose speed differs)."""
+    cli = (before + after) / 2
+    floor = cli * stacks / cores_
+    per_stack = operator_cpu / stacks if stacks else 0.0
     return {"floor: CLI CPU a Stack, empty backend (s)": before, "floor: CLI CPU a Stack, after the fleet (s)": after,
-            "floor (s)": floor, "all Ready over the floor": all_ready / floor if floor > 0 else 0.0}
+            "floor (s)": floor, "all Ready over the floor": all_ready / floor if floor > 0 else 0.0,
+            "operator CPU a Stack (ms)": per_stack * 1000,
+            "operator CPU a Stack over the CLI's (%)": 100 * per_stack / cli if cli > 0 else 0.0}
 
 
 async def _events(kc: kclient.Client, say: Callable[[str], None]) -> None:

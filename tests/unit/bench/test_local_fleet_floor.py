@@ -19,6 +19,16 @@ def test_the_floor_is_the_cli_cpu_of_every_stack_spread_over_the_cores() -> None
     assert figures["floor: CLI CPU a Stack, after the fleet (s)"] == 1.0
 
 
+def test_the_operator_s_cpu_a_stack_is_also_given_as_a_share_of_the_cli_s_in_the_same_run() -> None:
+    """The target's 30 ms a Stack was set on a VM where the CLI took 0.72 CPU s a Stack: the share compares across
+    machines of different speed."""
+    figures = localfleet.against_floor(all_ready=300.0, before=0.8, after=1.0, stacks=1000, cores_=2,
+                                       operator_cpu=45.0)
+    assert figures["operator CPU a Stack (ms)"] == pytest.approx(45.0)
+    assert figures["operator CPU a Stack over the CLI's (%)"] == pytest.approx(5.0)
+    assert localfleet.against_floor(10.0, 0.0, 0.0, 5, 2, 1.0)["operator CPU a Stack over the CLI's (%)"] == 0.0
+
+
 def test_no_floor_gives_no_ratio_rather_than_a_division_by_zero() -> None:
     assert localfleet.against_floor(10.0, 0.0, 0.0, 5, 2)["all Ready over the floor"] == 0.0
 
