@@ -101,7 +101,6 @@ class Tree:
     skipped: tuple[str, ...]  # optional packages for another platform, as npm skips them
 
 
-
 def parse_integrity(text: str) -> Integrity:
     """The strongest hash of an SRI string (``sha512-<base64> sha1-<base64>``)."""
     found: dict[str, bytes] = {}

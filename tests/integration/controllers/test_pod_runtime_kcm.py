@@ -299,11 +299,6 @@ async def test_config_values_keep_the_statefulset_and_a_starting_workspace_never
         assert ws["status"]["applied"]["podGeneration"] == ws["metadata"]["generation"]
 
 
-def _condition(obj: dict[str, Any] | None, kind: str) -> dict[str, Any]:
-    found = [c for c in ((obj or {}).get("status") or {}).get("conditions") or [] if c["type"] == kind]
-    return found[0] if found else {}
-
-
 async def test_a_statefulset_the_api_server_refuses_stalls_the_workspace_with_its_words_until_the_spec_changes(
     kcm: kclient.Client, kcm_namespace: str, kcm_cluster: controlplane.ControlPlane, tmp_path: Path,
 ) -> None:
@@ -319,8 +314,8 @@ async def test_a_statefulset_the_api_server_refuses_stalls_the_workspace_with_it
                                 namespace=ns):
         await kcm.create(workspace)
         found = await waiting.wait_for(kcm, resources.WORKSPACE, "infra", ns,
-                                       lambda o: _condition(o, "Stalled").get("status") == "True", timeout=60)
-        stalled, ready = _condition(found, "Stalled"), _condition(found, "Ready")
+                                       lambda o: waiting.condition(o, "Stalled").get("status") == "True", timeout=60)
+        stalled, ready = waiting.condition(found, "Stalled"), waiting.condition(found, "Ready")
         assert stalled["reason"] == ready["reason"] == "StatefulSetInvalid"
         assert ready["status"] == "False"
         assert stalled["message"].startswith("the API server refuses the workspace's StatefulSet: ")
@@ -338,7 +333,7 @@ async def test_a_statefulset_the_api_server_refuses_stalls_the_workspace_with_it
         await waiting.wait_for(kcm, resources.STATEFUL_SET, "infra-workspace", ns, lambda o: True, timeout=60)
         found = await waiting.wait_for(kcm, resources.WORKSPACE, "infra", ns,
                                        lambda o: _ready(o).get("reason") == "WaitingForReplicas", timeout=60)
-        assert _condition(found, "Stalled") == {}
+        assert waiting.condition(found, "Stalled") == {}
 
 
 async def test_image_volumes_an_api_server_does_not_serve_are_named_not_lost_in_silence(
