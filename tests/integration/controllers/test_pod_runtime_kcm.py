@@ -15,11 +15,18 @@ import pytest
 
 from pko.api import names
 from pko.controllers.workspace import manifests, pod
+from pko.controllers.workspace import runtime as runtime_module
 from pko.kube import client as kclient
-from pko.kube import objects, owners, resources
+from pko.kube import errors, objects, owners, resources
 from pko.testing import controlplane, operator, waiting
 
 GIT_URL = "https://git.example.com/infra/stacks.git"  # never fetched: the pod does not run
+VAP = resources.register(resources.Kind("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy",
+                                        "validatingadmissionpolicies", namespaced=False))
+VAP_BINDING = resources.register(resources.Kind("admissionregistration.k8s.io/v1",
+                                                "ValidatingAdmissionPolicyBinding",
+                                                "validatingadmissionpolicybindings", namespaced=False))
+BLOCKED = "pods labelled blocked may not run here"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 GC_TIMEOUT = 90.0
 
@@ -362,3 +369,139 @@ async def test_image_volumes_an_api_server_does_not_serve_are_named_not_lost_in_
     warned = [(e["message"], e.get("count", 1)) for e in (await kcm.list(resources.EVENT, ns)).items
               if e["reason"] == "ImageVolumesDropped"]
     assert warned == [(f"the API server dropped the image volumes pko-agent, plugin-random: {gate}", 1)], warned
+
+
+async def _block_labelled_pods(kcm: kclient.Client, ns: str) -> str:
+    """An admission policy of the platform's (a ValidatingAdmissionPolicy, the API server's own, denying with its
+    default reason Invalid) that refuses StatefulSets in `ns` whose pods carry the label `blocked`; returns once the
+    API server enforces it. The binding's name, to lift it by deleting the binding."""
+    name = f"no-blocked-{ns}"
+    await kcm.create(VAP.new(name, spec={
+        "failurePolicy": "Fail",
+        "matchConstraints": {"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"],
+                                                "operations": ["CREATE", "UPDATE"], "resources": ["statefulsets"]}]},
+        "validations": [{"expression": "!has(object.spec.template.metadata.labels) || "
+                                       "!('blocked' in object.spec.template.metadata.labels)",
+                         "message": BLOCKED}],
+    }))
+    await kcm.create(VAP_BINDING.new(name, spec={
+        "policyName": name, "validationActions": ["Deny"],
+        "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}},
+    }))
+    probe = resources.STATEFUL_SET.new("probe", ns, spec={
+        "selector": {"matchLabels": {"app": "probe"}}, "serviceName": "probe", "replicas": 0,
+        "template": {"metadata": {"labels": {"app": "probe", "blocked": "yes"}},
+                     "spec": {"containers": [{"name": "c", "image": "pause"}]}}})
+    for _ in range(100):  # the policy takes effect once the API server has compiled it
+        try:
+            await kcm.create(probe)
+        except errors.Invalid:
+            return name
+        await kcm.delete(resources.STATEFUL_SET, "probe", ns)
+        await asyncio.sleep(0.3)
+    raise AssertionError("the admission policy never took effect")
+
+
+async def _lift(kcm: kclient.Client, binding: str) -> None:
+    await kcm.delete(VAP_BINDING, binding)
+    await kcm.delete(VAP, binding)
+
+
+def _events(items: list[dict[str, Any]], name: str = "infra") -> list[str]:
+    return [e["reason"] for e in items if e["involvedObject"]["name"] == name]
+
+
+async def test_a_policy_that_refuses_a_running_workspace_s_new_template_stalls_it_and_keeps_what_runs(
+    kcm: kclient.Client, kcm_namespace: str, kcm_cluster: controlplane.ControlPlane, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An admission policy refuses a Workspace's new pod template. The reference takes any Invalid refusal for a
+    migration: it deletes the StatefulSet — killing the pod, which may be running an update — and applies it
+    again every 5 s, for ever. pko deletes only for a field a StatefulSet cannot change in place: here the
+    StatefulSet stays as it was, the Workspace is Stalled `StatefulSetInvalid` with the policy's words and one
+    warning, and once the policy is lifted the next try (every few minutes; seconds here) applies the template."""
+    monkeypatch.setattr(pod, "REFUSED_RETRY_AFTER", 3.0)
+    ns = kcm_namespace
+    binding = await _block_labelled_pods(kcm, ns)
+    async with operator.running(kcm_cluster.kubeconfig, tmp_path / "unused", runtime="pod", workers=2,
+                                namespace=ns):
+        await kcm.create(_workspace(ns))
+        before = await waiting.wait_for(kcm, resources.STATEFUL_SET, "infra-workspace", ns, lambda o: True,
+                                        timeout=60)
+        await kcm.patch(resources.WORKSPACE, "infra",
+                        {"spec": {"podTemplate": {"metadata": {"labels": {"blocked": "yes"}}}}}, ns)
+        found = await waiting.wait_for(kcm, resources.WORKSPACE, "infra", ns,
+                                       lambda o: waiting.condition(o, "Stalled").get("status") == "True", timeout=60)
+        stalled = waiting.condition(found, "Stalled")
+        assert stalled["reason"] == waiting.condition(found, "Ready")["reason"] == "StatefulSetInvalid"
+        assert stalled["message"].startswith("the API server refuses the workspace's StatefulSet: ")
+        assert BLOCKED in stalled["message"], stalled
+        await asyncio.sleep(3 * pod.RETRY_AFTER)  # tried again meanwhile: refused each time, told once
+        kept = await kcm.get(resources.STATEFUL_SET, "infra-workspace", ns)
+        assert kept["metadata"]["uid"] == before["metadata"]["uid"]  # never deleted
+        assert "blocked" not in kept["spec"]["template"]["metadata"]["labels"]
+        said = _events((await kcm.list(resources.EVENT, ns)).items)
+        assert said.count("StatefulSetInvalid") == 1, said
+        assert "Migrated" not in said, said
+
+        await _lift(kcm, binding)
+        await waiting.wait_for(kcm, resources.STATEFUL_SET, "infra-workspace", ns, lambda o: (
+            o["spec"]["template"]["metadata"]["labels"].get("blocked") == "yes"), timeout=60)
+        found = await waiting.wait_for(kcm, resources.WORKSPACE, "infra", ns,
+                                       lambda o: waiting.condition(o, "Stalled") == {}, timeout=30)
+        assert _ready(found)["reason"] in ("RollingUpdate", "WaitingForReplicas"), found["status"]
+        assert (await kcm.get(resources.STATEFUL_SET, "infra-workspace", ns))["metadata"]["uid"] == (
+            before["metadata"]["uid"])
+
+
+async def test_a_change_a_statefulset_cannot_take_in_place_still_migrates_it(
+    kcm: kclient.Client, kcm_namespace: str, kcm_cluster: controlplane.ControlPlane, tmp_path: Path,
+) -> None:
+    """The reference's migration stays for what it is for: a Workspace that gains a `shareVolume` needs a
+    `volumeClaimTemplates` the StatefulSet cannot take in place, so it is deleted and created again (`Migrated`)."""
+    ns = kcm_namespace
+    async with operator.running(kcm_cluster.kubeconfig, tmp_path / "unused", runtime="pod", workers=2,
+                                namespace=ns):
+        await kcm.create(_workspace(ns))
+        before = await waiting.wait_for(kcm, resources.STATEFUL_SET, "infra-workspace", ns, lambda o: True,
+                                        timeout=60)
+        await kcm.patch(resources.WORKSPACE, "infra", {"spec": {"shareVolume": {"size": "1Gi"}}}, ns)
+        after = await waiting.wait_for(kcm, resources.STATEFUL_SET, "infra-workspace", ns, lambda o: (
+            o["metadata"]["uid"] != before["metadata"]["uid"]), timeout=60)
+        assert [c["metadata"]["name"] for c in after["spec"]["volumeClaimTemplates"]] == ["share"]
+        said = _events((await kcm.list(resources.EVENT, ns)).items)
+        assert "Migrated" in said, said
+        assert "StatefulSetInvalid" not in said, said
+        found = await kcm.get(resources.WORKSPACE, "infra", ns)
+        assert waiting.condition(found, "Stalled") == {}
+
+
+async def test_a_refused_workspace_that_gave_its_slot_away_is_tried_again_once_the_policy_is_lifted(
+    kcm: kclient.Client, kcm_namespace: str, kcm_cluster: controlplane.ControlPlane, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With a pool of one, a Workspace whose StatefulSet a policy refuses is Stalled and gives its slot to a
+    waiting one. Out of the pool, it still tries again every few minutes (seconds here): once the policy is lifted
+    and the slot is free, its StatefulSet is made, with no change of its spec."""
+    monkeypatch.setattr(pod, "REFUSED_RETRY_AFTER", 3.0)
+    monkeypatch.setattr(runtime_module, "REFUSED_RETRY_AFTER", 3.0)
+    ns = kcm_namespace
+    binding = await _block_labelled_pods(kcm, ns)
+    refused = _workspace(ns)
+    refused["spec"]["podTemplate"]["metadata"]["labels"]["blocked"] = "yes"
+    async with operator.running(kcm_cluster.kubeconfig, tmp_path / "unused", runtime="pod", workers=2,
+                                namespace=ns, max_active_workspaces=1):
+        await kcm.create(refused)
+        await waiting.wait_for(kcm, resources.WORKSPACE, "infra", ns,
+                               lambda o: waiting.condition(o, "Stalled").get("reason") == "StatefulSetInvalid",
+                               timeout=60)
+        other = _workspace(ns)
+        other["metadata"]["name"] = "other"
+        await kcm.create(other)
+        await waiting.wait_for(kcm, resources.STATEFUL_SET, "other-workspace", ns, lambda o: True, timeout=60)
+        await _lift(kcm, binding)
+        await kcm.delete(resources.WORKSPACE, "other", ns)  # its slot comes free
+        await waiting.wait_for(kcm, resources.STATEFUL_SET, "infra-workspace", ns, lambda o: True, timeout=60)
+        found = await waiting.wait_for(kcm, resources.WORKSPACE, "infra", ns,
+                                       lambda o: waiting.condition(o, "Stalled") == {}, timeout=30)
+        assert _ready(found)["reason"] in ("RollingUpdate", "WaitingForReplicas"), found["status"]

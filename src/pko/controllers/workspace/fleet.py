@@ -28,6 +28,7 @@ from pko.api import conditions, durations, names
 from pko.api import update as up_api
 from pko.api import workspace as ws_api
 from pko.api.meta import Condition
+from pko.controllers.workspace.runtime import REFUSED
 
 # Workspace Ready reasons pko adds.
 SLEEPING = "Sleeping"  # Ready=True: no agent runs; the next Update wakes it
@@ -176,6 +177,19 @@ def last_used(now: datetime.datetime, ready: Condition | None, stalled: Conditio
     if (now - became_ready).total_seconds() >= FIRST_UPDATE_GRACE:
         return became_ready
     return None
+
+
+def refusal_retry_in(reason: str, tried: datetime.datetime | None, now: datetime.datetime,
+                     every: float) -> float | None:
+    """Seconds until a Workspace Stalled for `reason` tries its StatefulSet and Service again (0: now), or None
+    when `reason` is no refusal of the API server's (only a new spec helps). Refusals are tried `every` seconds
+    since the last try (`tried`; None: none since this process started, so now): an admission policy may be what
+    changes, with the Workspace's spec as it was."""
+    if reason not in REFUSED:
+        return None
+    if tried is None:
+        return 0.0
+    return max(0.0, every - (now - tried).total_seconds())
 
 
 def yielded_message(size: int) -> str:

@@ -18,6 +18,7 @@ StatefulSet, so a Workspace stuck there says why instead of waiting for a pod fo
 from __future__ import annotations
 
 import datetime
+import re
 from typing import Any
 
 #: Waiting reasons that do not fix themselves: the pod needs a change (image, security context, config).
@@ -56,9 +57,9 @@ def refused(events: list[dict[str, Any]], statefulset_uid: str, since: str | Non
     """Why the StatefulSet (by uid: not an earlier one of the same name) could not create its pod, from the newest
     of its `FailedCreate` events (none last told before `since`: a refusal the last time the pod was made, fixed
     since, is not this one's), as `pod not created: <the API server's refusal>`; None when it has none."""
-    def when(event: dict[str, Any]) -> datetime.datetime:
-        return _moment(event.get("lastTimestamp") or event.get("eventTime")
-                       or (event.get("metadata") or {}).get("creationTimestamp"))
+    def when(event: dict[str, Any]) -> datetime.datetime:  # when it was last told (a series: its last repeat)
+        return _moment((event.get("series") or {}).get("lastObservedTime") or event.get("lastTimestamp")
+                       or event.get("eventTime") or (event.get("metadata") or {}).get("creationTimestamp"))
     start = _moment(since)
     own = [e for e in events if e.get("reason") == FAILED_CREATE
            and (e.get("involvedObject") or {}).get("uid") == statefulset_uid and e.get("message")
@@ -68,7 +69,39 @@ def refused(events: list[dict[str, Any]], statefulset_uid: str, since: str | Non
     message = " ".join(str(max(own, key=when)["message"]).split())
     # "create Pod x-workspace-0 in StatefulSet x-workspace failed error: pods "x-workspace-0" is forbidden: …"
     _, sep, why = message.partition(" failed error: ")
-    return f"pod not created: {why if sep else message}"
+    return shortened(f"pod not created: {why if sep else message}")
+
+
+#: The longest API server text a Workspace's status quotes: an admission webhook's or a policy's message has no
+#: bound of its own, and a condition's message longer than 32,768 characters would make every status write fail.
+MAX_QUOTED = 2048
+
+
+def shortened(message: str, limit: int = MAX_QUOTED) -> str:
+    """`message`, cut to `limit` characters with an ellipsis when longer."""
+    return message if len(message) <= limit else message[:limit - 1] + "…"
+
+
+def same_refusal(told: str | None, now: str) -> bool:
+    """Whether `now` says what `told` said, numbers aside: a quota's refusal quotes what the namespace uses
+    (``used: pods=7``), which moves with every other pod there; each move is not news worth an event and a write."""
+    return told is not None and _DIGITS.sub("#", told) == _DIGITS.sub("#", now)
+
+
+_DIGITS = re.compile(r"\d+")
+
+#: The API server's refusal of a StatefulSet update that changes a field other than those a StatefulSet lets
+#: change in place (``spec: Forbidden: updates to statefulset spec for fields other than 'replicas', …``).
+_IMMUTABLE = "updates to statefulset spec for fields other than"
+
+
+def immutable_change(details: dict[str, Any], message: str) -> bool:
+    """Whether an Invalid refusal of a StatefulSet update is the one a migration answers (delete it, create it
+    again: the reference's `Migrated`), rather than a template the API server or an admission policy refuses."""
+    for cause in details.get("causes") or []:
+        if isinstance(cause, dict) and cause.get("field") == "spec" and _IMMUTABLE in str(cause.get("message")):
+            return True
+    return _IMMUTABLE in message
 
 
 def _moment(value: object) -> datetime.datetime:

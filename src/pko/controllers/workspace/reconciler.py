@@ -35,7 +35,7 @@ from pko.api import workspace as ws_api
 from pko.api.meta import Condition
 from pko.controllers import connect
 from pko.controllers.workspace import built, fleet, initialize, manifests, pool, runtime
-from pko.controllers.workspace.runtime import STATEFULSET_INVALID, Pending, WorkspaceRuntime
+from pko.controllers.workspace.runtime import Pending, WorkspaceRuntime
 from pko.kube import client as kclient
 from pko.kube import events, objects, owners, resources
 from pko.protocol import client as agent_client
@@ -155,6 +155,7 @@ class WorkspaceReconciler:
         self.updates_of = updates_of
         self.clock = clock
         self._built = built.Built()  # the StatefulSets of the last revisions seen
+        self._refused_at: dict[objects.ObjectKey, datetime.datetime] = {}  # the last try the API server refused
         self._pod_digests = built.Digests(manifests.pod_digest)
         self.show_step_after = initialize.SHOW_STEP_AFTER  # pko: Installing/Initializing written after this long
         #: forgets a reconcile of a Workspace asked for later (the controller's queue; wired by setup): one that
@@ -206,9 +207,12 @@ class WorkspaceReconciler:
 
         placed = await self.runtime.place(workspace, await self._statefulset(workspace, revision, replicas=1))
         refused = conditions.find(status.conditions, conditions.STALLED)
-        if refused is not None and refused.reason == STATEFULSET_INVALID and not (
-                isinstance(placed, Pending) and placed.stalled):
-            status.conditions = conditions.remove(status.conditions, conditions.STALLED)  # the StatefulSet is taken
+        if isinstance(placed, Pending) and placed.stalled:
+            self._refused_at[key] = now  # tried again every REFUSED_RETRY_AFTER, also out of the pool (_slot)
+        else:
+            self._refused_at.pop(key, None)
+            if refused is not None and refused.reason in runtime.REFUSED:
+                status.conditions = conditions.remove(status.conditions, conditions.STALLED)  # it is taken now
         if isinstance(placed, Pending):
             if placed.reason is not None:
                 status.ready("False", placed.reason, placed.message, now)
@@ -316,6 +320,7 @@ class WorkspaceReconciler:
         return self.pool.must_yield(key)
 
     def _release(self, key: objects.ObjectKey, *, yielded: bool = False) -> None:
+        self._refused_at.pop(key, None)
         if self.pool is not None:
             self.pool.release(key, yielded=yielded)
 
@@ -351,8 +356,17 @@ class WorkspaceReconciler:
         pending = [u for u in updates if fleet.pending((u,))]
         stalled_here = (stalled is not None and stalled.status == "True"
                         and stalled.observed_generation == workspace.metadata.generation)
-        if (fleet.sleeping(status.conditions) and not pending) or (stalled_here and not status.address):
+        if fleet.sleeping(status.conditions) and not pending:
             return _Stop(await self._give_back(key))
+        if stalled_here and not status.address:
+            # a refusal is tried again now and then (an admission policy may be what changes): the try needs a slot
+            assert stalled is not None
+            wait = fleet.refusal_retry_in(stalled.reason, self._refused_at.get(key), now, runtime.REFUSED_RETRY_AFTER)
+            if wait is None or wait > 0:
+                after = await self._give_back(key)
+                return _Stop(after if wait is None or (after is not None and after.requeue_after is not None
+                                                       and after.requeue_after < wait)
+                             else Result(requeue_after=wait))
         # woken while its own pod still terminates: that slot frees first
         if self.pool.stopping(key) and (after := await self._give_back(key)) is not None:
             return _Stop(after)

@@ -25,8 +25,15 @@ from pko.runtime import manager
 # Workspace Ready reasons a runtime reports while its agent is not reachable yet (the Go operator's).
 ROLLING_UPDATE = "RollingUpdate"
 WAITING_FOR_REPLICAS = "WaitingForReplicas"
-#: pko: Ready and Stalled when the API server refuses to create the workspace's StatefulSet (the template's fault).
+#: pko: Ready and Stalled when the API server refuses the workspace's StatefulSet as invalid, and no migration of an
+#: immutable field explains it (the template's fault: a `podTemplate` typo, an admission policy).
 STATEFULSET_INVALID = "StatefulSetInvalid"
+#: pko: the same for the workspace's headless Service (its `serviceTemplate`'s labels or annotations, a policy).
+SERVICE_INVALID = "ServiceInvalid"
+#: The Stalled reasons of a refusal: tried again every :data:`REFUSED_RETRY_AFTER` seconds with the spec unchanged
+#: (an admission policy may be what changes), and at once when the spec changes.
+REFUSED = frozenset({STATEFULSET_INVALID, SERVICE_INVALID})
+REFUSED_RETRY_AFTER = 300.0
 
 
 def _same_path(path: str) -> str:

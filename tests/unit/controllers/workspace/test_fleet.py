@@ -150,3 +150,15 @@ def test_a_plan_awaiting_its_approval_keeps_the_workspace_awake() -> None:
     assert not fleet.holds_plan([_preview("s-4", NOW, failed=True)])
     assert not fleet.holds_plan([_preview("s-5", NOW, save_plan=False)])
     assert not fleet.holds_plan([])
+
+
+def test_a_refusal_is_tried_again_every_so_often_and_at_once_after_a_restart() -> None:
+    """A Workspace Stalled because the API server refused its StatefulSet or Service tries again `every` seconds
+    since its last try, in or out of the pool (an admission policy may be what changes); with no try known to this
+    process, now; any other Stalled reason waits for a new spec."""
+    now = datetime.datetime(2026, 12, 7, 12, 0, tzinfo=datetime.UTC)
+    tried = now - datetime.timedelta(seconds=100)
+    assert fleet.refusal_retry_in("StatefulSetInvalid", tried, now, 300.0) == 200.0
+    assert fleet.refusal_retry_in("ServiceInvalid", tried, now, 60.0) == 0.0
+    assert fleet.refusal_retry_in("StatefulSetInvalid", None, now, 300.0) == 0.0
+    assert fleet.refusal_retry_in("IncompatibleConfiguration", tried, now, 300.0) is None

@@ -102,3 +102,49 @@ def test_image_volumes_the_api_server_left_out_are_named() -> None:
     assert podproblems.dropped_message(["pko-agent"]) == (
         "the API server dropped the image volume pko-agent: this cluster does not serve image volumes "
         "(Kubernetes 1.35, or 1.31-1.34 with the ImageVolume feature gate)")
+
+
+def test_a_repeating_refusal_counts_from_its_last_repeat() -> None:
+    """An events.k8s.io series keeps its first time in `eventTime` and its last in `series.lastObservedTime`: a
+    refusal that began before the wait and is still told is this wait's; of two, the one told last wins."""
+    series = {**_failed_create("uid", "", "exceeded quota: q"), "lastTimestamp": None,
+              "eventTime": "2026-12-07T10:00:00.000000Z",
+              "series": {"count": 9, "lastObservedTime": "2026-12-07T11:00:05.000000Z"}}
+    other = _failed_create("uid", "2026-12-07T11:00:02Z", "a webhook said no")
+    assert podproblems.refused([series, other], "uid", since="2026-12-07T11:00:00Z") == (
+        'pod not created: pods "s-workspace-0" is forbidden: exceeded quota: q')
+
+
+def test_an_api_server_text_is_quoted_at_a_bounded_length() -> None:
+    long = _failed_create("uid", "2026-12-07T11:00:00Z", "denied: " + "x" * 100_000)
+    said = podproblems.refused([long], "uid")
+    assert said is not None
+    assert len(said) == podproblems.MAX_QUOTED
+    assert said.endswith("…")
+    assert podproblems.shortened("short") == "short"
+
+
+def test_a_quota_refusal_whose_figures_moved_is_the_same_refusal() -> None:
+    told = "pod not created: exceeded quota: q, requested: pods=1, used: pods=7, limited: pods=7"
+    assert podproblems.same_refusal(told, told.replace("7", "12"))
+    assert not podproblems.same_refusal(told, told.replace("exceeded quota: q", "exceeded quota: r"))
+    assert not podproblems.same_refusal(None, told)
+
+
+def test_only_a_change_a_statefulset_cannot_take_in_place_is_a_migration() -> None:
+    """The API server's words for a StatefulSet update that touches an immutable field (here as the cause it
+    lists), against a template it refuses, or an admission policy's refusal (whose details name the resource)."""
+    immutable = ("StatefulSet.apps \"w-workspace\" is invalid: spec: Forbidden: updates to statefulset spec for "
+                 "fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', "
+                 "'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden")
+    cause = {"reason": "FieldValueForbidden", "field": "spec",
+             "message": immutable.split("spec: ", 1)[1]}
+    assert podproblems.immutable_change({"kind": "StatefulSet", "causes": [cause]}, "")
+    assert podproblems.immutable_change({}, immutable)
+    typo = {"reason": "FieldValueNotFound", "field": "spec.template.spec.containers[0].volumeMounts[0].name",
+            "message": 'Not found: "cache-typo"'}
+    assert not podproblems.immutable_change({"kind": "StatefulSet", "causes": [typo]},
+                                            'StatefulSet.apps "w-workspace" is invalid: ' + typo["message"])
+    policy = ("statefulsets.apps \"w-workspace\" is forbidden: ValidatingAdmissionPolicy 'no-x' with binding "
+              "'no-x' denied request: no x")
+    assert not podproblems.immutable_change({"kind": "statefulsets", "group": "apps"}, policy)
