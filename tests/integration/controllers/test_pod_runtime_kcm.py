@@ -466,6 +466,9 @@ async def test_a_change_a_statefulset_cannot_take_in_place_still_migrates_it(
         before = await waiting.wait_for(kcm, resources.STATEFUL_SET, "infra-workspace", ns, lambda o: True,
                                         timeout=60)
         await kcm.patch(resources.WORKSPACE, "infra", {"spec": {"shareVolume": {"size": "1Gi"}}}, ns)
+        # Ready says so while the StatefulSet is gone (5 s, polled every 0.2 s), not a reason of before
+        await waiting.wait_for(kcm, resources.WORKSPACE, "infra", ns, lambda o: _ready(o).get("message") == (
+            pod.MIGRATING), timeout=30, interval=0.2)
         after = await waiting.wait_for(kcm, resources.STATEFUL_SET, "infra-workspace", ns, lambda o: (
             o["metadata"]["uid"] != before["metadata"]["uid"]), timeout=60)
         assert [c["metadata"]["name"] for c in after["spec"]["volumeClaimTemplates"]] == ["share"]

@@ -50,6 +50,8 @@ RETRY_AFTER = 5.0
 POD_CHECK_AFTER = 10.0
 #: How often a Workspace whose pod the API server refused looks again (a list of events each time).
 REFUSED_CHECK_AFTER = 30.0
+#: Ready's message while a StatefulSet is replaced because a field it cannot change in place changed.
+MIGRATING = "Replacing the workspace statefulset to change a field it cannot change in place"
 #: How often a Workspace whose StatefulSet or Service the API server refused tries it again, its spec unchanged.
 REFUSED_RETRY_AFTER = runtime.REFUSED_RETRY_AFTER
 
@@ -172,7 +174,7 @@ class PodRuntime:
             stall = await self._refused(workspace, statefulset, refused)
             if stall is not None:  # tried again now and then: an admission policy may be what changes
                 return Pending(ctl.Result(requeue_after=REFUSED_RETRY_AFTER), *stall, stalled=True)
-            return Pending(ctl.Result(requeue_after=RETRY_AFTER))
+            return Pending(ctl.Result(requeue_after=RETRY_AFTER), ROLLING_UPDATE, MIGRATING)
         sts_status = applied.get("status") or {}
         generation = applied.get("metadata", {}).get("generation")
         if (sts_status.get("observedGeneration") != generation
