@@ -342,10 +342,11 @@ def against_floor(all_ready: float, before: float, after: float, stacks: int, co
 
 
 async def _events(kc: kclient.Client, say: Callable[[str], None]) -> None:
-    """The fleet's events by kind and reason, most first (what a change to what reconcilers post moves)."""
-    found = collections.Counter(
-        f"{(e.get('involvedObject') or {}).get('kind', '?')} {e.get('reason', '?')}"
-        for e in (await kc.list(resources.EVENT, NAMESPACE)).items)
+    """The fleet's events by kind and reason, most first (what a change to what reconcilers post moves), each as
+    often as it was told (an Event told again is one object with a count)."""
+    found: collections.Counter[str] = collections.Counter()
+    for e in (await kc.list(resources.EVENT, NAMESPACE)).items:
+        found[f"{(e.get('involvedObject') or {}).get('kind', '?')} {e.get('reason', '?')}"] += int(e.get("count") or 1)
     say("  [pko local] fleet: events by kind and reason, most first: "
         + ", ".join(f"{what} {n}" for what, n in found.most_common(12)))
 

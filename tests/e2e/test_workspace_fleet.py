@@ -35,10 +35,11 @@ def _workspace_reason(ws: dict[str, Any]) -> str | None:
 
 
 async def _events(kc: kclient.Client, name: str, namespace: str) -> list[str]:
-    """The Workspace's event reasons, oldest first (one event object each: the recorder does not aggregate)."""
+    """The Workspace's event reasons, oldest first, each as often as it was told (an Event told again is one
+    object with a count, as client-go's recorder makes it)."""
     found = await e2e.events_of(kc, name, namespace, kind="Workspace")
     found.sort(key=lambda e: (e.get("eventTime") or e.get("firstTimestamp") or "", e["metadata"]["name"]))
-    return [e["reason"] for e in found]
+    return [e["reason"] for e in found for _ in range(int(e.get("count") or 1))]
 
 
 async def _events_until(kc: kclient.Client, name: str, namespace: str, test: Callable[[list[str]], bool],
