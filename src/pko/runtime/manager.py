@@ -81,6 +81,7 @@ class Manager:
         self._metrics_address = metrics_address
         self._started = False
         self._group: asyncio.TaskGroup | None = None
+        self._leadership: list[tuple[Callable[[], None], Callable[[], Awaitable[None]]]] = []
 
     @property
     def is_leader(self) -> bool:
@@ -128,6 +129,15 @@ class Manager:
                                     metrics=self.metrics.controller(name))
         self.controllers.append(controller)
         return controller
+
+    def on_leadership(self, gained: Callable[[], None], lost: Callable[[], Awaitable[None]]) -> None:
+        """Tell a part of the operator when this process starts leading (`gained`, before the controllers start)
+        and stops (`lost`, awaited once they stopped): what it keeps outside the controllers — an Update's
+        operation in a task of its own, the pool's holders and waiters, a window counted from the start — belongs
+        to one term of leadership. A replica that loses the Lease campaigns again in the same process: what it
+        kept from its last term is stale (another replica led in between), and what it still runs would run beside
+        the new leader's."""
+        self._leadership.append((gained, lost))
 
     def add_readiness_check(self, name: str, check: Check) -> None:
         self.readiness_checks[name] = check
@@ -201,6 +211,15 @@ class Manager:
             await asyncio.shield(self.elector.release())
 
     async def _run_controllers(self) -> None:
-        async with asyncio.TaskGroup() as group:
-            for controller in self.controllers:
-                group.create_task(controller.run(), name=f"controller-{controller.name}")
+        for gained, _ in self._leadership:
+            gained()
+        try:
+            async with asyncio.TaskGroup() as group:
+                for controller in self.controllers:
+                    group.create_task(controller.run(), name=f"controller-{controller.name}")
+        finally:
+            for _, lost in self._leadership:
+                try:
+                    await asyncio.shield(lost())
+                except Exception:  # one part failing to stop must not keep the others running
+                    log.exception("stopping what this term of leadership ran")

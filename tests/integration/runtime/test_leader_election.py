@@ -240,3 +240,45 @@ async def test_reconciling_stops_when_the_lease_is_lost(
         assert len(calls) == count
         assert await holder(client, namespace, lease) == "thief"
     assert await holder(client, namespace, lease) == "thief"  # never release a lease held by someone else
+
+
+async def test_what_a_term_of_leadership_ran_outside_the_controllers_stops_with_it(
+    client: kube.Client, namespace: str, eventually: Eventually
+) -> None:
+    """A part of the operator that runs work of its own outside the controllers (the Update controller's
+    operations, each a task; the pool's holders) hears when leadership is gained and lost: on a loss its work is
+    stopped before the process campaigns again — it would run beside the new leader's — and a new term starts it
+    afresh."""
+    lease = f"lease-{uuid.uuid4().hex[:6]}"
+    said: list[str] = []
+    operations: list[asyncio.Task[None]] = []
+
+    async def reconcile(key: ObjectKey) -> None:
+        if not operations or operations[-1].done():
+            operations.append(asyncio.create_task(asyncio.sleep(3600)))  # an operation in a task of its own
+
+    async def lost() -> None:
+        for task in operations:
+            task.cancel()
+        await asyncio.gather(*operations, return_exceptions=True)
+        said.append("lost")
+
+    manager = runtime.Manager(
+        client, namespace=namespace, health_address="0", metrics_address="0", registry=CollectorRegistry(),
+        leader_election=runtime.LeaderElection(namespace=namespace, name=lease, identity="term", timing=TIMING),
+    )
+    manager.on_leadership(lambda: said.append("gained"), lost)
+    manager.controller("leader-test", reconcile).watch(manager.informer("ConfigMap"))
+    await client.create(resources.CONFIG_MAP.new("work", namespace))
+    async with running(manager):
+        await eventually(lambda: bool(operations), "an operation to start")
+        assert said == ["gained"]
+        current = await client.get(resources.LEASE, lease, namespace)
+        await client.replace({**current, "spec": {**current["spec"], "holderIdentity": "thief",
+                                                  "leaseDurationSeconds": 3600}})
+        await eventually(lambda: said == ["gained", "lost"], "the lost leadership to be told")
+        assert operations[0].cancelled()  # stopped, not left to run beside the thief's
+        await client.delete(resources.LEASE, lease, namespace)  # the thief goes: the lease is free again
+        await eventually(lambda: said == ["gained", "lost", "gained"], "the next term to be told", timeout=30)
+        await eventually(lambda: len(operations) == 2 and not operations[1].done(), "its work to start afresh")
+    assert said == ["gained", "lost", "gained", "lost"]

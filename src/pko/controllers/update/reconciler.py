@@ -103,6 +103,18 @@ class UpdateReconciler:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
+    def lead(self) -> None:
+        """This process starts leading: the window in which an interrupted `up` waits for its workspace to come
+        back counts from now, not from the process's start (a standby that led after hours would abort them)."""
+        self.started = time.monotonic()
+
+    async def step_down(self) -> None:
+        """This process stopped leading: its operations stop as at a shutdown (:meth:`close`), for the new leader
+        picks them up as after a restart — two leaders must never run the same Update."""
+        if self.active:
+            log.warning("leadership lost: stopping %d operations for the new leader to pick up", len(self.active))
+        await self.close()
+
     async def __call__(self, key: objects.ObjectKey) -> Result | None:
         update = await self.client.get_typed_or_none(resources.UPDATE, up_api.Update, key.name, key.namespace)
         if update is None or not self.shard.owns_labels(update.metadata.labels):

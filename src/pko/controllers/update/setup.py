@@ -78,6 +78,7 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings,
         timeout=settings.update_timeout,
     )
     reconciler.shard = settings.shard
+    mgr.on_leadership(reconciler.lead, reconciler.step_down)
     controller = mgr.controller(names.UPDATE_CONTROLLER, reconciler, workers=settings.workers)
     reconciler.enqueue = lambda key: controller.queue.add(key)
     updates = mgr.informer(resources.UPDATE, indexers={UPDATE_WORKSPACE_INDEX: _update_workspace})

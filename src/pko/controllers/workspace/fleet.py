@@ -162,12 +162,13 @@ def last_used(now: datetime.datetime, ready: Condition | None, stalled: Conditio
               updates: Sequence[up_api.Update]) -> datetime.datetime | None:
     """When an idle workspace last worked (None: it is busy and keeps its slot). Busy: an Update pending, a saved
     plan awaiting its approval, an agent starting or failing for a reason that may pass. Idle: a ready agent that
-    ran an Update since it became ready (or has waited :data:`FIRST_UPDATE_GRACE` for one), or a Stalled one (it
-    cannot work until its spec changes)."""
-    if pending(updates) or holds_plan(updates):
-        return None
+    ran an Update since it became ready (or has waited :data:`FIRST_UPDATE_GRACE` for one), or a Stalled one (the
+    caller passes only a stall of the current generation): it cannot work until its spec changes, whatever waits
+    for it — an Update pending on it would hold the slot for ever."""
     if stalled is not None and stalled.status == "True":
         return conditions.parse_time(stalled.last_transition_time) or now
+    if pending(updates) or holds_plan(updates):
+        return None
     if ready is None or ready.status != "True" or ready.reason == SLEEPING:
         return None
     became_ready = conditions.parse_time(ready.last_transition_time) or now

@@ -124,6 +124,7 @@ class Pool:
         #: run a function after a delay (the event loop's call_later): the queue's look for waiters to wake is then
         #: made at most every :data:`SCAN_EVERY` seconds; None: at every change
         self.defer = defer
+        self._seeds = seed
         self._seed: Callable[[], Iterable[Key]] | None = seed
         self.holders: dict[Key, float | None] = {}  # key -> last used (epoch seconds) while idle, None while busy
         self.queue = WaitQueue()  # the waiters, in order
@@ -142,6 +143,18 @@ class Pool:
     @property
     def waiters(self) -> Mapping[Key, Waiter]:
         return self.queue.waiters
+
+    def reset(self) -> None:
+        """Forget every holder and waiter, to be seeded again from the Workspaces' statuses at the next ask: a
+        term of leadership starts (another replica led in between, starting and stopping agents this one never
+        saw; what it kept would leak slots or overcommit). Waiters ask again as every Workspace is looked at."""
+        self._seed = self._seeds
+        self.holders.clear()
+        self.queue = WaitQueue()
+        self.draining.clear()
+        self._told.clear()
+        self._woken.clear()
+        self._scanned = float("-inf")
 
     def _seeded(self) -> None:
         if self._seed is not None:
@@ -229,7 +242,9 @@ class Pool:
         return key in self._to_yield()
 
     def _to_yield(self) -> list[Key]:
-        excess = len(self.holders) + len(self.queue) - self.size
+        # a slot still draining is taken too: a pod stuck terminating (a lost node) must not leave the waiters
+        # behind an idle holder that could give its own
+        excess = len(self.holders) + len(self.draining) + len(self.queue) - self.size
         if excess <= 0:
             return []
         idle = sorted((since, key) for key, since in self.holders.items() if since is not None)

@@ -314,8 +314,11 @@ class WorkspaceReconciler:
         once when a waiter needs its slot)."""
         if self.pool is None or not self.pool.holds(key):
             return False
-        used = fleet.last_used(self.clock(), conditions.find(status.conditions, conditions.READY),
-                               conditions.find(status.conditions, conditions.STALLED), self.updates_of(key))
+        stalled = conditions.find(status.conditions, conditions.STALLED)
+        if stalled is not None and stalled.observed_generation != status.workspace.metadata.generation:
+            stalled = None  # a new spec is about to be tried: not idle for that
+        used = fleet.last_used(self.clock(), conditions.find(status.conditions, conditions.READY), stalled,
+                               self.updates_of(key))
         self.pool.used(key, used.timestamp() if used is not None else None)
         return self.pool.must_yield(key)
 

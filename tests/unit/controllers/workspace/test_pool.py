@@ -266,6 +266,39 @@ def test_when_a_holder_counts_as_idle() -> None:
     stalled = _condition("Stalled", "True", "InitializationFailed", NOW - 3 * second)
     failed = _condition("Ready", "False", "InitializationFailed", NOW - 3 * second)
     assert fleet.last_used(NOW, failed, stalled, []) == NOW - 3 * second
+    # ... even with an Update pending on it, which cannot run before then (the slot would be held for ever)
+    assert fleet.last_used(NOW, failed, stalled, [_run(None)]) == NOW - 3 * second
+
+
+def test_an_idle_holder_gives_its_slot_while_another_s_agent_is_still_stopping() -> None:
+    """A waiter behind a slot that drains (a pod that may never finish terminating, on a lost node) and an idle
+    holder: the idle holder is asked, as the slots taken are all of them."""
+    active, _ = _pool(2)
+    active.claim(_key("idle"), lanes.CHANGE)
+    active.claim(_key("stopping"), lanes.CHANGE)
+    active.used(_key("idle"), 100.0)
+    active.release(_key("stopping"), yielded=True, draining=True)
+    assert active.claim(_key("waiter"), lanes.CHANGE) == pool.Queued(1, 1, 2, lanes.CHANGE)
+    assert active.must_yield(_key("idle"))
+
+
+def test_a_new_term_of_leadership_starts_the_pool_afresh_from_the_workspaces() -> None:
+    """Another replica led in between: the holders, waiters and draining slots this one kept are stale (it never
+    saw what the other started or stopped); it forgets them and is seeded again from the Workspaces' statuses."""
+    seed = [_key("running-now")]
+    woken = _Woken()
+    active = pool.Pool(2, woken, seed=lambda: list(seed))
+    assert active.claim(_key("a"), lanes.CHANGE) is pool.GRANTED  # seeded with running-now, then a
+    active.claim(_key("b"), lanes.CHANGE)
+    active.release(_key("a"), draining=True)
+    assert (active.active(), active.waiting()) == (2, 1)
+    seed[:] = [_key("b"), _key("c")]  # what the other leader left running
+    active.reset()
+    assert active.holds(_key("b"))
+    assert active.holds(_key("c"))
+    assert not active.holds(_key("running-now"))
+    assert (active.active(), active.waiting()) == (2, 0)
+    assert active.claim(_key("d"), lanes.CHANGE) == pool.Queued(1, 1, 2, lanes.CHANGE)
 
 
 def _placed(name: str, reason: str | None, *, stalled: bool = False, address: str | None = "10.0.0.1:50051",
