@@ -71,6 +71,7 @@ class _Held(NamedTuple):
     plain: objects.Object | None  # only for an object msgpack cannot carry (an integer beyond 64 bits)
     version: str | None  # its resourceVersion, for a relist's comparison
     values: tuple[tuple[str, ...], ...]  # what each indexer gave it, in the order of the indexers
+    uid: str | None = None  # which object of that name it is, for a relist's comparison
 
 
 def _thaw(held: _Held) -> objects.Object:
@@ -146,7 +147,8 @@ class Store:
         values = tuple(tuple(indexer(obj)) for indexer in self._indexers.values())
         version = objects.resource_version_of(obj)
         packed = objects.pack(obj)
-        return _Held(packed, obj if packed is None else None, version, values)
+        return _Held(packed, obj if packed is None else None, version, values,
+                     (obj.get("metadata") or {}).get("uid"))
 
     def upsert(self, obj: objects.Object) -> Event:
         """Store ``obj``; the event is ``ADDED`` or ``MODIFIED`` (with the previous state). ``obj`` itself is not
@@ -172,7 +174,10 @@ class Store:
 
     def replace(self, items: Iterable[objects.Object]) -> builtins.list[Event]:
         """Make the store hold exactly ``items`` (a fresh list) and return what changed: objects that are new,
-        whose resourceVersion differs, or that are gone (``DELETED`` with their last known state)."""
+        whose resourceVersion differs, or that are gone (``DELETED`` with their last known state). An object
+        deleted and made again under the same name while the watch was down (another uid) is told as the one's
+        ``DELETED`` and the other's ``ADDED``, as a watch would have told them: not as a change of one object,
+        which predicates on generation would let by (a new object's generation starts at 1 again)."""
         fresh = {objects.key_of(obj): obj for obj in items}
         changes: builtins.list[Event] = []
         for key in [k for k in self._items if k not in fresh]:
@@ -181,5 +186,7 @@ class Store:
             old = self._items.get(key)
             if old is not None and old.version == objects.resource_version_of(obj):
                 continue
+            if old is not None and old.uid != (obj.get("metadata") or {}).get("uid"):
+                changes.append(self.delete(_thaw(old)))
             changes.append(self.upsert(obj))
         return changes

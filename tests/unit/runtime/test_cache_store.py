@@ -67,6 +67,20 @@ def test_relist_diff_adds_updates_and_deletes_what_the_watch_missed() -> None:
     assert s.replace([cm("same", "1"), cm("changed", "2"), cm("new", "5")]) == []
 
 
+def test_a_relist_tells_an_object_made_again_under_its_name_as_gone_and_new() -> None:
+    """Deleted and made again while the watch was down: another uid, a generation that starts over. As one object's
+    change, a predicate on generation would let it by and its controller never see the new one."""
+    def made(uid: str, rv: str) -> dict[str, Any]:
+        obj = cm("w", rv)
+        obj["metadata"].update(uid=uid, generation=1)
+        return obj
+    s = store.Store()
+    s.upsert(made("first", "1"))
+    changes = s.replace([made("second", "9")])
+    assert [(e.type, e.object["metadata"]["uid"]) for e in changes] == [("DELETED", "first"), ("ADDED", "second")]
+    assert s.replace([made("second", "10")])[0].type == "MODIFIED"  # the same object changed: a change
+
+
 def test_informer_default_transform_drops_managed_fields_without_mutating() -> None:
     from pko.runtime import informer
 
