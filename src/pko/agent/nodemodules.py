@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import glob
+import hashlib
 import io
 import json
 import logging
@@ -137,6 +138,7 @@ def unpack(found: Offer, workdir: Path, timeout: float = TIMEOUT) -> int:
             counted = _Counting(answer)
             with tarfile.open(fileobj=counted, mode="r|gz") as archive:
                 extract(archive, staging)
+            counted.whole(answer.headers.get("Content-Length"), answer.headers.get("X-Content-Sha256"))
         (staging / "node_modules").rename(workdir / "node_modules")
         return counted.count
     finally:
@@ -285,13 +287,21 @@ async def install(workdir: Path, project: Mapping[str, Any], env: Mapping[str, s
     return found
 
 
+class CutShort(ValueError):
+    """The cache's answer ended before the length it announced, or is not the blob whose digest it announced."""
+
+
 class _Counting(io.BufferedIOBase):
-    """A readable stream that counts its bytes."""
+    """A readable stream that counts and hashes its bytes, so that a tree whose answer was cut short is never taken
+    for a whole one: an answer of a known length that the connection ends early reads as a clean end (the standard
+    library's client returns no bytes rather than failing), and an archive cut between two members unpacks without
+    an error."""
 
     def __init__(self, raw: Any) -> None:
         super().__init__()
         self.raw = raw
         self.count = 0
+        self._digest = hashlib.sha256()
 
     def readable(self) -> bool:
         return True
@@ -299,4 +309,16 @@ class _Counting(io.BufferedIOBase):
     def read(self, size: int | None = -1) -> bytes:
         data: bytes = self.raw.read(-1 if size is None else size)
         self.count += len(data)
+        self._digest.update(data)
         return data
+
+    def whole(self, length: str | None, digest: str | None) -> None:
+        """Read what is left after the archive's end, then check the answer against the length and the digest it
+        announced (a tree answered while it is built has neither: a cut there fails the chunked read itself).
+        Raises :class:`CutShort`."""
+        while self.read(1 << 16):
+            pass
+        if length is not None and length.strip().isdigit() and self.count != int(length):
+            raise CutShort(f"the npm tree's answer ended after {self.count} of {int(length)} bytes")
+        if digest and self._digest.hexdigest() != digest.strip().lower():
+            raise CutShort("the npm tree's answer is not the blob its digest names")

@@ -62,10 +62,11 @@ def inputs_digest(workdir: Path, project: Mapping[str, Any], cli_version: str) -
                 relative = path.relative_to(workdir).as_posix()
                 if relative in project_file.PROJECT_FILES or _STACK_SETTINGS.match(relative) or not path.is_file():
                     continue
-                content = path.read_bytes()
-                files, total = files + 1, total + len(content)
+                size = path.stat().st_size  # before reading it: a file of gigabytes in the checkout is no reason
+                files, total = files + 1, total + size  # to read it into memory (and be killed for it, each start)
                 if files > MAX_FILES or total > MAX_BYTES:
                     return None
+                content = path.read_bytes()
                 digest.update(f"{relative}: {len(content)}\0".encode())
                 digest.update(content)
     except OSError:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from pko.agent import yamlinstall
 from pko.agent.project import read_project
 
@@ -38,6 +40,20 @@ def test_the_digest_follows_the_program_and_the_cli_but_not_names_stack_settings
     assert _digest(two) != first
     three = _program(tmp_path / "three", "resources:\n  r:\n    type: random:RandomInteger\noutputs:\n  x: 1\n")
     assert _digest(three) != first
+
+
+def test_a_checkout_too_large_to_digest_is_never_read_into_memory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file of gigabytes beside the program (a data dump in the repository): no digest, and no read of it (the
+    agent would be killed for it at every start)."""
+    program = _program(tmp_path / "p")
+    with (program / "dump.bin").open("wb") as dump:
+        dump.truncate(4 << 30)  # sparse: 4 GB that take no disk
+    read: list[Path] = []
+    real = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda self: read.append(self) or real(self))
+    assert _digest(program) is None
+    assert program / "dump.bin" not in read
 
 
 def test_only_yaml_programs_with_a_known_cli_have_one(tmp_path: Path) -> None:
