@@ -15,6 +15,7 @@ block the event loop.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import os
@@ -50,6 +51,24 @@ class CommandError(Exception):
         return f"{self.description}: exit status {r.code}\ncode: {r.code}\nstdout: {r.stdout}\nstderr: {r.stderr}\n"
 
 
+#: The pids of the commands this process started, the latest :data:`REMEMBERED_PIDS` (a stale lock's holder is
+#: known as its own by them: pko.agent.stalelocks).
+REMEMBERED_PIDS = 4096
+_STARTED: collections.OrderedDict[int, None] = collections.OrderedDict()
+
+
+def _started(pid: int) -> None:
+    _STARTED[pid] = None
+    _STARTED.move_to_end(pid)
+    while len(_STARTED) > REMEMBERED_PIDS:
+        _STARTED.popitem(last=False)
+
+
+def started_here(pid: int) -> bool:
+    """Whether this process started a command whose pid was `pid` (one of its latest)."""
+    return pid in _STARTED
+
+
 class PulumiCLI:
     """The Pulumi CLI for one workspace directory and environment."""
 
@@ -76,6 +95,7 @@ class PulumiCLI:
         for this command only."""
         binary = program or self.binary
         proc, cancelled = await self._start(binary, args, {**self.env, **(env_overrides or {})})
+        _started(proc.pid)
         self._running.add(proc)
         assert proc.stdout is not None
         assert proc.stderr is not None

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 import grpc
 from google.protobuf import json_format, struct_pb2
 
-from pko.agent import cliargs, errors, eventlog, kept, plans, results, resume, stalelocks
+from pko.agent import cliargs, errors, eventlog, kept, plans, pulumicmd, results, resume, stalelocks
 from pko.agent.config import plan_config
 from pko.agent.errors import AgentError
 from pko.agent.pulumicmd import CommandError, CommandResult
@@ -86,6 +86,8 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer, agent_pb2_grpc
     def __init__(self, workspace: Workspace, pulumi_log_level: int = 0):
         self.ws = workspace
         self.pulumi_log_level = pulumi_log_level
+        #: a stale lock is this agent's predecessor's only if taken before now (pko.agent.stalelocks)
+        self.started = datetime.datetime.now(datetime.UTC)
         self.stopping = False
         self._stack_lock = asyncio.Lock()
         self.plans = plans.PlanStore(workspace.workdir)
@@ -217,7 +219,8 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer, agent_pb2_grpc
         stack = await self.ensure_stack()
         # A lock left by a CLI that died (a SIGKILLed agent, an OOM-killed container) would fail this operation
         # until someone ran `pulumi cancel`; a provably dead holder's lock goes first (pko.agent.stalelocks).
-        released = await asyncio.to_thread(stalelocks.release, self.ws.cli.env, self.ws.project(), stack)
+        released = await asyncio.to_thread(stalelocks.release, self.ws.cli.env, self.ws.project(), stack,
+                                           since=self.started, ours=pulumicmd.started_here)
         notices = [notices_.stale_lock_released(path.name, lock.get("pid"), str(lock.get("hostname")), _now())
                    for path, lock in released]
         config_flags, config_sent = self.ws.config_flags(stack)  # plaintext config that waited for this operation
@@ -267,7 +270,7 @@ class AutomationService(agent_pb2_grpc.AutomationServiceServicer, agent_pb2_grpc
         lock it released (none: it did not)."""
         locks = stalelocks.refusing_locks(output)
         host = socket.gethostname()
-        if not stalelocks.all_stale(locks, host, stalelocks.running_pulumi):
+        if not stalelocks.all_stale(locks, host, stalelocks.running_pulumi, self.started, pulumicmd.started_here):
             return []
         await self.ws.cli.run(["cancel", "--yes", "--stack", stack], description="failed to release a stale lock")
         released = []

@@ -21,6 +21,7 @@ the file I/O, and logs lock paths only, never their environment.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 import logging
 import os
@@ -34,17 +35,39 @@ from urllib.parse import unquote, urlparse
 log = logging.getLogger("pko.agent.locks")
 
 
-def stale(lock: Mapping[str, Any], hostname: str, running_pulumi: Callable[[int], bool]) -> bool:
-    """Whether the lock `lock` (a lock file's content) was taken on `hostname` by a process that is gone."""
+def stale(lock: Mapping[str, Any], hostname: str, running_pulumi: Callable[[int], bool],
+          since: datetime.datetime | None = None, ours: Callable[[int], bool] = lambda pid: False) -> bool:
+    """Whether the lock `lock` (a lock file's content) was taken on `hostname` by a process that is gone.
+
+    A pod's hostname is its name, which is unique in its namespace only: the same Stack applied in two clusters
+    (or a namespace of the same name) against one backend runs on a twin of this hostname, whose pids mean nothing
+    here. So, with `since` (when this agent started), a gone holder's lock counts only when it was taken before
+    then — by the agent or container this one replaced, which is what it is for — or by a process this agent
+    started itself (`ours`: a CLI killed under a living agent); a lock of a gone pid taken while this agent ran,
+    by no process of its own, is someone else's and stays."""
     pid = lock.get("pid")
     if lock.get("hostname") != hostname or not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         return False
-    return not running_pulumi(pid)
+    if running_pulumi(pid):
+        return False
+    if since is None or ours(pid):
+        return True
+    taken = _moment(lock.get("timestamp"))  # whole seconds in a refusal's words: a second's margin
+    return taken is not None and taken + datetime.timedelta(seconds=1) <= since
+
+
+def _moment(value: object) -> datetime.datetime | None:
+    """A lock's time (the CLI's RFC 3339, with nanoseconds in a lock file), or None."""
+    try:
+        moment = datetime.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else None
 
 
 LOCKED = "the stack is currently locked by"
-_HOLDER = re.compile(r"^\s+(?P<url>\S+): created by (?P<username>.*)@(?P<hostname>[^@\s]+) \(pid (?P<pid>-?\d+)\) at ",
-                     re.MULTILINE)
+_HOLDER = re.compile(r"^\s+(?P<url>\S+): created by (?P<username>.*)@(?P<hostname>[^@\s]+) \(pid (?P<pid>-?\d+)\) at "
+                     r"(?P<timestamp>\S+)", re.MULTILINE)
 
 
 def refusing_locks(output: str) -> list[dict[str, Any]]:
@@ -55,10 +78,11 @@ def refusing_locks(output: str) -> list[dict[str, Any]]:
     return [{**m.groupdict(), "pid": int(m["pid"])} for m in _HOLDER.finditer(output)]
 
 
-def all_stale(locks: list[dict[str, Any]], hostname: str, running_pulumi: Callable[[int], bool]) -> bool:
-    """Whether there are locks and each was taken on `hostname` by a process that is gone (then `pulumi cancel`,
-    which deletes every lock of the stack, removes only dead ones)."""
-    return bool(locks) and all(stale(lock, hostname, running_pulumi) for lock in locks)
+def all_stale(locks: list[dict[str, Any]], hostname: str, running_pulumi: Callable[[int], bool],
+              since: datetime.datetime | None = None, ours: Callable[[int], bool] = lambda pid: False) -> bool:
+    """Whether there are locks and each is :func:`stale` (then `pulumi cancel`, which deletes every lock of the
+    stack, removes only dead ones)."""
+    return bool(locks) and all(stale(lock, hostname, running_pulumi, since, ours) for lock in locks)
 
 
 def backend_root(env: Mapping[str, str], project: Mapping[str, Any]) -> Path | None:
@@ -89,9 +113,10 @@ def running_pulumi(pid: int) -> bool:
 
 
 def release(env: Mapping[str, str], project: Mapping[str, Any], stack: str,
-            hostname: str | None = None, alive: Callable[[int], bool] = running_pulumi
+            hostname: str | None = None, alive: Callable[[int], bool] = running_pulumi,
+            since: datetime.datetime | None = None, ours: Callable[[int], bool] = lambda pid: False,
             ) -> list[tuple[Path, dict[str, Any]]]:
-    """Remove `stack`'s stale lock files; each path removed, with the lock it held."""
+    """Remove `stack`'s :func:`stale` lock files; each path removed, with the lock it held."""
     root = backend_root(env, project)
     if root is None:
         return []
@@ -105,12 +130,12 @@ def release(env: Mapping[str, str], project: Mapping[str, Any], stack: str,
                 lock = json.loads(path.read_text())
             except (OSError, ValueError):
                 continue
-            if isinstance(lock, dict) and stale(lock, host, alive):
+            if isinstance(lock, dict) and stale(lock, host, alive, since, ours):
                 with contextlib.suppress(FileNotFoundError):
                     path.unlink()
                     removed.append((path, lock))
-                with contextlib.suppress(FileNotFoundError):  # the file blob store's metadata beside it
-                    path.with_name(path.name + ".attrs").unlink()
                     log.warning("released the stack lock %s: its holder (pid %s on this host) is gone", path.name,
                                 lock.get("pid"))
+                with contextlib.suppress(FileNotFoundError):  # the file blob store's metadata beside it
+                    path.with_name(path.name + ".attrs").unlink()
     return removed

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from agent_testlib import wait_gone
 
+from pko.agent import pulumicmd
 from pko.agent.pulumicmd import PulumiCLI
 
 
@@ -83,3 +84,12 @@ async def test_a_command_cancelled_while_it_starts_is_wound_down_with_its_childr
     child, started = _written(pidfile)
     assert wait_gone(child, 5.0, started), f"the cancelled command's child {child} outlived it"
     assert cli.running == 0
+
+
+async def test_the_agent_knows_the_pids_of_the_commands_it_started(tmp_path: Path) -> None:
+    """A stale lock's holder is this agent's own when it started that pid (a CLI killed under a living agent, whose
+    lock is then released whenever it was taken: pko.agent.stalelocks)."""
+    result = await PulumiCLI(tmp_path, dict(os.environ), binary="sh").run(["-c", "echo $$"])
+    pid = int(result.stdout.strip())
+    assert pulumicmd.started_here(pid)
+    assert not pulumicmd.started_here(os.getpid())

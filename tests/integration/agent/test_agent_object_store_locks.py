@@ -42,9 +42,10 @@ def _dead_pid() -> int:
     return int(done.stdout)
 
 
-def _lock(store: objectstore.ObjectStore, hostname: str, pid: int) -> str:
+def _lock(store: objectstore.ObjectStore, hostname: str, pid: int, ago: float = 0.0) -> str:
+    """A lock object as the CLI leaves it, taken `ago` seconds ago."""
     key = f"{LOCKS}{uuid.uuid4()}.json"
-    timestamp = datetime.datetime.now(datetime.UTC).isoformat()
+    timestamp = (datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=ago)).isoformat()
     store.put(key, json.dumps({"pid": pid, "username": "pulumi", "hostname": hostname,
                                "timestamp": timestamp}).encode())
     return key
@@ -67,7 +68,8 @@ async def test_a_dead_local_holders_lock_in_the_bucket_is_released_and_the_up_ru
     assert first.result.summary.result == "succeeded"
     assert ".pulumi/stacks/bucketprog/dev.json" in store.keys(".pulumi/stacks/bucketprog/")
 
-    stale = _lock(store, socket.gethostname(), _dead_pid())
+    # the lock of the agent this one replaced (a container SIGKILLed mid-`up`): taken before this agent started
+    stale = _lock(store, socket.gethostname(), _dead_pid(), ago=3600)
     second = await drive(agent.stub.Up(agent_pb2.UpRequest()))
     assert second.error is None, f"{second.error}\n{agent.log()[-3000:]}"
     assert second.result.summary.result == "succeeded"
@@ -84,5 +86,20 @@ async def test_a_lock_held_on_another_host_is_left_alone_and_named_in_the_failur
     assert failed.error is not None
     assert "the stack is currently locked by 1 lock(s)" in str(failed.error.details())
     assert "@another-workspace-0 (pid 4242)" in str(failed.error.details())
+    assert store.keys(LOCKS) == [held]
+    assert "released the stack lock" not in agent.log()
+
+
+
+async def test_a_twin_hosts_lock_taken_while_this_agent_runs_is_left_alone(
+        tmp_path: Path, start_agent: AgentFactory, store: objectstore.ObjectStore) -> None:
+    """A pod's hostname is its name, unique in its namespace only: the same Stack in another cluster against the
+    same bucket runs on a twin hostname, and its live CLI's pid means nothing here. A lock of this hostname taken
+    while this agent ran, by no command of its own, is that twin's: left alone, and the update fails on it."""
+    agent = await _agent(start_agent, tmp_path, store)
+    held = _lock(store, socket.gethostname(), _dead_pid())
+    failed = await drive(agent.stub.Up(agent_pb2.UpRequest()))
+    assert failed.error is not None
+    assert "the stack is currently locked by 1 lock(s)" in str(failed.error.details())
     assert store.keys(LOCKS) == [held]
     assert "released the stack lock" not in agent.log()

@@ -4,6 +4,7 @@ running Pulumi CLI is released; a live holder's, another host's, or a malformed 
 
 from __future__ import annotations
 
+import datetime
 import json
 import subprocess
 import sys
@@ -34,6 +35,22 @@ def test_stale_needs_this_host_and_a_dead_holder() -> None:
     assert not stalelocks.stale({"pid": 7, "hostname": "other"}, "vm", lambda pid: False)
     for pid in (None, "7", 0, -1, True):
         assert not stalelocks.stale({"pid": pid, "hostname": "vm"}, "vm", lambda p: False)
+
+
+def test_a_lock_file_is_stale_only_if_taken_before_this_agent_or_by_its_own_cli(tmp_path: Path) -> None:
+    """With the agent's start: a lock file of a gone pid taken after it (nanoseconds, as the CLI writes them) and
+    by no command of its own is a twin host's, and stays."""
+    started = datetime.datetime(2026, 12, 7, 12, 0, tzinfo=datetime.UTC)
+    old = _lock(tmp_path, "old", pid=1001, hostname="vm", timestamp="2026-12-07T11:59:58.123456789Z")
+    twin = _lock(tmp_path, "twin", pid=1002, hostname="vm", timestamp="2026-12-07T12:00:03.5+00:00")
+    mine = _lock(tmp_path, "mine", pid=1003, hostname="vm", timestamp="2026-12-07T12:00:04Z")
+    env = {"PULUMI_BACKEND_URL": f"file://{tmp_path}"}
+    released = stalelocks.release(env, PROJECT, "dev", hostname="vm", alive=lambda pid: False, since=started,
+                                  ours=lambda pid: pid == 1003)
+    assert sorted(path.name for path, _ in released) == ["mine.json", "old.json"]
+    assert twin.exists()
+    assert not old.exists()
+    assert not mine.exists()
 
 
 def test_release_removes_only_the_dead_holders_lock(tmp_path: Path) -> None:

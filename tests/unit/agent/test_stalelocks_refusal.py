@@ -3,6 +3,8 @@ all with `pulumi cancel` is safe."""
 
 from __future__ import annotations
 
+import datetime
+
 from pko.agent import stalelocks
 
 REFUSAL = """error: the stack is currently locked by 2 lock(s). Either wait for the other process(es) to end or delete \
@@ -15,9 +17,9 @@ the lock file with `pulumi cancel`.
 def test_each_named_lock_is_read_with_its_holder() -> None:
     assert stalelocks.refusing_locks(REFUSAL) == [
         {"url": "s3://state/.pulumi/locks/organization/p/dev/1b2c.json", "username": "pulumi", "hostname": "ws-0",
-         "pid": 41},
+         "pid": 41, "timestamp": "2026-11-26T23:50:00Z"},
         {"url": "s3://state/.pulumi/locks/organization/p/dev/9f8e.json", "username": "build@corp", "hostname": "ws-0",
-         "pid": 7},
+         "pid": 7, "timestamp": "2026-11-26T23:51:00Z"},
     ]
 
 
@@ -31,3 +33,18 @@ def test_cancel_only_when_every_holder_is_a_dead_process_of_this_host() -> None:
     assert not stalelocks.all_stale(locks, "ws-0", lambda pid: pid == 7)  # one holder still runs
     assert not stalelocks.all_stale(locks, "ws-1", lambda pid: False)  # taken on another host
     assert not stalelocks.all_stale([], "ws-0", lambda pid: False)
+
+
+def test_a_twin_s_lock_taken_while_this_agent_ran_is_never_cancelled() -> None:
+    """A pod's hostname is unique in its namespace only: the same Stack in another cluster against the same bucket
+    runs on a twin hostname, whose pids mean nothing here. A lock taken after this agent started, by no process
+    of its own, is the twin's — even with its pid not running here; one taken before, by the agent this one
+    replaced, is stale; and one of this agent's own killed CLIs is, whenever it was taken."""
+    locks = stalelocks.refusing_locks(REFUSAL)  # taken at 23:50 and 23:51
+    before, between = datetime.datetime(2026, 11, 26, 23, 55, tzinfo=datetime.UTC), \
+        datetime.datetime(2026, 11, 26, 23, 50, 30, tzinfo=datetime.UTC)
+    assert stalelocks.all_stale(locks, "ws-0", lambda pid: False, before)
+    assert not stalelocks.all_stale(locks, "ws-0", lambda pid: False, between)  # 9f8e was taken after it started
+    assert stalelocks.all_stale(locks, "ws-0", lambda pid: False, between, ours=lambda pid: pid == 7)
+    undated = [{**locks[0], "timestamp": "when?"}]
+    assert not stalelocks.all_stale(undated, "ws-0", lambda pid: False, before)
