@@ -36,6 +36,7 @@ _TRANSIENT_TEXT = re.compile("|".join((
     r"\[(429|500|502|503|504)\]",                      # Pulumi Cloud: "[503] Service Unavailable"
     r"(status(Code)?|HTTP)[ :=]*(429|500|502|503|504)\b", r"Too Many Requests",
     r"is still running in this workspace",            # pko's agent: a kept `up` holds the workspace (pko.agent.kept)
+    r"the call to the workspace's agent ended with (UNAVAILABLE|DEADLINE_EXCEEDED|CANCELLED|RESOURCE_EXHAUSTED)\b",
 )), re.IGNORECASE)
 
 
@@ -43,6 +44,14 @@ def is_transient(code: grpc.StatusCode | None, message: str) -> bool:
     """Whether a call that failed with `code` (None: no gRPC status, e.g. an update's recorded message) and
     `message` may succeed when tried again."""
     return code in TRANSIENT_CODES or _TRANSIENT_TEXT.search(message) is not None
+
+
+def lost_agent_message(code: grpc.StatusCode, details: str) -> str:
+    """An operation's failure text when the call itself failed with `code` (the agent's pod went away, the
+    connection dropped: "Socket closed", "GOAWAY received"): an update's recorded message keeps no gRPC status, so
+    the text says it, and :func:`is_transient` reads it back. The operator's own cancellations (an idle timeout, a
+    deadline) are told otherwise, before they come here."""
+    return f"{details or 'no details'} (the call to the workspace's agent ended with {code.name})"
 
 
 def retry_message(message: str) -> str:

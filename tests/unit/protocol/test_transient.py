@@ -76,3 +76,14 @@ def test_an_eof_is_passing_wherever_the_cli_prints_it(message: str) -> None:
 def test_a_program_that_does_not_parse_is_final() -> None:
     message = "error: Program failed with an unhandled exception:\n  SyntaxError: unexpected EOF while parsing"
     assert not transient.is_transient(None, message)
+
+
+@pytest.mark.parametrize("details", ["Socket closed", "Stream removed", "GOAWAY received", ""])
+def test_an_operation_whose_call_to_the_agent_dropped_reads_as_passing(details: str) -> None:
+    """An update's recorded message keeps no gRPC status: the text of a call that ended UNAVAILABLE (the pod went
+    away mid-update) says so, and reads back as passing; a call the agent ended with its own error does not."""
+    said = transient.lost_agent_message(grpc.StatusCode.UNAVAILABLE, details)
+    assert said.startswith(details or "no details")
+    assert transient.is_transient(None, said)
+    assert not transient.is_transient(None, details or "no details")
+    assert not transient.is_transient(None, transient.lost_agent_message(grpc.StatusCode.INTERNAL, details))

@@ -39,7 +39,7 @@ from pko.controllers.update import drift, plan
 from pko.kube import client as kclient
 from pko.kube import errors, events, objects, owners, resources
 from pko.protocol import client as agent_client
-from pko.protocol import notices
+from pko.protocol import notices, transient
 from pko.protocol.proto import agent_pb2
 from pko.runtime import logcontext, metrics, sharding
 from pko.runtime.controller import Result, expected
@@ -305,7 +305,10 @@ class UpdateReconciler:
                 log.info("the agent could not resume the interrupted up: %s", err.details())
                 return plan.failed(plan.REASON_ABORTED)
             info = agent_client.pulumi_error_info(err)
-            outcome = plan.from_error(info.message if info else err.details(), info.reason if info else None)
+            message = info.message if info else err.details()
+            if info is None and err.code() in transient.TRANSIENT_CODES:  # the agent, not the operation, failed:
+                message = transient.lost_agent_message(err.code(), message or "")  # a retry never counts to Stalled
+            outcome = plan.from_error(message, info.reason if info else None)
             if drifted is not None and drifted.changes:  # what the failed drift check had found (see above)
                 outcome.drift = drifted.result()
             return outcome

@@ -7,12 +7,14 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+import grpc
 import pytest
 
 from pko.api import durations
 from pko.api import stack as stack_api
 from pko.api.meta import Condition
 from pko.controllers.stack import sync
+from pko.protocol import transient
 
 NOW = datetime.datetime(2026, 11, 22, 12, 0, tzinfo=datetime.UTC)
 
@@ -116,6 +118,9 @@ def test_the_operator_limit_applies_to_stacks_without_their_own() -> None:
     ("failed to run update: error: blob (code=Unavailable): SlowDown: Please reduce your request rate.", False),
     ("failed to run update: error: [503] Service Unavailable", False),
     ("failed to run update: error: Program failed with an unhandled exception: RuntimeError: boom", True),
+    # the workspace's pod went away mid-update: the call ended, not the update (pko.protocol.transient)
+    (transient.lost_agent_message(grpc.StatusCode.UNAVAILABLE, "Socket closed"), False),
+    (transient.lost_agent_message(grpc.StatusCode.INTERNAL, "Socket closed"), True),
 ])
 def test_a_passing_backend_failure_never_stalls(message: str, stalled: bool) -> None:
     stack = _stack(5, seconds_ago=10**6)
