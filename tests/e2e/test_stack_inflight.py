@@ -8,11 +8,12 @@ import datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
 import stack_e2e as e2e
 
 from pko.api import names
 from pko.kube import client as kclient
-from pko.kube import objects, resources
+from pko.kube import errors, objects, resources
 from pko.testing import gitserver, operator
 from pko.testing.waiting import condition, reconciles, settled, wait_for
 
@@ -115,3 +116,31 @@ async def test_an_update_whose_spec_changed_while_it_ran_does_not_wedge_its_stac
     assert done["status"]["outputs"] == {"done": True}
     said = await e2e.events_with(kc, "edited", namespace, "UpdateUnobserved")
     assert f"Update {name} finished, but its spec changed after it started (generation 2" in said[0]["message"]
+
+
+async def test_an_update_created_behind_a_lost_answer_is_followed_not_made_twice(
+    kc: kclient.Client, namespace: str, git: gitserver.GitServer, stack_operator: operator.Operator,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The API server makes the Update but its answer is lost (a 504 from a proxy, a timeout, a dropped
+    connection). The Stack keeps the name it saved and follows that Update; it never takes the error for a refusal
+    and starts a second Update beside the first (two `up`s of one generation)."""
+    real = kclient.Client.create
+    lost: list[str] = []
+
+    async def create(self: kclient.Client, obj: dict[str, Any]) -> dict[str, Any]:
+        made = await real(self, obj)
+        if obj.get("kind") == "Update" and not lost:
+            lost.append(objects.name_of(made))
+            raise errors.from_status(504, "Timeout", "the answer was lost after the write")
+        return made
+    monkeypatch.setattr(kclient.Client, "create", create)  # the operator's client (and its cached one) alike
+
+    repo = f"answer-{namespace}"
+    commit = e2e.create_repo(git, repo, marker="v1")
+    await kc.create(e2e.git_stack("answer", namespace, git.http_url(repo), commit=commit))
+    done = await wait_for(kc, resources.STACK, "answer", namespace, e2e.is_ready, timeout=240)
+    assert lost, "no Update was created"
+    assert e2e.last_update(done)["name"] == lost[0]
+    made = (await kc.list(resources.UPDATE, namespace, labels={names.LABEL_STACK_NAME: "answer"})).items
+    assert [objects.name_of(u) for u in made] == lost, "a second Update was made beside the first"

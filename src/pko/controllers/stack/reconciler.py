@@ -109,6 +109,10 @@ class _Due:
     approval: gate.Step | None = None  # a gated Stack's step: a plan preview, or the `up` of an approved plan
 
 
+#: The answers by which the API server surely did not create an object (anything else may have made it).
+_REFUSED = (errors.BadRequest, errors.Unauthorized, errors.Forbidden, errors.NotFound, errors.Invalid)
+
+
 class StackReconciler:
     def __init__(
         self,
@@ -365,11 +369,15 @@ class StackReconciler:
 
     async def _create(self, s: _Session, update: objects.Object, forget: Callable[[], None]) -> None:
         """Save the status that names `update` (so a crash never loses track of it), create it and hold it with
-        our finalizer until it is absorbed; on a failure, `forget` it again and save that."""
+        our finalizer until it is absorbed. When the API server surely refused it (a 4xx that says so), `forget`
+        it again and save that; when the answer leaves it unknown whether it was made (a timeout, a 5xx, a lost
+        connection), the name stays: the next pass follows the Update if it exists and gives it up if it never
+        appears (`_lost`) — forgetting it then would start a second Update beside one that runs. A finalizer that
+        cannot be added leaves the Update as it is (it may run already): it is only a guard until it is absorbed."""
         await self._save(s)
         try:
             await self.client.create(update)
-        except Exception:  # refused, or the API server out of reach: try to take the name back (else see _lost)
+        except _REFUSED:
             forget()
             with contextlib.suppress(Exception):
                 await self._save(s)
@@ -380,11 +388,9 @@ class StackReconciler:
                  "metadata": {"name": objects.name_of(update), "namespace": s.key.namespace,
                               "finalizers": [names.FINALIZER]}},
                 field_manager=names.FIELD_MANAGER_STACK_FINALIZER)
-        except errors.ApiError:
-            await self.client.delete(resources.UPDATE, objects.name_of(update), s.key.namespace, missing_ok=True)
-            forget()
-            await self._save(s)
-            raise
+        except errors.ApiError as err:
+            log.warning("could not hold update %s with the finalizer until it is absorbed: %s",
+                        objects.name_of(update), err)
 
     async def _apply_workspace(self, key: objects.ObjectKey, desired: objects.Object) -> ws_api.Workspace:
         """Apply the Stack's Workspace, unless this process applied the same one and nobody changed it since: then
