@@ -28,6 +28,8 @@ from pko.runtime import informer
 
 #: Cached objects are fresh once their resourceVersion reaches this; a deleted object never is (read live).
 _DELETED = -1
+#: The fewest written versions kept before the record is pruned of what the caches caught up with.
+PRUNE_AT = 4096
 
 Lookup = Callable[[resources.Kind], "informer.Informer | None"]
 
@@ -56,13 +58,38 @@ class CachedClient(kclient.Client):
         super().__init__(base.api, field_manager=base.field_manager, http=base.http)
         self._lookup = lookup
         self._written: dict[tuple[resources.Kind, objects.ObjectKey], int] = {}
+        self._prune_at = PRUNE_AT
         self.hits = 0
         self.misses = 0
 
     def _remember(self, kind: resources.Kind, obj: objects.Object) -> None:
         written = version(obj)
-        if written is not None:
+        # a kind no informer holds is read live, always (one made later lists what is newer than this write): its
+        # writes — the events, above all — need no record
+        if written is not None and self._lookup(kind) is not None:
             self._written[(kind, objects.key_of(obj))] = written
+            if len(self._written) >= self._prune_at:
+                self._prune()
+
+    def _prune(self) -> None:
+        """Forget the versions the caches have caught up with, and deletions they have seen: each write of every
+        object the operator ever wrote (an Update for each run, long since gone) was kept, and the record grew with
+        the fleet's churn. A version not cached yet stays (the cache may still hand out an older copy), as does
+        any of a kind with no informer. Run when the record doubled since the last prune: amortised, a dictionary
+        operation a write."""
+        for (kind, key), written in list(self._written.items()):
+            source = self._lookup(kind)
+            if source is None or not source.synced:
+                continue
+            have = version({"metadata": {"resourceVersion": source.store.version_of(key)}})
+            if (have is None and written == _DELETED) or (have is not None and written != _DELETED and have >= written):
+                del self._written[(kind, key)]
+        self._prune_at = max(PRUNE_AT, 2 * len(self._written))
+
+    @property
+    def remembered(self) -> int:
+        """How many written versions the client keeps."""
+        return len(self._written)
 
     def _cached(self, kind: resources.Kind, name: str, namespace: str | None) -> objects.Object | None:
         source = self._lookup(kind)

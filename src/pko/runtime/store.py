@@ -104,6 +104,11 @@ class Store:
         held = self._items.get(key)
         return None if held is None else _thaw(held)
 
+    def version_of(self, key: objects.ObjectKey) -> str | None:
+        """The resourceVersion of the object at `key` (None: not held), without a copy of it."""
+        held = self._items.get(key)
+        return None if held is None else held.version
+
     def keys(self) -> list[objects.ObjectKey]:
         return list(self._items)
 
