@@ -53,6 +53,13 @@ RECORD_BACKOFF = (0.5, 1.0, 2.0, 5.0)  # between attempts to write an operation'
 STOP_TIMEOUT = 60.0  # for an agent to interrupt a kept `up` on purpose and see its CLI stop
 RESUME_WINDOW = 300.0  # after this long since our start, an interrupted `up` whose workspace is not back is aborted
 DEFAULT_MAX_OPERATIONS = 200
+#: The least time the calls before an operation's stream (SelectStack) get, whatever its idle timeout or deadline.
+PRE_STREAM_FLOOR = 30.0
+
+
+def _at_least(limit: float | None, floor: float) -> float | None:
+    """`limit`, never under `floor` (None: no limit): a deadline that has passed is the stream's to tell."""
+    return None if limit is None else max(limit, floor)
 
 
 def _timestamp(value: Any) -> str | None:
@@ -227,9 +234,16 @@ class UpdateReconciler:
         gate = plan.plan_gate(update.metadata.annotations or {}, kind)
         drifted = drift.Collector() if drift.is_drift_check(update) else None
         kept = ""  # the `up`'s name when the agent keeps it running past this call (pko.agent.kept)
+        silence = plan.idle_timeout(spec, self.idle_timeout)
+        limit = plan.timeout(spec, self.timeout)
+        began = resume_after or self.clock()  # a resumed operation keeps its first start's deadline
         try:
+            # the calls before the operation's stream have the same limits: an agent that hangs in SelectStack (a
+            # backend that never answers, a peer gone without a reset) would hold the Update Progressing for ever
             select = conn.stub.SelectStack(
-                agent_pb2.SelectStackRequest(stack_name=spec.stack_name or "", create=True), metadata=conn.metadata)
+                agent_pb2.SelectStackRequest(stack_name=spec.stack_name or "", create=True), metadata=conn.metadata,
+                timeout=_at_least(plan.wait_limit(silence, plan.remaining(limit, began, self.clock()))[0],
+                                  PRE_STREAM_FLOOR))
             await select
             if gate.plan_digest and not plan.supports_plans(await select.initial_metadata()):
                 # never an unreviewed `up`: an agent that does not know plan_digest would ignore it
@@ -246,9 +260,6 @@ class UpdateReconciler:
             kept = (update.metadata.uid or "") if kind == up_api.UP and plan.supports(
                 await select.initial_metadata(), plan.CAPABILITY_KEEP_RUNNING) else ""
             stream = self._call(kind, spec, conn, gate, resume_after, kept)
-            silence = plan.idle_timeout(spec, self.idle_timeout)
-            limit = plan.timeout(spec, self.timeout)
-            began = resume_after or self.clock()  # a resumed operation keeps its first start's deadline
             responses = aiter(stream)
             while True:
                 wait, deadline = plan.wait_limit(silence, plan.remaining(limit, began, self.clock()))
@@ -292,7 +303,7 @@ class UpdateReconciler:
                             return problem
                     outcome = await self._absorb(update, kind, response.result)
                     if plan.expects_empty(update) and not gate.destroy_preview and outcome.failed[0] != "True":
-                        outcome = plan.left_behind(outcome, await self._resource_count(conn))
+                        outcome = plan.left_behind(outcome, await self._resource_count(conn, silence or None))
                     # a failed drift check keeps what its preview had found before the failure (e.g. a field
                     # conflict in the Kubernetes provider's dry-run apply is the drift it reports)
                     if drifted is not None and (outcome.failed[0] != "True" or drifted.changes):
@@ -326,9 +337,9 @@ class UpdateReconciler:
         except grpc.aio.AioRpcError as err:
             log.warning("could not stop the kept up %s: %s", operation_id, err.details())
 
-    async def _resource_count(self, conn: connect.Connection) -> int | None:
+    async def _resource_count(self, conn: connect.Connection, timeout: float | None = None) -> int | None:
         """How many resources the selected stack holds (the agent's Info); None when the backend does not say."""
-        info = await conn.stub.Info(agent_pb2.InfoRequest(), metadata=conn.metadata)
+        info = await conn.stub.Info(agent_pb2.InfoRequest(), metadata=conn.metadata, timeout=timeout)
         return info.summary.resource_count if info.summary.HasField("resource_count") else None
 
     async def record(self, update: up_api.Update, outcome: plan.Outcome) -> bool:
