@@ -185,6 +185,22 @@ def from_error(message: str | None, reason: str | None) -> Outcome:
                    ("True", REASON_UPDATED, ""), message=text)
 
 
+#: The longest message an Update's status carries: the Go agent ends a failed operation with the CLI's whole
+#: output, and an object over etcd's request limit (1.5 MiB) can never be written — the result would be lost,
+#: retried for ever. The head and the end are kept: the error is at the end of the CLI's output.
+MAX_MESSAGE = 64 * 1024
+_HEAD = 8 * 1024
+
+
+def bounded(message: str, limit: int = MAX_MESSAGE) -> str:
+    """`message`, or its head and end with how much was cut between them when it is longer than `limit`."""
+    if len(message) <= limit:
+        return message
+    marker = f"\n… {len(message) - limit} characters cut …\n"
+    tail = limit - _HEAD - len(marker)
+    return message[:_HEAD] + marker + message[len(message) - tail:]
+
+
 def status_body(update: up_api.Update, outcome: Outcome, now: datetime.datetime) -> dict[str, Any]:
     """The status to server-side apply for `outcome` (only the fields this controller owns)."""
     previous = (update.status.conditions if update.status else None) or []
@@ -196,7 +212,7 @@ def status_body(update: up_api.Update, outcome: Outcome, now: datetime.datetime)
     status = update.status or up_api.UpdateStatus()
     # message, permalink and outputs are always applied, empty or not, as the Go operator's apply configuration
     # does (`permalink: ""` on a self-managed backend); the times only once known (an empty time is invalid)
-    body["message"] = (outcome.message if outcome.message is not None else status.message) or ""
+    body["message"] = bounded((outcome.message if outcome.message is not None else status.message) or "")
     body["permalink"] = outcome.permalink or status.permalink or ""
     body["outputs"] = outcome.outputs or status.outputs or ""
     for key, value in (("startTime", outcome.start_time or status.start_time),

@@ -64,6 +64,18 @@ def test_failed_marks_the_update_complete_and_failed(reason: str) -> None:
     assert body["message"] == ""
 
 
+def test_a_failure_message_of_any_length_is_written_with_its_end() -> None:
+    """The Go agent ends a failed operation with the CLI's whole output: a status over etcd's request limit could
+    never be written (the result lost, retried for ever). The status keeps the head and the end, where the error is."""
+    output = "line of progress\n" * 200_000 + "error: the real cause"
+    message = _body(plan.from_error(output, None))["message"]
+    assert len(message) == plan.MAX_MESSAGE
+    assert message.startswith("line of progress")
+    assert message.endswith("error: the real cause")
+    assert f"{len(output) - plan.MAX_MESSAGE} characters cut" in message
+    assert _body(plan.from_error("short", None))["message"] == "short"
+
+
 def test_failed_with_a_message_reports_it() -> None:
     body = _body(plan.failed("InvalidSpec", 'unsupported update type "upp"'))
     assert _conditions(body)["Failed"] == ("True", "InvalidSpec", 'unsupported update type "upp"')
