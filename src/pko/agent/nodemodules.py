@@ -128,9 +128,17 @@ def offer(workdir: Path, project: Mapping[str, Any], env: Mapping[str, str]) -> 
     return Offer(url, lockfile, tree)
 
 
+#: The folder a tree is unpacked into before it is renamed into place (in the program's folder: the same volume).
+STAGING_PREFIX = ".pko-node-modules-"
+
+
 def unpack(found: Offer, workdir: Path, timeout: float = TIMEOUT) -> int:
-    """Ask the cache for the tree and unpack it as ``workdir/node_modules``; the bytes received. Blocking."""
-    staging = Path(tempfile.mkdtemp(prefix=".pko-node-modules-", dir=workdir))
+    """Ask the cache for the tree and unpack it as ``workdir/node_modules``; the bytes received. Blocking. What an
+    unpack killed midway left (an agent OOM-killed, its container restarted in the same pod) goes first: a second
+    ``node_modules`` in the program's folder makes every later install walk it and install plugins again."""
+    for left in workdir.glob(f"{STAGING_PREFIX}*"):
+        shutil.rmtree(left, ignore_errors=True)
+    staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=workdir))
     try:
         request = urllib.request.Request(found.url, data=found.lockfile, method="POST",
                                          headers={"Content-Type": "application/json"})

@@ -79,8 +79,12 @@ def test_a_whole_answer_unpacks(cache: tuple[type[_Answer], str], tmp_path: Path
     handler, url = cache
     body, _ = _tree()
     handler.body, handler.sent, handler.digest = body, len(body), hashlib.sha256(body).hexdigest()
+    left = tmp_path / f"{nodemodules.STAGING_PREFIX}killed" / "node_modules" / "a"  # an unpack killed midway
+    left.mkdir(parents=True)
+    (left / "package.json").write_text("{}")
     assert nodemodules.unpack(_offer(url), tmp_path) == len(body)
     assert (tmp_path / "node_modules/b/index.js").read_bytes() == b"module.exports = 'b'"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["node_modules"]  # what it left is gone too
 
 
 def test_an_answer_cut_between_two_packages_is_refused(cache: tuple[type[_Answer], str], tmp_path: Path) -> None:
