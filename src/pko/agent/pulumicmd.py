@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import datetime
 import logging
 import os
 import signal
@@ -51,22 +52,28 @@ class CommandError(Exception):
         return f"{self.description}: exit status {r.code}\ncode: {r.code}\nstdout: {r.stdout}\nstderr: {r.stderr}\n"
 
 
-#: The pids of the commands this process started, the latest :data:`REMEMBERED_PIDS` (a stale lock's holder is
-#: known as its own by them: pko.agent.stalelocks).
+#: The pids of the commands this process started, and when, the latest :data:`REMEMBERED_PIDS` (a stale lock's
+#: holder is known as its own by them: pko.agent.stalelocks).
 REMEMBERED_PIDS = 4096
-_STARTED: collections.OrderedDict[int, None] = collections.OrderedDict()
+_STARTED: collections.OrderedDict[int, datetime.datetime] = collections.OrderedDict()
+#: How far a lock's time may lie before its command's start and still be that command's (clocks in seconds).
+_SLACK = datetime.timedelta(seconds=2)
 
 
 def _started(pid: int) -> None:
-    _STARTED[pid] = None
+    _STARTED[pid] = datetime.datetime.now(datetime.UTC)
     _STARTED.move_to_end(pid)
     while len(_STARTED) > REMEMBERED_PIDS:
         _STARTED.popitem(last=False)
 
 
-def started_here(pid: int) -> bool:
-    """Whether this process started a command whose pid was `pid` (one of its latest)."""
-    return pid in _STARTED
+def started_here(pid: int, taken: datetime.datetime | None) -> bool:
+    """Whether this process started the command `pid` that took a lock at `taken`: the latest command of that pid
+    started before then (a pid is used again: in a container they count up from the same start, and a twin
+    container elsewhere — the same Stack in another cluster — runs the same commands, so a pid alone would take a
+    twin's live lock for one of ours)."""
+    started = _STARTED.get(pid)
+    return started is not None and taken is not None and started - _SLACK <= taken
 
 
 class PulumiCLI:

@@ -35,25 +35,38 @@ from urllib.parse import unquote, urlparse
 log = logging.getLogger("pko.agent.locks")
 
 
+Ours = Callable[[int, "datetime.datetime | None"], bool]
+
+
+def _none(pid: int, taken: datetime.datetime | None) -> bool:
+    return False
+
+
+#: How far this agent's start may lie after its predecessor's lock and the lock still count as the predecessor's:
+#: the clocks of two nodes differ (a pod rescheduled), and a lock left for this agent's life would fail every update.
+CLOCK_SLACK = datetime.timedelta(seconds=10)
+
+
 def stale(lock: Mapping[str, Any], hostname: str, running_pulumi: Callable[[int], bool],
-          since: datetime.datetime | None = None, ours: Callable[[int], bool] = lambda pid: False) -> bool:
+          since: datetime.datetime | None = None, ours: Ours = _none) -> bool:
     """Whether the lock `lock` (a lock file's content) was taken on `hostname` by a process that is gone.
 
     A pod's hostname is its name, which is unique in its namespace only: the same Stack applied in two clusters
     (or a namespace of the same name) against one backend runs on a twin of this hostname, whose pids mean nothing
     here. So, with `since` (when this agent started), a gone holder's lock counts only when it was taken before
-    then — by the agent or container this one replaced, which is what it is for — or by a process this agent
-    started itself (`ours`: a CLI killed under a living agent); a lock of a gone pid taken while this agent ran,
-    by no process of its own, is someone else's and stays."""
+    then (with :data:`CLOCK_SLACK` for two nodes' clocks) — by the agent or container this one replaced, which is
+    what it is for — or by a command this agent started itself before the lock's time (`ours`: a CLI killed under
+    a living agent); a lock of a gone pid taken while this agent ran, by no command of its own, is someone else's
+    and stays."""
     pid = lock.get("pid")
     if lock.get("hostname") != hostname or not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         return False
     if running_pulumi(pid):
         return False
-    if since is None or ours(pid):
+    if since is None:
         return True
-    taken = _moment(lock.get("timestamp"))  # whole seconds in a refusal's words: a second's margin
-    return taken is not None and taken + datetime.timedelta(seconds=1) <= since
+    taken = _moment(lock.get("timestamp"))
+    return taken is not None and (ours(pid, taken) or taken < since + CLOCK_SLACK)
 
 
 def _moment(value: object) -> datetime.datetime | None:
@@ -79,7 +92,7 @@ def refusing_locks(output: str) -> list[dict[str, Any]]:
 
 
 def all_stale(locks: list[dict[str, Any]], hostname: str, running_pulumi: Callable[[int], bool],
-              since: datetime.datetime | None = None, ours: Callable[[int], bool] = lambda pid: False) -> bool:
+              since: datetime.datetime | None = None, ours: Ours = _none) -> bool:
     """Whether there are locks and each is :func:`stale` (then `pulumi cancel`, which deletes every lock of the
     stack, removes only dead ones)."""
     return bool(locks) and all(stale(lock, hostname, running_pulumi, since, ours) for lock in locks)
@@ -114,7 +127,7 @@ def running_pulumi(pid: int) -> bool:
 
 def release(env: Mapping[str, str], project: Mapping[str, Any], stack: str,
             hostname: str | None = None, alive: Callable[[int], bool] = running_pulumi,
-            since: datetime.datetime | None = None, ours: Callable[[int], bool] = lambda pid: False,
+            since: datetime.datetime | None = None, ours: Ours = _none,
             ) -> list[tuple[Path, dict[str, Any]]]:
     """Remove `stack`'s :func:`stale` lock files; each path removed, with the lock it held."""
     root = backend_root(env, project)

@@ -10,6 +10,7 @@ when it is killed or cancelled at the wrong moment, which cannot be timed in a t
 from __future__ import annotations
 
 import asyncio
+import datetime
 import os
 import signal
 import time
@@ -86,10 +87,15 @@ async def test_a_command_cancelled_while_it_starts_is_wound_down_with_its_childr
     assert cli.running == 0
 
 
-async def test_the_agent_knows_the_pids_of_the_commands_it_started(tmp_path: Path) -> None:
-    """A stale lock's holder is this agent's own when it started that pid (a CLI killed under a living agent, whose
-    lock is then released whenever it was taken: pko.agent.stalelocks)."""
+async def test_the_agent_knows_the_pids_of_the_commands_it_started_and_when(tmp_path: Path) -> None:
+    """A stale lock's holder is this agent's own when it started that pid before the lock was taken (a CLI killed
+    under a living agent: pko.agent.stalelocks); a lock of the same pid from before that command — the pid used
+    again, or a twin container's — is not."""
+    before = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
     result = await PulumiCLI(tmp_path, dict(os.environ), binary="sh").run(["-c", "echo $$"])
     pid = int(result.stdout.strip())
-    assert pulumicmd.started_here(pid)
-    assert not pulumicmd.started_here(os.getpid())
+    now = datetime.datetime.now(datetime.UTC)
+    assert pulumicmd.started_here(pid, now)
+    assert not pulumicmd.started_here(pid, before)
+    assert not pulumicmd.started_here(pid, None)
+    assert not pulumicmd.started_here(os.getpid(), now)

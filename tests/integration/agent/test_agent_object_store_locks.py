@@ -97,7 +97,8 @@ async def test_a_twin_hosts_lock_taken_while_this_agent_runs_is_left_alone(
     same bucket runs on a twin hostname, and its live CLI's pid means nothing here. A lock of this hostname taken
     while this agent ran, by no command of its own, is that twin's: left alone, and the update fails on it."""
     agent = await _agent(start_agent, tmp_path, store)
-    held = _lock(store, socket.gethostname(), _dead_pid())
+    # taken a minute after this agent started (beyond the slack allowed for two nodes' clocks)
+    held = _lock(store, socket.gethostname(), _dead_pid(), ago=-60)
     failed = await drive(agent.stub.Up(agent_pb2.UpRequest()))
     assert failed.error is not None
     assert "the stack is currently locked by 1 lock(s)" in str(failed.error.details())

@@ -42,11 +42,11 @@ def test_a_lock_file_is_stale_only_if_taken_before_this_agent_or_by_its_own_cli(
     by no command of its own is a twin host's, and stays."""
     started = datetime.datetime(2026, 12, 7, 12, 0, tzinfo=datetime.UTC)
     old = _lock(tmp_path, "old", pid=1001, hostname="vm", timestamp="2026-12-07T11:59:58.123456789Z")
-    twin = _lock(tmp_path, "twin", pid=1002, hostname="vm", timestamp="2026-12-07T12:00:03.5+00:00")
-    mine = _lock(tmp_path, "mine", pid=1003, hostname="vm", timestamp="2026-12-07T12:00:04Z")
+    twin = _lock(tmp_path, "twin", pid=1002, hostname="vm", timestamp="2026-12-07T12:03:03.5+00:00")
+    mine = _lock(tmp_path, "mine", pid=1003, hostname="vm", timestamp="2026-12-07T12:03:04Z")
     env = {"PULUMI_BACKEND_URL": f"file://{tmp_path}"}
     released = stalelocks.release(env, PROJECT, "dev", hostname="vm", alive=lambda pid: False, since=started,
-                                  ours=lambda pid: pid == 1003)
+                                  ours=lambda pid, taken: pid == 1003)
     assert sorted(path.name for path, _ in released) == ["mine.json", "old.json"]
     assert twin.exists()
     assert not old.exists()

@@ -37,14 +37,18 @@ def test_cancel_only_when_every_holder_is_a_dead_process_of_this_host() -> None:
 
 def test_a_twin_s_lock_taken_while_this_agent_ran_is_never_cancelled() -> None:
     """A pod's hostname is unique in its namespace only: the same Stack in another cluster against the same bucket
-    runs on a twin hostname, whose pids mean nothing here. A lock taken after this agent started, by no process
-    of its own, is the twin's — even with its pid not running here; one taken before, by the agent this one
-    replaced, is stale; and one of this agent's own killed CLIs is, whenever it was taken."""
+    runs on a twin hostname, whose pids mean nothing here. A lock taken after this agent started (beyond the slack
+    for two nodes' clocks), by no command of its own, is the twin's — even with its pid not running here; one taken
+    before, by the agent this one replaced, is stale; and one a command of this agent took, whenever."""
     locks = stalelocks.refusing_locks(REFUSAL)  # taken at 23:50 and 23:51
-    before, between = datetime.datetime(2026, 11, 26, 23, 55, tzinfo=datetime.UTC), \
-        datetime.datetime(2026, 11, 26, 23, 50, 30, tzinfo=datetime.UTC)
-    assert stalelocks.all_stale(locks, "ws-0", lambda pid: False, before)
-    assert not stalelocks.all_stale(locks, "ws-0", lambda pid: False, between)  # 9f8e was taken after it started
-    assert stalelocks.all_stale(locks, "ws-0", lambda pid: False, between, ours=lambda pid: pid == 7)
+    slack = stalelocks.CLOCK_SLACK
+    after, before = (datetime.datetime(2026, 11, 26, 23, 55, tzinfo=datetime.UTC),
+                     datetime.datetime(2026, 11, 26, 23, 50, 30, tzinfo=datetime.UTC))
+    assert stalelocks.all_stale(locks, "ws-0", lambda pid: False, after)
+    assert not stalelocks.all_stale(locks, "ws-0", lambda pid: False, before)  # 9f8e was taken after it started
+    assert stalelocks.all_stale(locks, "ws-0", lambda pid: False, before, lambda pid, taken: pid == 7)
+    # a node whose clock is behind: the predecessor's lock still reads as taken before, within the slack
+    assert stalelocks.all_stale(locks, "ws-0", lambda pid: False,
+                                datetime.datetime(2026, 11, 26, 23, 51, tzinfo=datetime.UTC) - slack / 2)
     undated = [{**locks[0], "timestamp": "when?"}]
-    assert not stalelocks.all_stale(undated, "ws-0", lambda pid: False, before)
+    assert not stalelocks.all_stale(undated, "ws-0", lambda pid: False, after)

@@ -72,6 +72,10 @@ EXACT_PLACES = 10
 MOVED_ENOUGH = 0.75
 
 
+#: How long a slot may drain (its pod terminating) before the waiters stop counting on it and idle holders are asked
+#: to make room instead (seconds): an idle workspace's pod stops in seconds; one on a lost node never does.
+STUCK_DRAINING = 120.0
+
 #: The least time between two looks through the queue for waiters whose place moved enough to be shown (seconds),
 #: when the pool can defer one (:meth:`Pool._changed`).
 SCAN_EVERY = 2.0
@@ -129,8 +133,8 @@ class Pool:
         self.holders: dict[Key, float | None] = {}  # key -> last used (epoch seconds) while idle, None while busy
         self.queue = WaitQueue()  # the waiters, in order
         #: slots given back whose agent is still stopping (a pod terminating is still on the node): taken until
-        #: released again with `draining` False
-        self.draining: set[Key] = set()
+        #: released again with `draining` False; with when each began to drain
+        self.draining: dict[Key, float] = {}
         self._arrivals = itertools.count()
         self.yielded = 0  # slots given back because somebody waited (pko_workspace_pool_yields_total)
         #: the place each waiter was last given, and when; when the queue moves, those whose place moved enough
@@ -242,9 +246,12 @@ class Pool:
         return key in self._to_yield()
 
     def _to_yield(self) -> list[Key]:
-        # a slot still draining is taken too: a pod stuck terminating (a lost node) must not leave the waiters
-        # behind an idle holder that could give its own
-        excess = len(self.holders) + len(self.draining) + len(self.queue) - self.size
+        # a slot draining for long is taken for good as far as the waiters know: a pod stuck terminating (a lost
+        # node) must not leave them behind an idle holder that could give its own. One that drains as it should
+        # (seconds) is the waiter's already: counting it would ask every idle holder at once for one waiter.
+        now = self.clock()
+        stuck = sum(1 for since in self.draining.values() if now - since > STUCK_DRAINING)
+        excess = len(self.holders) + stuck + len(self.queue) - self.size
         if excess <= 0:
             return []
         idle = sorted((since, key) for key, since in self.holders.items() if since is not None)
@@ -263,9 +270,9 @@ class Pool:
         if held and yielded:
             self.yielded += 1
         if draining and (held or key in self.draining):
-            self.draining.add(key)
+            self.draining.setdefault(key, self.clock())
         else:
-            self.draining.discard(key)
+            self.draining.pop(key, None)
         for waiter in self.queue.order()[:max(self._free(), 0)]:
             self.wake(waiter)
 

@@ -270,16 +270,23 @@ def test_when_a_holder_counts_as_idle() -> None:
     assert fleet.last_used(NOW, failed, stalled, [_run(None)]) == NOW - 3 * second
 
 
-def test_an_idle_holder_gives_its_slot_while_another_s_agent_is_still_stopping() -> None:
-    """A waiter behind a slot that drains (a pod that may never finish terminating, on a lost node) and an idle
-    holder: the idle holder is asked, as the slots taken are all of them."""
-    active, _ = _pool(2)
-    active.claim(_key("idle"), lanes.CHANGE)
-    active.claim(_key("stopping"), lanes.CHANGE)
+def test_an_idle_holder_gives_its_slot_once_another_s_agent_drains_for_too_long() -> None:
+    """A waiter behind a slot that drains, and idle holders. While the slot drains as it should (seconds), it is the
+    waiter's: no other holder is asked (one waiter must not stop every idle agent). Once it drains for too long (a
+    pod stuck terminating on a lost node), the least recently used idle holder is asked instead."""
+    now = [0.0]
+    active = pool.Pool(3, _Woken(), clock=lambda: now[0])
+    for name in ("idle", "idler", "stopping"):
+        active.claim(_key(name), lanes.CHANGE)
     active.used(_key("idle"), 100.0)
+    active.used(_key("idler"), 50.0)
     active.release(_key("stopping"), yielded=True, draining=True)
-    assert active.claim(_key("waiter"), lanes.CHANGE) == pool.Queued(1, 1, 2, lanes.CHANGE)
-    assert active.must_yield(_key("idle"))
+    assert active.claim(_key("waiter"), lanes.CHANGE) == pool.Queued(1, 1, 3, lanes.CHANGE)
+    assert not active.must_yield(_key("idle"))
+    assert not active.must_yield(_key("idler"))
+    now[0] = pool.STUCK_DRAINING + 1
+    assert active.must_yield(_key("idler"))
+    assert not active.must_yield(_key("idle"))
 
 
 def test_a_new_term_of_leadership_starts_the_pool_afresh_from_the_workspaces() -> None:
