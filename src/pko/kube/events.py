@@ -5,9 +5,10 @@ Callers must never put secret values in a message.
 
 Like client-go's recorder (the Go operator's), an event told again — same component, object, type, reason and
 message — adds to the count of the Event already posted (`kubectl describe` shows "x12 over 5m") instead of
-making another object; and the repeats one component posts about one object are limited to 25 in a burst and
-then one every 5 minutes: a Workspace whose agent cannot be reached for an hour leaves one Event with a count, not
-720 objects in etcd. A repeat the limit holds back still counts, so the next one posted carries the whole count.
+making another object; and the repeats one component posts about one object for one reason are limited to 25 in
+a burst and then one every 5 minutes: a Workspace whose agent cannot be reached for an hour leaves one Event with a
+count, not 720 objects in etcd. A repeat the limit holds back still counts, so the next one posted carries the
+whole count.
 Unlike client-go's spam filter, the limit never holds back an event that is not a repeat: what is new is told.
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import datetime
+import hashlib
 import logging
 import os
 import time
@@ -68,7 +70,13 @@ SPAM_BURST = 25
 SPAM_REFILL = 300.0
 
 
-def _object_key(event: objects.Object, component: str) -> tuple[str, ...]:
+def digest(*parts: object) -> bytes:
+    """A key of the correlator's: 16 bytes for what it tells apart (a message of a kilobyte is not kept for it; a
+    thousand Stacks' events would hold megabytes)."""
+    return hashlib.blake2b("\0".join(str(part) for part in parts).encode(), digest_size=16).digest()
+
+
+def _object_parts(event: objects.Object, component: str) -> tuple[str, ...]:
     involved = event.get("involvedObject") or {}
     return (component, str(involved.get("apiVersion")), str(involved.get("kind")), str(involved.get("namespace")),
             str(involved.get("name")), str(involved.get("uid")))
@@ -95,18 +103,18 @@ class Correlator:
         self.remembered = remembered
         self.burst = burst
         self.refill = refill
-        self._told: collections.OrderedDict[tuple[str, ...], _Told] = collections.OrderedDict()
-        self._tokens: collections.OrderedDict[tuple[str, ...], tuple[float, float]] = collections.OrderedDict()
+        self._told: collections.OrderedDict[bytes, _Told] = collections.OrderedDict()
+        self._tokens: collections.OrderedDict[bytes, tuple[float, float]] = collections.OrderedDict()
 
     @staticmethod
-    def _remember(cache: collections.OrderedDict[tuple[str, ...], _T], key: tuple[str, ...], value: _T,
+    def _remember(cache: collections.OrderedDict[bytes, _T], key: bytes, value: _T,
                   size: int) -> None:
         cache[key] = value
         cache.move_to_end(key)
         while len(cache) > size:
             cache.popitem(last=False)
 
-    def repeat(self, key: tuple[str, ...]) -> _Told | None:
+    def repeat(self, key: bytes) -> _Told | None:
         """The Event that `key` repeats, its count raised by this telling (None: a new one)."""
         told = self._told.get(key)
         if told is None:
@@ -115,15 +123,16 @@ class Correlator:
         self._told.move_to_end(key)
         return told
 
-    def posted(self, key: tuple[str, ...], told: _Told) -> None:
+    def posted(self, key: bytes, told: _Told) -> None:
         self._remember(self._told, key, told, self.remembered)
 
-    def forget(self, key: tuple[str, ...]) -> None:
+    def forget(self, key: bytes) -> None:
         self._told.pop(key, None)
 
-    def allow(self, source: tuple[str, ...]) -> bool:
-        """Whether `source` (a component and an object) may post a repeat now: a token bucket of `burst` tokens,
-        one more every `refill` seconds."""
+    def allow(self, source: bytes) -> bool:
+        """Whether `source` (a component, an object and a reason) may post a repeat now: a token bucket of `burst`
+        tokens, one more every `refill` seconds. By reason too: a noisy repeat (a `ConnectionFailure` every few
+        seconds) must not hold back another's (the same `UpdateFailed` after a recovery)."""
         now = self.clock()
         tokens, since = self._tokens.get(source, (float(self.burst), now))
         tokens = min(float(self.burst), tokens + (now - since) / self.refill)
@@ -144,8 +153,9 @@ class Recorder:
         obj = objects.identity(obj)
         now = datetime.datetime.now(datetime.UTC)
         event = event_for(obj, type_, reason, message, self.component, now)
-        source = _object_key(event, self.component)
-        key = (*source, type_, reason, str(event.get("message")))
+        involved = _object_parts(event, self.component)
+        source = digest(*involved, reason)
+        key = digest(*involved, type_, reason, event.get("message"))
         told = self.correlator.repeat(key)
         if told is not None and not self.correlator.allow(source):
             log.debug("not posting a repeat of event %s on %s yet: too many from %s about it", reason,

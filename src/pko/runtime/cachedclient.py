@@ -19,6 +19,7 @@ It must never hand out the cache's own objects (readers get a copy) and never an
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -30,6 +31,8 @@ from pko.runtime import informer
 _DELETED = -1
 #: The fewest written versions kept before the record is pruned of what the caches caught up with.
 PRUNE_AT = 4096
+#: How long a written version of an object the cache does not hold is kept (seconds): far longer than a watch lags.
+ABSENT_GRACE = 300.0
 
 Lookup = Callable[[resources.Kind], "informer.Informer | None"]
 
@@ -38,6 +41,17 @@ def version(obj: objects.Object | None) -> int | None:
     """An object's resourceVersion as an integer, or None when it has none that reads as one."""
     text = ((obj or {}).get("metadata") or {}).get("resourceVersion")
     return int(text) if isinstance(text, str) and text.isdigit() else None
+
+
+def prunable(written: int, have: int | None, age: float) -> bool:
+    """Whether a version this process wrote `age` seconds ago may be forgotten, the cache holding the object at
+    version `have` (None: not at all). When the cache holds it at that version or later, a cached read is fresh
+    anyway. When the cache does not hold it, the watch may still bring an older copy (an object deleted before
+    its creation reached the cache, or written before it did): only after :data:`ABSENT_GRACE` — deleted,
+    by this process or by another (a garbage-collected Update) — is the version forgotten."""
+    if have is not None:
+        return written != _DELETED and have >= written
+    return age > ABSENT_GRACE
 
 
 def fresh(cached: objects.Object, written: int | None) -> bool:
@@ -58,7 +72,9 @@ class CachedClient(kclient.Client):
         super().__init__(base.api, field_manager=base.field_manager, http=base.http)
         self._lookup = lookup
         self._written: dict[tuple[resources.Kind, objects.ObjectKey], int] = {}
+        self._when: dict[tuple[resources.Kind, objects.ObjectKey], float] = {}  # when each was written (monotonic)
         self._prune_at = PRUNE_AT
+        self.clock = time.monotonic
         self.hits = 0
         self.misses = 0
 
@@ -67,23 +83,27 @@ class CachedClient(kclient.Client):
         # a kind no informer holds is read live, always (one made later lists what is newer than this write): its
         # writes — the events, above all — need no record
         if written is not None and self._lookup(kind) is not None:
-            self._written[(kind, objects.key_of(obj))] = written
-            if len(self._written) >= self._prune_at:
-                self._prune()
+            self._note(kind, objects.key_of(obj), written)
+
+    def _note(self, kind: resources.Kind, key: objects.ObjectKey, written: int) -> None:
+        self._written[(kind, key)] = written
+        self._when[(kind, key)] = self.clock()
+        if len(self._written) >= self._prune_at:
+            self._prune()
 
     def _prune(self) -> None:
-        """Forget the versions the caches have caught up with, and deletions they have seen: each write of every
-        object the operator ever wrote (an Update for each run, long since gone) was kept, and the record grew with
-        the fleet's churn. A version not cached yet stays (the cache may still hand out an older copy), as does
-        any of a kind with no informer. Run when the record doubled since the last prune: amortised, a dictionary
-        operation a write."""
-        for (kind, key), written in list(self._written.items()):
-            source = self._lookup(kind)
+        """Forget the versions the caches have caught up with: each write of every object the operator ever wrote
+        (an Update for each run, long since gone) was kept, and the record grew with the fleet's churn. Run when
+        the record doubled since the last prune: amortised, a dictionary operation a write."""
+        now = self.clock()
+        for entry, written in list(self._written.items()):
+            source = self._lookup(entry[0])
             if source is None or not source.synced:
                 continue
-            have = version({"metadata": {"resourceVersion": source.store.version_of(key)}})
-            if (have is None and written == _DELETED) or (have is not None and written != _DELETED and have >= written):
-                del self._written[(kind, key)]
+            have = version({"metadata": {"resourceVersion": source.store.version_of(entry[1])}})
+            if prunable(written, have, now - self._when.get(entry, now)):
+                del self._written[entry]
+                self._when.pop(entry, None)
         self._prune_at = max(PRUNE_AT, 2 * len(self._written))
 
     @property
@@ -154,5 +174,6 @@ class CachedClient(kclient.Client):
                      missing_ok: bool = False) -> None:
         k = resources.resource(kind)
         key = objects.ObjectKey(namespace or "", name) if k.namespaced else objects.ObjectKey("", name)
-        self._written[(k, key)] = _DELETED  # until a live read or a write says otherwise
+        if self._lookup(k) is not None:
+            self._note(k, key, _DELETED)  # until a live read or a write says otherwise
         await super().delete(kind, name, namespace, propagation=propagation, missing_ok=missing_ok)

@@ -15,14 +15,15 @@ class _Clock:
 
 def test_an_event_told_again_counts_on_the_one_posted() -> None:
     correlator = events.Correlator()
-    key = ("workspace-controller", "v1alpha1", "Workspace", "ns", "w", "uid", "Warning", "ConnectionFailure", "m")
+    parts = ("workspace-controller", "v1alpha1", "Workspace", "ns", "w", "uid", "Warning", "ConnectionFailure")
+    key = events.digest(*parts, "m")
     assert correlator.repeat(key) is None  # new: posted as an Event of its own
     correlator.posted(key, events._Told("w.1", "ns", 1, "2026-12-07T12:00:00Z"))
     first, second = correlator.repeat(key), correlator.repeat(key)
     assert first is second
     assert second is not None
     assert (second.name, second.count) == ("w.1", 3)
-    assert correlator.repeat((*key[:-1], "another message")) is None
+    assert correlator.repeat(events.digest(*parts, "another message")) is None
     correlator.forget(key)
     assert correlator.repeat(key) is None
 
@@ -30,9 +31,10 @@ def test_an_event_told_again_counts_on_the_one_posted() -> None:
 def test_repeats_are_limited_to_a_burst_then_one_every_refill() -> None:
     clock = _Clock()
     correlator = events.Correlator(clock, burst=3, refill=300.0)
-    source = ("workspace-controller", "v1alpha1", "Workspace", "ns", "w", "uid")
+    source = events.digest("workspace-controller", "v1alpha1", "Workspace", "ns", "w", "uid", "ConnectionFailure")
     assert [correlator.allow(source) for _ in range(4)] == [True, True, True, False]
-    assert correlator.allow(("workspace-controller", "v1alpha1", "Workspace", "ns", "other", "uid2"))  # its own
+    assert correlator.allow(events.digest("workspace-controller", "v1alpha1", "Workspace", "ns", "w", "uid",
+                                          "UpdateFailed"))  # another reason: its own
     clock.now = 299.0
     assert not correlator.allow(source)
     clock.now = 300.5  # one token a refill
@@ -44,7 +46,7 @@ def test_repeats_are_limited_to_a_burst_then_one_every_refill() -> None:
 
 def test_what_is_remembered_is_bounded() -> None:
     correlator = events.Correlator(remembered=2)
-    keys = [("c", str(i)) for i in range(3)]
+    keys = [events.digest("c", i) for i in range(3)]
     for i, key in enumerate(keys):
         correlator.posted(key, events._Told(f"e{i}", "ns", 1, ""))
     assert correlator.repeat(keys[0]) is None  # the least recently used went

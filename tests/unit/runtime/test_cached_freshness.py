@@ -25,3 +25,17 @@ def test_versions_read_as_integers_only_when_they_are() -> None:
     assert cachedclient.version(_at("")) is None
     assert cachedclient.version(_at("1e3")) is None
     assert cachedclient.version(None) is None
+
+
+def test_a_written_version_is_forgotten_once_the_cache_holds_it_or_long_after_the_object_went() -> None:
+    grace = cachedclient.ABSENT_GRACE
+    assert cachedclient.prunable(7, 7, 0.0)  # the cache caught up: a cached read is fresh anyway
+    assert cachedclient.prunable(7, 9, 0.0)
+    assert not cachedclient.prunable(7, 5, grace * 10)  # the cache is behind: never, however long
+    deleted = -1
+    assert not cachedclient.prunable(deleted, 9, grace * 10)  # the cache still holds what this process deleted
+    # not in the cache: the watch may yet bring an older copy (deleted before its creation reached the cache)
+    assert not cachedclient.prunable(deleted, None, 1.0)
+    assert not cachedclient.prunable(7, None, 1.0)
+    assert cachedclient.prunable(deleted, None, grace + 1)
+    assert cachedclient.prunable(7, None, grace + 1)  # deleted by another (a garbage-collected Update)

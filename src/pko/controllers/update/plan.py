@@ -197,6 +197,7 @@ def bounded(message: str, limit: int = MAX_MESSAGE) -> str:
     if len(message) <= limit:
         return message
     marker = f"\n… {len(message) - limit} characters cut …\n"
+    marker = f"\n… {len(message) - limit + len(marker)} characters cut …\n"  # the marker's own room is cut too
     tail = limit - _HEAD - len(marker)
     return message[:_HEAD] + marker + message[len(message) - tail:]
 

@@ -303,7 +303,8 @@ class UpdateReconciler:
                             return problem
                     outcome = await self._absorb(update, kind, response.result)
                     if plan.expects_empty(update) and not gate.destroy_preview and outcome.failed[0] != "True":
-                        outcome = plan.left_behind(outcome, await self._resource_count(conn, silence or None))
+                        outcome = plan.left_behind(outcome, await self._resource_count(
+                            conn, _at_least(silence or None, PRE_STREAM_FLOOR)))
                     # a failed drift check keeps what its preview had found before the failure (e.g. a field
                     # conflict in the Kubernetes provider's dry-run apply is the drift it reports)
                     if drifted is not None and (outcome.failed[0] != "True" or drifted.changes):

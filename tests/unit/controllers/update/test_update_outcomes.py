@@ -72,7 +72,10 @@ def test_a_failure_message_of_any_length_is_written_with_its_end() -> None:
     assert len(message) == plan.MAX_MESSAGE
     assert message.startswith("line of progress")
     assert message.endswith("error: the real cause")
-    assert f"{len(output) - plan.MAX_MESSAGE} characters cut" in message
+    start = message.index("\n… ")
+    end = message.index(" …\n", start) + len(" …\n")
+    cut = int(message[start + len("\n… "):].split(" characters cut", 1)[0])
+    assert len(message[:start]) + len(message[end:]) + cut == len(output)  # what it says was cut, was
     assert _body(plan.from_error("short", None))["message"] == "short"
 
 
