@@ -41,12 +41,7 @@ _HEAD_CHARS = 2048
 
 def bounded(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
     """`message`, or its head and end with what was cut said in between when it is longer than `limit`."""
-    if len(message) <= limit:
-        return message
-    cut = len(message) - limit
-    marker = f"\n… {cut} characters cut (the workspace pod's log has the whole output) …\n"
-    tail = limit - _HEAD_CHARS - len(marker)  # the marker counts: the result is `limit` long
-    return message[:_HEAD_CHARS] + marker.replace(str(cut), str(cut + len(marker))) + message[len(message) - tail:]
+    return status.head_and_end(message, limit, _HEAD_CHARS, " (the workspace pod's log has the whole output)")
 
 
 @dataclass(frozen=True)

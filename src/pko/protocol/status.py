@@ -68,3 +68,17 @@ def error_info(metadata: Metadata | None) -> agent_pb2.PulumiErrorInfo | None:
             if infos:
                 return infos[0]
     return None
+
+
+def head_and_end(message: str, limit: int, head: int, note: str = "") -> str:
+    """`message`, or its first `head` characters and its end with how many were cut between them (and `note`)
+    when it is longer than `limit`; the result is then `limit` long. A failed operation's text is the CLI's output,
+    whose error is at its end: the agent keeps its status messages within a trailer's budget, the operator an
+    Update's status within an object's (the Go agent sends the whole output)."""
+    if len(message) <= limit:
+        return message
+    marker = ""
+    for _ in range(3):  # the count's digits set the marker's length, which sets the count: settled within three
+        marker = f"\n… {len(message) - limit + len(marker)} characters cut{note} …\n"
+    tail = limit - head - len(marker)
+    return message[:head] + marker + message[len(message) - tail:]

@@ -39,7 +39,10 @@ Lookup = Callable[[resources.Kind], "informer.Informer | None"]
 
 def version(obj: objects.Object | None) -> int | None:
     """An object's resourceVersion as an integer, or None when it has none that reads as one."""
-    text = ((obj or {}).get("metadata") or {}).get("resourceVersion")
+    return _number(((obj or {}).get("metadata") or {}).get("resourceVersion"))
+
+
+def _number(text: object) -> int | None:
     return int(text) if isinstance(text, str) and text.isdigit() else None
 
 
@@ -71,8 +74,8 @@ class CachedClient(kclient.Client):
     def __init__(self, base: kclient.Client, lookup: Lookup) -> None:
         super().__init__(base.api, field_manager=base.field_manager, http=base.http)
         self._lookup = lookup
-        self._written: dict[tuple[resources.Kind, objects.ObjectKey], int] = {}
-        self._when: dict[tuple[resources.Kind, objects.ObjectKey], float] = {}  # when each was written (monotonic)
+        #: the version this process last wrote of each object, and when (monotonic)
+        self._written: dict[tuple[resources.Kind, objects.ObjectKey], tuple[int, float]] = {}
         self._prune_at = PRUNE_AT
         self.clock = time.monotonic
         self.hits = 0
@@ -86,8 +89,7 @@ class CachedClient(kclient.Client):
             self._note(kind, objects.key_of(obj), written)
 
     def _note(self, kind: resources.Kind, key: objects.ObjectKey, written: int) -> None:
-        self._written[(kind, key)] = written
-        self._when[(kind, key)] = self.clock()
+        self._written[(kind, key)] = (written, self.clock())
         if len(self._written) >= self._prune_at:
             self._prune()
 
@@ -96,14 +98,12 @@ class CachedClient(kclient.Client):
         (an Update for each run, long since gone) was kept, and the record grew with the fleet's churn. Run when
         the record doubled since the last prune: amortised, a dictionary operation a write."""
         now = self.clock()
-        for entry, written in list(self._written.items()):
-            source = self._lookup(entry[0])
+        for (kind, key), (written, when) in list(self._written.items()):
+            source = self._lookup(kind)
             if source is None or not source.synced:
                 continue
-            have = version({"metadata": {"resourceVersion": source.store.version_of(entry[1])}})
-            if prunable(written, have, now - self._when.get(entry, now)):
-                del self._written[entry]
-                self._when.pop(entry, None)
+            if prunable(written, _number(source.store.version_of(key)), now - when):
+                del self._written[(kind, key)]
         self._prune_at = max(PRUNE_AT, 2 * len(self._written))
 
     @property
@@ -117,7 +117,8 @@ class CachedClient(kclient.Client):
             return None
         key = objects.ObjectKey(namespace or "", name) if kind.namespaced else objects.ObjectKey("", name)
         found = source.store.get(key)  # a copy of our own
-        if found is None or not fresh(found, self._written.get((kind, key))):
+        written = self._written.get((kind, key))
+        if found is None or not fresh(found, written[0] if written is not None else None):
             return None
         return found
 

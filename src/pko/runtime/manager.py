@@ -81,7 +81,7 @@ class Manager:
         self._metrics_address = metrics_address
         self._started = False
         self._group: asyncio.TaskGroup | None = None
-        self._leadership: list[tuple[Callable[[], None], Callable[[], Awaitable[None]]]] = []
+        self._leadership: list[tuple[Callable[[], None], Callable[[], Awaitable[None]] | None]] = []
 
     @property
     def is_leader(self) -> bool:
@@ -130,7 +130,7 @@ class Manager:
         self.controllers.append(controller)
         return controller
 
-    def on_leadership(self, gained: Callable[[], None], lost: Callable[[], Awaitable[None]]) -> None:
+    def on_leadership(self, gained: Callable[[], None], lost: Callable[[], Awaitable[None]] | None = None) -> None:
         """Tell a part of the operator when this process starts leading (`gained`, before the controllers start)
         and stops (`lost`, awaited once they stopped): what it keeps outside the controllers — an Update's
         operation in a task of its own, the pool's holders and waiters, a window counted from the start — belongs
@@ -219,6 +219,8 @@ class Manager:
                     group.create_task(controller.run(), name=f"controller-{controller.name}")
         finally:
             for _, lost in self._leadership:
+                if lost is None:
+                    continue
                 try:
                     await asyncio.shield(lost())
                 except Exception:  # one part failing to stop must not keep the others running

@@ -21,6 +21,7 @@ from pko.api import conditions, durations, names
 from pko.api import update as up_api
 from pko.api.meta import Condition
 from pko.kube import builtins
+from pko.protocol import status as pstatus
 
 # Condition reasons (the Go operator's).
 REASON_PROGRESSING = "Progressing"
@@ -192,16 +193,6 @@ MAX_MESSAGE = 64 * 1024
 _HEAD = 8 * 1024
 
 
-def bounded(message: str, limit: int = MAX_MESSAGE) -> str:
-    """`message`, or its head and end with how much was cut between them when it is longer than `limit`."""
-    if len(message) <= limit:
-        return message
-    marker = f"\n… {len(message) - limit} characters cut …\n"
-    marker = f"\n… {len(message) - limit + len(marker)} characters cut …\n"  # the marker's own room is cut too
-    tail = limit - _HEAD - len(marker)
-    return message[:_HEAD] + marker + message[len(message) - tail:]
-
-
 def status_body(update: up_api.Update, outcome: Outcome, now: datetime.datetime) -> dict[str, Any]:
     """The status to server-side apply for `outcome` (only the fields this controller owns)."""
     previous = (update.status.conditions if update.status else None) or []
@@ -213,7 +204,8 @@ def status_body(update: up_api.Update, outcome: Outcome, now: datetime.datetime)
     status = update.status or up_api.UpdateStatus()
     # message, permalink and outputs are always applied, empty or not, as the Go operator's apply configuration
     # does (`permalink: ""` on a self-managed backend); the times only once known (an empty time is invalid)
-    body["message"] = bounded((outcome.message if outcome.message is not None else status.message) or "")
+    body["message"] = pstatus.head_and_end(
+        (outcome.message if outcome.message is not None else status.message) or "", MAX_MESSAGE, _HEAD)
     body["permalink"] = outcome.permalink or status.permalink or ""
     body["outputs"] = outcome.outputs or status.outputs or ""
     for key, value in (("startTime", outcome.start_time or status.start_time),

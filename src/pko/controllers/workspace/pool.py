@@ -128,7 +128,7 @@ class Pool:
         #: run a function after a delay (the event loop's call_later): the queue's look for waiters to wake is then
         #: made at most every :data:`SCAN_EVERY` seconds; None: at every change
         self.defer = defer
-        self._seeds = seed
+        self._seed_source = seed
         self._seed: Callable[[], Iterable[Key]] | None = seed
         self.holders: dict[Key, float | None] = {}  # key -> last used (epoch seconds) while idle, None while busy
         self.queue = WaitQueue()  # the waiters, in order
@@ -152,7 +152,7 @@ class Pool:
         """Forget every holder and waiter, to be seeded again from the Workspaces' statuses at the next ask: a
         term of leadership starts (another replica led in between, starting and stopping agents this one never
         saw; what it kept would leak slots or overcommit). Waiters ask again as every Workspace is looked at."""
-        self._seed = self._seeds
+        self._seed = self._seed_source
         self.holders.clear()
         self.queue = WaitQueue()
         self.draining.clear()

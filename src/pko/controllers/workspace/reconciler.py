@@ -367,9 +367,9 @@ class WorkspaceReconciler:
             wait = fleet.refusal_retry_in(stalled.reason, self._refused_at.get(key), now, runtime.REFUSED_RETRY_AFTER)
             if wait is None or wait > 0:
                 after = await self._give_back(key)
-                return _Stop(after if wait is None or (after is not None and after.requeue_after is not None
-                                                       and after.requeue_after < wait)
-                             else Result(requeue_after=wait))
+                if wait is not None and (after is None or after.requeue_after is None or after.requeue_after >= wait):
+                    after = Result(requeue_after=wait)  # the next try, unless the slot's drain is looked at sooner
+                return _Stop(after)
         # woken while its own pod still terminates: that slot frees first
         if self.pool.stopping(key) and (after := await self._give_back(key)) is not None:
             return _Stop(after)

@@ -119,10 +119,6 @@ def workspace_runtime(client: kclient.Client, settings: Settings, recorder: even
     return pod.PodRuntime(client, recorder)
 
 
-async def _nothing() -> None:
-    return None
-
-
 def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings,
           connector: connect.Connector,
           default_env: workspace_reconciler.DefaultEnv | None = None) -> WorkspaceController:
@@ -152,7 +148,7 @@ def setup(mgr: manager.Manager, client: kclient.Client, settings: Settings,
                                     wake_later=lambda key, delay: controller.queue.add_after(key, delay),
                                     defer=lambda delay, run: asyncio.get_running_loop().call_later(delay, run))
         metrics.workspace_pool(mgr.registry, reconciler.pool)
-        mgr.on_leadership(reconciler.pool.reset, _nothing)
+        mgr.on_leadership(reconciler.pool.reset)
     controller.watch(workspaces, predicate=handlers.generation_changed)
     runtime.watch(mgr, controller)
 
